@@ -1,0 +1,76 @@
+"""``tokenwire validate [FILE] [--request REQ.json] [--json] [--strict]``."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from typing import BinaryIO
+
+import click
+import msgspec
+
+from ..errors import InvalidRequest
+from ..lifecycle import Report, validate
+from ..request import Request
+from ..request import parse as parse_request
+
+_CHUNK = 64 * 1024
+
+
+def _read(stream: BinaryIO) -> Iterator[bytes]:
+    while chunk := stream.read(_CHUNK):
+        yield chunk
+
+
+def _load_request(path: str) -> Request:
+    with open(path, "rb") as f:
+        return parse_request(f.read())
+
+
+@click.command()
+@click.argument("file", type=click.File("rb"), default="-")
+@click.option(
+    "--request",
+    "request_path",
+    type=click.Path(exists=True, dir_okay=False),
+    help="The request that produced the stream: enables the tool and request_id checks.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--strict", is_flag=True, help="Fail on SHOULD violations too.")
+@click.option(
+    "--max-event-bytes",
+    type=click.IntRange(min=1),
+    default=1 << 20,
+    show_default=True,
+    help="Largest event accepted before a framing error.",
+)
+def command(
+    file: BinaryIO, request_path: str | None, as_json: bool, strict: bool, max_event_bytes: int
+) -> None:
+    """Check an LLM-Stream SSE body (FILE, or stdin) against every rule of the draft.
+
+    Prints one line per violation (seq, rule, section, message) and exits 0
+    only for a conformant stream.
+    """
+    request = None
+    if request_path is not None:
+        try:
+            request = _load_request(request_path)
+        except InvalidRequest as exc:
+            raise click.ClickException(f"{request_path}: invalid request: {exc}") from None
+    report = validate(_read(file), request, max_event_bytes=max_event_bytes)
+    failed = not report.ok or (strict and bool(report.warnings))
+    if as_json:
+        sys.stdout.write(msgspec.json.encode(report).decode() + "\n")
+    else:
+        _print(report)
+    sys.exit(1 if failed else 0)
+
+
+def _print(report: Report) -> None:
+    for v in report.violations:
+        click.echo(str(v))
+    verdict = "conformant" if report.ok else "NOT conformant"
+    n_err, n_warn = len(report.errors), len(report.warnings)
+    # The verdict goes to stderr, so stdout is exactly one line per violation.
+    click.echo(f"{report.events} events: {verdict} ({n_err} errors, {n_warn} warnings)", err=True)

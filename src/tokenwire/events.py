@@ -1,0 +1,284 @@
+"""The seven event types of §5.3 as typed, immutable values.
+
+Every class carries exactly the draft's fields, under the draft's names. The
+JSON ``type`` is the msgspec tag, so it is written on every event and checked on
+every decode. Fields the draft marks REQUIRED have no default: an envelope that
+lacks one does not decode (the §4.8 example, which omits ``v``/``seq``/``index``,
+is therefore not a conformant event; see ``docs/conformance.md``).
+
+Decoding keys on the SSE ``event:`` name, the draft's TLV "T" (§5.2): ``parse``
+rejects a JSON ``type`` that differs from it. Unknown JSON fields are ignored
+(§5.2); unknown event types come back as ``UnknownEvent``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Final, TypeAlias
+
+import msgspec
+
+from .errors import EventDecodeError
+
+__all__ = [
+    "EVENT_TYPES",
+    "ERROR_CODES",
+    "STOP_REASONS",
+    "VERSION",
+    "ContentDelta",
+    "ContentStop",
+    "Delta",
+    "ErrorEvent",
+    "Event",
+    "KnownEvent",
+    "StreamEnd",
+    "StreamStart",
+    "ToolCall",
+    "UnknownEvent",
+    "Usage",
+    "dump",
+    "parse",
+    "to_json",
+]
+
+VERSION: Final = "1.0"
+
+#: §5.3.3: the registered stop reasons.
+STOP_REASONS: Final = frozenset({"end_turn", "max_tokens", "tool_use", "content_filter"})
+
+#: §5.3.6: the registered error codes. ``cancelled`` is tokenwire's documented
+#: extension code for a stream cancelled on request (docs/extensions.md).
+ERROR_CODES: Final = frozenset(
+    {"rate_limited", "context_length_exceeded", "content_filtered", "internal_error", "overloaded"}
+)
+
+Seq = Annotated[int, msgspec.Meta(ge=0)]
+Count = Annotated[int, msgspec.Meta(ge=0)]
+
+
+class _Envelope(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_defaults=True):
+    """§5.2: the fields every event carries. ``type`` is the tag."""
+
+    v: str
+    seq: Seq
+
+    #: The wire name of this event type (the same as the JSON ``type``).
+    TYPE: ClassVar[str]
+
+    @property
+    def type(self) -> str:
+        return self.TYPE
+
+
+class StreamStart(_Envelope, tag="stream.start", frozen=True, kw_only=True):
+    """§5.3.1: the first event (seq 0)."""
+
+    TYPE: ClassVar[str] = "stream.start"
+    model: str
+    created: int
+    request_id: str | None = None
+
+
+class Delta(msgspec.Struct, frozen=True, kw_only=True):
+    """§5.3.2: the ``delta`` object; ``text`` is the canonical text field."""
+
+    text: str
+
+
+class ContentDelta(_Envelope, tag="content.delta", frozen=True, kw_only=True):
+    """§5.3.2: an incremental text fragment of block ``index``.
+
+    ``reasoning`` is tokenwire's namespaced extension (``"tokenwire:reasoning":
+    true``) marking a block that carries the model's reasoning text, sent only
+    when the request asked for it (docs/extensions.md). It is omitted otherwise.
+    """
+
+    TYPE: ClassVar[str] = "content.delta"
+    index: Count
+    role: str
+    delta: Delta
+    reasoning: bool = msgspec.field(default=False, name="tokenwire:reasoning")
+
+    @property
+    def text(self) -> str:
+        return self.delta.text
+
+
+class ContentStop(_Envelope, tag="content.stop", frozen=True, kw_only=True):
+    """§5.3.3: the end of block ``index``."""
+
+    TYPE: ClassVar[str] = "content.stop"
+    index: Count
+    stop_reason: str
+
+
+class ToolCall(_Envelope, tag="tool.call", frozen=True, kw_only=True):
+    """§5.3.4: a complete tool invocation; ``arguments`` is a JSON text."""
+
+    TYPE: ClassVar[str] = "tool.call"
+    index: Count
+    id: str
+    name: str
+    arguments: str
+
+
+class Usage(_Envelope, tag="usage", frozen=True, kw_only=True):
+    """§5.3.5: token counts."""
+
+    TYPE: ClassVar[str] = "usage"
+    input_tokens: Count
+    output_tokens: Count
+
+
+class ErrorEvent(_Envelope, tag="error", frozen=True, kw_only=True):
+    """§5.3.6: a generation error. It is data: nothing raises on it."""
+
+    TYPE: ClassVar[str] = "error"
+    code: str
+    message: str
+
+
+class StreamEnd(_Envelope, tag="stream.end", frozen=True, kw_only=True):
+    """§5.3.7: the last event."""
+
+    TYPE: ClassVar[str] = "stream.end"
+    request_id: str | None = None
+
+
+class UnknownEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """An event type outside the §9.2 registry, kept for the caller.
+
+    ``data`` is the raw JSON text; ``v`` and ``seq`` are read from it when
+    present so that sequence checks still work across unknown events.
+    """
+
+    type: str
+    data: str
+    v: str | None = None
+    seq: int | None = None
+
+
+KnownEvent: TypeAlias = (
+    StreamStart | ContentDelta | ContentStop | ToolCall | Usage | ErrorEvent | StreamEnd
+)
+Event: TypeAlias = KnownEvent | UnknownEvent
+
+#: Wire name -> class, the §9.2 registry.
+EVENT_TYPES: Final[dict[str, type[KnownEvent]]] = {
+    cls.TYPE: cls
+    for cls in (StreamStart, ContentDelta, ContentStop, ToolCall, Usage, ErrorEvent, StreamEnd)
+}
+
+_decode_one = msgspec.json.Decoder(KnownEvent).decode
+_decode_any = msgspec.json.Decoder().decode
+_encode = msgspec.json.Encoder().encode
+
+
+class _Probe(msgspec.Struct):
+    """Just enough of an envelope to report a bad event precisely."""
+
+    v: Any = None
+    seq: Any = None
+    type: Any = None
+
+
+_decode_probe = msgspec.json.Decoder(_Probe).decode
+
+
+def _diagnose(event_name: str, data: str | bytes) -> EventDecodeError:
+    """Explain why ``data`` is not a valid ``event_name`` envelope."""
+    try:
+        _decode_any(data)
+    except msgspec.DecodeError as exc:
+        return EventDecodeError(f"§5.1: data is not valid JSON: {exc}", rule="invalid-json")
+    except RecursionError:
+        return EventDecodeError("§5.1: data is nested too deeply to decode", rule="invalid-json")
+    try:
+        probe = _decode_probe(data)
+    except msgspec.DecodeError:
+        return EventDecodeError("§5.1: data is JSON but not a JSON object", rule="invalid-json")
+    seq = probe.seq if type(probe.seq) is int and probe.seq >= 0 else None
+    if probe.type != event_name:
+        return EventDecodeError(
+            f"§5.2: JSON type {probe.type!r} does not match SSE event {event_name!r}",
+            rule="type-mismatch",
+            seq=seq,
+        )
+    try:
+        _decode_one(data)
+    except msgspec.ValidationError as exc:
+        return EventDecodeError(f"{event_name}: {exc}", rule="invalid-field", seq=seq)
+    raise AssertionError("unreachable: the envelope decodes")  # pragma: no cover
+
+
+def _unknown(event_name: str, data: str | bytes) -> UnknownEvent:
+    try:
+        obj = _decode_any(data)
+    except RecursionError:
+        raise EventDecodeError(
+            "§5.1: data is nested too deeply to decode", rule="invalid-json"
+        ) from None
+    except msgspec.DecodeError as exc:
+        raise EventDecodeError(
+            f"§5.1: data is not valid JSON: {exc}", rule="invalid-json"
+        ) from None
+    if type(obj) is not dict:
+        raise EventDecodeError("§5.1: data is JSON but not a JSON object", rule="invalid-json")
+    seq = obj.get("seq")
+    if obj.get("type") != event_name:
+        raise EventDecodeError(
+            f"§5.2: JSON type {obj.get('type')!r} does not match SSE event {event_name!r}",
+            rule="type-mismatch",
+            seq=seq if type(seq) is int else None,
+        )
+    text = data if isinstance(data, str) else data.decode("utf-8", "replace")
+    v = obj.get("v")
+    return UnknownEvent(
+        type=event_name,
+        data=text,
+        v=v if isinstance(v, str) else None,
+        seq=seq if type(seq) is int else None,
+    )
+
+
+def parse(event_name: str, data: str | bytes) -> Event:
+    """Decode one SSE event into a typed event.
+
+    ``event_name`` is the SSE ``event:`` field and picks the decoder.
+    Returns an ``UnknownEvent`` for a type outside the registry.
+    Raises ``EventDecodeError`` (with ``.rule``) when the data is not one JSON
+    object, its ``type`` differs from ``event_name``, or a field is missing or
+    of the wrong type.
+    """
+    if event_name not in EVENT_TYPES:
+        return _unknown(event_name, data)
+    try:
+        ev = _decode_one(data)
+    except (msgspec.DecodeError, RecursionError):
+        raise _diagnose(event_name, data) from None
+    if ev.TYPE != event_name:
+        raise EventDecodeError(
+            f"§5.2: JSON type {ev.TYPE!r} does not match SSE event {event_name!r}",
+            rule="type-mismatch",
+            seq=ev.seq,
+        )
+    return ev
+
+
+def to_json(event: KnownEvent) -> bytes:
+    """The event's JSON envelope, as one line of UTF-8."""
+    return _encode(event)
+
+
+def dump(event: Event) -> bytes:
+    """One SSE frame for ``event``: ``event:``, ``id:`` (the seq) and ``data:``.
+
+    JSON never contains a raw CR or LF, so the envelope always fits one
+    ``data:`` line (sse-parsing-rules fact 29).
+    """
+    if isinstance(event, UnknownEvent):
+        data = event.data.encode()
+        if b"\n" in data or b"\r" in data:
+            data = _encode(_decode_any(data))
+        seq = "" if event.seq is None else str(event.seq)
+        return b"event: %s\nid: %s\ndata: %s\n\n" % (event.type.encode(), seq.encode(), data)
+    return b"event: %s\nid: %d\ndata: %s\n\n" % (event.TYPE.encode(), event.seq, _encode(event))

@@ -1,0 +1,271 @@
+"""A sans-I/O stream builder for producers (servers, translators, gateways).
+
+The writer stamps ``v`` and ``seq``, opens with ``stream.start``, echoes the
+``request_id``, closes open blocks with ``content.stop`` and turns a failure
+into ``error`` + ``stream.end``. It refuses (``LocalProtocolError``) anything
+that would make the stream invalid, so what it emits always passes
+``tokenwire.lifecycle``::
+
+    w = Writer(model="demo", request_id="r1")
+    out = w.text("Hello")            # [stream.start, content.delta]
+    out += w.end()                   # [content.stop end_turn, stream.end]
+    wire = b"".join(map(events.dump, out))
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import msgspec
+
+from . import events as ev
+from .errors import LocalProtocolError, ProtocolError
+
+__all__ = ["MAX_SEQ", "Writer"]
+
+#: §8.4: a stream past 2^53 events is pathological and SHOULD be terminated.
+#: The writer keeps the last two seqs free for ``error`` and ``stream.end``.
+MAX_SEQ = 2**53
+
+
+class Writer:
+    """Builds one conformant LLM-Stream, event by event.
+
+    Every method returns the list of events to send, in order (a call may
+    emit more than one event: the implicit ``stream.start``, or the
+    ``content.stop`` events that ``end()`` adds for open blocks).
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        request_id: str | None = None,
+        created: int | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.model = model
+        self.request_id = request_id
+        self._created = created
+        self._clock = clock
+        self._seq = 0
+        self.started = False
+        self.ended = False
+        self.errored = False
+        self._open: set[int] = set()
+        self._stopped: set[int] = set()
+        self._tool_ids: set[str] = set()
+
+    # -- state -------------------------------------------------------------
+
+    @property
+    def next_seq(self) -> int:
+        """The seq the next event will carry."""
+        return self._seq
+
+    @property
+    def open_blocks(self) -> frozenset[int]:
+        """Indexes of blocks that have content but no ``content.stop`` yet."""
+        return frozenset(self._open)
+
+    def _stamp(self) -> int:
+        seq = self._seq
+        self._seq = seq + 1
+        return seq
+
+    def _check_open(self) -> None:
+        if self.ended:
+            raise LocalProtocolError("§5.3.7: no event may follow stream.end")
+        if self.errored:
+            raise LocalProtocolError("§5.4: after an error only usage and stream.end may follow")
+
+    def _prelude(self) -> list[ev.Event]:
+        """The implicit stream.start, and §8.4 termination when seq runs out."""
+        out: list[ev.Event] = [] if self.started else self.start()
+        if self._seq >= MAX_SEQ - 2:
+            # The caller's usual failure path, fail(exc), still fits in the two
+            # seqs left: error + stream.end.
+            raise LocalProtocolError("§8.4: sequence exhausted; the stream must be terminated")
+        return out
+
+    def _use_block(self, index: int) -> None:
+        if index in self._stopped:
+            raise LocalProtocolError(f"§5.3.3: block {index} was already stopped")
+        self._open.add(index)
+
+    # -- events ------------------------------------------------------------
+
+    def start(self) -> list[ev.Event]:
+        """``stream.start`` (seq 0). Called implicitly by the first event."""
+        if self.started:
+            raise LocalProtocolError("§5.4: a stream has exactly one stream.start")
+        self.started = True
+        created = int(self._clock()) if self._created is None else self._created
+        return [
+            ev.StreamStart(
+                v=ev.VERSION,
+                seq=self._stamp(),
+                model=self.model,
+                created=created,
+                request_id=self.request_id,
+            )
+        ]
+
+    def text(self, text: str, index: int = 0, *, reasoning: bool = False) -> list[ev.Event]:
+        """A ``content.delta`` with ``text`` for block ``index``."""
+        self._check_open()
+        out = self._prelude()
+        self._use_block(index)
+        out.append(
+            ev.ContentDelta(
+                v=ev.VERSION,
+                seq=self._stamp(),
+                index=index,
+                role="assistant",
+                delta=ev.Delta(text=text),
+                reasoning=reasoning,
+            )
+        )
+        return out
+
+    def tool_call(
+        self, *, id: str, name: str, arguments: str | dict[str, object], index: int
+    ) -> list[ev.Event]:
+        """A complete ``tool.call``; ``arguments`` must be a JSON object."""
+        self._check_open()
+        if isinstance(arguments, str):
+            try:
+                parsed = msgspec.json.decode(arguments)
+            except (msgspec.DecodeError, RecursionError):
+                raise LocalProtocolError(
+                    f"§5.3.4: tool {name!r} arguments are not valid JSON"
+                ) from None
+            if not isinstance(parsed, dict):
+                raise LocalProtocolError(f"§5.3.4: tool {name!r} arguments are not a JSON object")
+        else:
+            arguments = msgspec.json.encode(arguments).decode()
+        if id in self._tool_ids:
+            raise LocalProtocolError(f"§5.3.4: tool call id {id!r} was already used")
+        out = self._prelude()
+        self._use_block(index)
+        self._tool_ids.add(id)
+        out.append(
+            ev.ToolCall(
+                v=ev.VERSION, seq=self._stamp(), index=index, id=id, name=name, arguments=arguments
+            )
+        )
+        return out
+
+    def stop(self, index: int, stop_reason: str) -> list[ev.Event]:
+        """``content.stop`` for block ``index`` with a registered stop reason."""
+        self._check_open()
+        if stop_reason not in ev.STOP_REASONS:
+            raise LocalProtocolError(f"§5.3.3: {stop_reason!r} is not a registered stop_reason")
+        if index in self._stopped:
+            raise LocalProtocolError(f"§5.3.3: block {index} was already stopped")
+        out = self._prelude()
+        self._open.discard(index)
+        self._stopped.add(index)
+        out.append(
+            ev.ContentStop(v=ev.VERSION, seq=self._stamp(), index=index, stop_reason=stop_reason)
+        )
+        return out
+
+    def usage(self, input_tokens: int, output_tokens: int) -> list[ev.Event]:
+        """A ``usage`` event; allowed after an ``error`` too."""
+        if self.ended:
+            raise LocalProtocolError("§5.3.7: no event may follow stream.end")
+        if input_tokens < 0 or output_tokens < 0:
+            raise LocalProtocolError("§5.3.5: token counts are non-negative")
+        out = self._prelude()
+        out.append(
+            ev.Usage(
+                v=ev.VERSION,
+                seq=self._stamp(),
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+            )
+        )
+        return out
+
+    def error(self, code: str, message: str) -> list[ev.Event]:
+        """An ``error`` event. Open blocks need no ``content.stop`` after it (§5.4)."""
+        self._check_open()
+        out: list[ev.Event] = [] if self.started else self.start()
+        self.errored = True
+        out.append(ev.ErrorEvent(v=ev.VERSION, seq=self._stamp(), code=code, message=message))
+        return out
+
+    def end(self, stop_reason: str = "end_turn") -> list[ev.Event]:
+        """Close open blocks with ``stop_reason`` (unless an error came), then ``stream.end``."""
+        if self.ended:
+            raise LocalProtocolError("§5.4: a stream has exactly one stream.end")
+        out: list[ev.Event] = [] if self.started else self.start()
+        if not self.errored:
+            for index in sorted(self._open):
+                out += self.stop(index, stop_reason)
+        self.ended = True
+        out.append(ev.StreamEnd(v=ev.VERSION, seq=self._stamp(), request_id=self.request_id))
+        return out
+
+    def fail(self, code: str | BaseException, message: str | None = None) -> list[ev.Event]:
+        """End the stream after a failure: ``error`` + ``stream.end``.
+
+        ``code`` may be an exception: a ``ProtocolError`` keeps its wire code,
+        anything else becomes ``internal_error`` (its text is not leaked).
+        Returns ``[]`` when the stream has already ended.
+        """
+        if self.ended:
+            return []
+        if isinstance(code, BaseException):
+            exc = code
+            if isinstance(exc, ProtocolError):
+                code, message = exc.code, message or exc.message
+            else:
+                code, message = "internal_error", message or "internal error"
+        out: list[ev.Event] = []
+        if not self.errored:
+            out += self.error(code, message or code)
+        return out + self.end()
+
+    def add(self, event: ev.Event) -> list[ev.Event]:
+        """Take an event built by a provider; its ``v`` and ``seq`` are restamped.
+
+        This is how ``generate(request) -> AsyncIterator[Event]`` providers
+        are served: they may pass any ``seq`` (0 is fine).
+        """
+        match event:
+            case ev.ContentDelta():
+                return self.text(event.delta.text, event.index, reasoning=event.reasoning)
+            case ev.ToolCall():
+                return self.tool_call(
+                    id=event.id, name=event.name, arguments=event.arguments, index=event.index
+                )
+            case ev.ContentStop():
+                return self.stop(event.index, event.stop_reason)
+            case ev.Usage():
+                return self.usage(event.input_tokens, event.output_tokens)
+            case ev.ErrorEvent():
+                return self.error(event.code, event.message)
+            case ev.StreamEnd():
+                return self.end()
+            case ev.StreamStart():
+                if not self.started:
+                    self.model = event.model
+                    self._created = event.created
+                    self.request_id = self.request_id or event.request_id
+                return self.start()
+            case ev.UnknownEvent():
+                # Forward compatibility: an unregistered type passes through,
+                # restamped. Its JSON is rewritten with the new seq.
+                self._check_open()
+                out = self._prelude()
+                obj = msgspec.json.decode(event.data)
+                seq = self._stamp()
+                obj["seq"] = seq
+                obj["v"] = ev.VERSION
+                data = msgspec.json.encode(obj).decode()
+                out.append(ev.UnknownEvent(type=event.type, data=data, v=ev.VERSION, seq=seq))
+                return out
+        raise LocalProtocolError(f"not an event: {event!r}")  # pragma: no cover
