@@ -1,0 +1,118 @@
+"""``tokenwire check URL``: the conformance suite, as a table, JSON and JUnit."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import click
+import msgspec
+from rich.console import Console
+from rich.table import Table
+
+from ..conformance import PROBES, ProbeResult, Target, run
+
+_STYLE = {"pass": "green", "fail": "bold red", "warn": "yellow", "not-exercised": "dim"}
+
+
+def _header(value: str) -> tuple[str, str]:
+    name, sep, val = value.partition(":")
+    if not sep or not name.strip():
+        raise click.BadParameter(f"{value!r} is not 'Name: value'")
+    return name.strip(), val.strip()
+
+
+@click.command()
+@click.argument("url")
+@click.option("--model", default="demo", show_default=True, help="Model to request.")
+@click.option("--header", "headers", multiple=True, help="Extra header 'K: V' (repeatable).")
+@click.option("--only", multiple=True, help=f"Run only these probes: {', '.join(PROBES)}.")
+@click.option("--strict", is_flag=True, help="SHOULD failures fail the run too.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write a JSON report.")
+@click.option("--junit", "junit_path", type=click.Path(dir_okay=False), help="Write JUnit XML.")
+@click.option("--save", "save_dir", type=click.Path(file_okay=False), help="Save raw exchanges.")
+@click.option("--timeout", default=30.0, show_default=True, help="Seconds per request.")
+def command(
+    url: str,
+    model: str,
+    headers: tuple[str, ...],
+    only: tuple[str, ...],
+    strict: bool,
+    json_path: str | None,
+    junit_path: str | None,
+    save_dir: str | None,
+    timeout: float,
+) -> None:
+    """Judge the endpoint at URL against the LLM-Stream draft.
+
+    Exits 1 when a MUST fails (or, with --strict, a SHOULD), else 0.
+    """
+    target = Target(url=url, model=model, headers=dict(map(_header, headers)), timeout_s=timeout)
+    console = Console(stderr=False)
+    results: list[ProbeResult] = []
+    try:
+        with console.status("probing…") as status:
+            for result in run(
+                target, only=list(only) or None, progress=lambda n: status.update(f"probe {n}…")
+            ):
+                results.append(result)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    console.print(_table(url, results))
+    if save_dir:
+        _save(Path(save_dir), results)
+    if json_path:
+        Path(json_path).write_bytes(msgspec.json.format(msgspec.json.encode(results)))
+    if junit_path:
+        _junit(Path(junit_path), url, results)
+    failed = [r for r in results if r.verdict == "fail" or (strict and r.verdict == "warn")]
+    counts = {v: sum(r.verdict == v for r in results) for v in _STYLE}
+    console.print(" · ".join(f"{n} {v}" for v, n in counts.items() if n))
+    sys.exit(1 if failed else 0)
+
+
+def _table(url: str, results: list[ProbeResult]) -> Table:
+    table = Table(title=f"LLM-Stream conformance: {url}")
+    for col in ("probe", "verdict", "draft", "level", "seen", "TTFE ms", "events/s"):
+        table.add_column(col, overflow="fold")
+    for r in results:
+        table.add_row(
+            r.id,
+            f"[{_STYLE[r.verdict]}]{r.verdict}[/]",
+            f"§{r.section}",
+            r.level.upper(),
+            r.seen,
+            "" if r.ttfe_ms is None else f"{r.ttfe_ms:.1f}",
+            "" if r.events_per_s is None else f"{r.events_per_s:.0f}",
+        )
+    return table
+
+
+def _save(folder: Path, results: list[ProbeResult]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for r in results:
+        for n, ex in enumerate(r.exchanges):
+            (folder / f"{r.id}.{n}.json").write_bytes(msgspec.json.format(msgspec.json.encode(ex)))
+            (folder / f"{r.id}.{n}.response.txt").write_text(ex.response_body)
+
+
+def _junit(path: Path, url: str, results: list[ProbeResult]) -> None:
+    suite = ET.Element(
+        "testsuite",
+        name=f"llm-stream-conformance {url}",
+        tests=str(len(results)),
+        failures=str(sum(r.verdict == "fail" for r in results)),
+        skipped=str(sum(r.verdict == "not-exercised" for r in results)),
+    )
+    for r in results:
+        case = ET.SubElement(suite, "testcase", classname=f"§{r.section}", name=r.id)
+        if r.ttfe_ms is not None:
+            case.set("time", f"{r.ttfe_ms / 1000:.3f}")
+        if r.verdict == "fail":
+            ET.SubElement(case, "failure", message=r.seen, type=r.level.upper())
+        elif r.verdict == "warn":
+            ET.SubElement(case, "system-out").text = f"SHOULD: {r.seen}"
+        elif r.verdict == "not-exercised":
+            ET.SubElement(case, "skipped", message=r.seen)
+    ET.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)

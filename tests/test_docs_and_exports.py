@@ -1,0 +1,29 @@
+"""README examples run, and the public names are all exported."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import tokenwire
+
+ROOT = Path(__file__).parents[1]
+
+
+def python_blocks(markdown: str) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", markdown, flags=re.S)
+
+
+def test_readme_python_examples_run() -> None:
+    blocks = python_blocks((ROOT / "README.md").read_text())
+    assert blocks
+    for code in blocks:
+        exec(compile(code, "README.md", "exec"), {})
+
+
+def test_all_is_complete() -> None:
+    public = {n for n in dir(tokenwire) if not n.startswith("_")}
+    lazy = {"Client", "AsyncClient"}
+    assert set(tokenwire.__all__) - lazy <= public
+    modules = {"annotations", "TYPE_CHECKING", "Any"}
+    assert public - set(tokenwire.__all__) - modules == set()
