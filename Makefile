@@ -10,11 +10,11 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[dev,peers]'
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/tokenwire --help
+	$(BIN)/tokenwire serve --host 127.0.0.1 --port 8080
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

@@ -101,7 +101,14 @@ class SSETranslator(StreamTranslator):
         except FramingError as exc:
             return self.writer.fail("internal_error", f"upstream framing: {exc.message}")
         for msg in messages:
-            out += self._on_message(msg)
+            # One bad vendor event must not lose the events already translated
+            # from this chunk: fail here, keeping them, rather than in feed().
+            try:
+                out += self._on_message(msg)
+            except ProtocolError as exc:
+                return out + self.writer.fail(exc)
+            except Exception as exc:
+                return out + self.writer.fail("internal_error", f"translation failed: {exc!r}")
             if self.writer.ended:
                 break
         return out

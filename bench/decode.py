@@ -1,0 +1,350 @@
+"""Decode benchmark: tokenwire's SSE decoder + typed events against its peers.
+
+Builds one LLM-Stream body (stream.start, N content.delta events with short
+text tokens, content.stop, usage, stream.end), cuts it into random 1-4096-byte
+chunks with a fixed seed, and times, best of several repeats:
+
+1. ``tokenwire.iter_events``: sse.Decoder + events.parse (msgspec, typed)
+2. httpx-sse: ``EventSource.iter_sse`` over an httpx.Response streaming the
+   chunks (its own iter_text + SSELineDecoder + SSEDecoder path), + json.loads
+3. httpx-sse's decoders alone (incremental UTF-8 decoder + SSELineDecoder +
+   SSEDecoder, the same loop as ``_iter_sse_lines``/``iter_sse`` without the
+   httpx.Response machinery), + json.loads
+4. openai-python: ``openai._streaming.SSEDecoder().iter_bytes``, + json.loads
+5. the lower bound: ``b"".join(chunks).split(b"\\n\\n")`` and orjson.loads of
+   each data payload, cut out by slicing
+
+and rewrites the "## decode" section of bench/RESULTS.md.
+
+Run: ``.venv/bin/python bench/decode.py [--events N] [--repeat R] [--no-write]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import codecs
+import datetime
+import json
+import os
+import platform
+import random
+import re
+import shlex
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import httpx_sse
+import orjson
+from httpx_sse._decoders import SSEDecoder as HttpxSSEDecoder
+from httpx_sse._decoders import SSELineDecoder as HttpxSSELineDecoder
+from openai._streaming import SSEDecoder as OpenAISSEDecoder
+
+import tokenwire
+from tokenwire import events, sse
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "RESULTS.md"
+SEED = 20240601
+
+# Short text tokens as an LLM emits them: mostly ASCII words with a leading
+# space, some punctuation, a newline, a quoted word (JSON escapes) and a few
+# non-ASCII ones (2-byte Latin, 3-byte CJK, 4-byte emoji).
+TOKENS = [
+    " the", " a", " of", " to", " and", " model", " stream", " token", "ing", "s",
+    ",", ".", " is", " in", " that", " it", " for", " with", " data", " event",
+    "\n", "\n\n", " \"SSE\"", " 42", " café", " 東京", " 🙂", " über", "-", ":",
+]  # fmt: skip
+
+HTTPX_FULL = "httpx-sse EventSource.iter_sse + json.loads"
+HTTPX_DECODERS = "httpx-sse decoders only + json.loads"
+OPENAI = "openai SSEDecoder.iter_bytes + json.loads"
+LOWER = "lower bound: split(b'\\n\\n') + orjson.loads"
+TARGET_VS_HTTPX_SSE = 3.0  # at least this many times httpx-sse's events/s
+TARGET_VS_LOWER_BOUND = 1.5  # at most this many times the lower bound's time
+
+
+def build_body(n: int, rnd: random.Random) -> bytes:
+    """The SSE bytes of one complete stream with ``n`` content.delta events."""
+    frames = [
+        events.dump(
+            events.StreamStart(v="1.0", seq=0, model="demo", created=1_700_000_000, request_id="r1")
+        )
+    ]
+    for i in range(n):
+        delta = events.Delta(text=rnd.choice(TOKENS))
+        frames.append(
+            events.dump(
+                events.ContentDelta(v="1.0", seq=i + 1, index=0, role="assistant", delta=delta)
+            )
+        )
+    frames.append(
+        events.dump(events.ContentStop(v="1.0", seq=n + 1, index=0, stop_reason="end_turn"))
+    )
+    frames.append(events.dump(events.Usage(v="1.0", seq=n + 2, input_tokens=12, output_tokens=n)))
+    frames.append(events.dump(events.StreamEnd(v="1.0", seq=n + 3, request_id="r1")))
+    return b"".join(frames)
+
+
+def cut(body: bytes, rnd: random.Random) -> list[bytes]:
+    """``body`` in random 1-4096-byte chunks."""
+    chunks = []
+    i = 0
+    while i < len(body):
+        k = rnd.randint(1, 4096)
+        chunks.append(body[i : i + k])
+        i += k
+    return chunks
+
+
+# --- the implementations; each returns the number of events it decoded -----
+
+
+def run_tokenwire(chunks: list[bytes]) -> int:
+    n = 0
+    for _ in tokenwire.iter_events(chunks):
+        n += 1
+    return n
+
+
+def run_tokenwire_local(chunks: list[bytes]) -> int:
+    # The loop tokenwire.iter_events runs, for a tree where it does not exist yet.
+    dec = sse.Decoder()
+    parse = events.parse
+    n = 0
+    for c in chunks:
+        for m in dec.feed(c):
+            parse(m.event, m.data)
+            n += 1
+    for m in dec.close():
+        parse(m.event, m.data)
+        n += 1
+    return n
+
+
+def run_tokenwire_sse_only(chunks: list[bytes]) -> int:
+    dec = sse.Decoder()
+    n = 0
+    for c in chunks:
+        n += len(dec.feed(c))
+    return n + len(dec.close())
+
+
+def run_httpx_sse(chunks: list[bytes]) -> int:
+    response = httpx.Response(
+        200, headers={"content-type": "text/event-stream"}, content=iter(chunks)
+    )
+    loads = json.loads
+    n = 0
+    for ev in httpx_sse.EventSource(response).iter_sse():
+        loads(ev.data)
+        n += 1
+    return n
+
+
+def run_httpx_sse_decoders(chunks: list[bytes]) -> int:
+    # httpx_sse._api._iter_sse_lines + EventSource.iter_sse, fed by the same
+    # incremental UTF-8 decoder httpx's iter_text uses (errors="replace").
+    text_decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    lines = HttpxSSELineDecoder()
+    decoder = HttpxSSEDecoder()
+    loads = json.loads
+    n = 0
+
+    def iter_lines() -> Iterator[str]:
+        for chunk in chunks:
+            text = text_decoder.decode(chunk)
+            if text:
+                yield from lines.decode(text)
+        yield from lines.flush()
+
+    for line in iter_lines():
+        ev = decoder.decode(line.rstrip("\n"))
+        if ev is not None:
+            loads(ev.data)
+            n += 1
+    return n
+
+
+def run_openai(chunks: list[bytes]) -> int:
+    loads = json.loads
+    n = 0
+    for ev in OpenAISSEDecoder().iter_bytes(iter(chunks)):
+        loads(ev.data)
+        n += 1
+    return n
+
+
+def run_lower_bound(chunks: list[bytes]) -> int:
+    loads = orjson.loads
+    n = 0
+    for block in b"".join(chunks).split(b"\n\n"):
+        if block:
+            loads(block[block.rfind(b"\ndata: ") + 7 :])
+            n += 1
+    return n
+
+
+def time_all(
+    rows: list[tuple[str, Callable[[list[bytes]], int]]], chunks: list[bytes], repeat: int
+) -> tuple[dict[str, float], dict[str, float], dict[str, int]]:
+    """Best wall (perf_counter) and CPU (process_time) seconds of each implementation.
+
+    The implementations take turns, round after round, so that a burst of load
+    from elsewhere on the machine does not fall on one of them only.
+    """
+    wall = {name: float("inf") for name, _ in rows}
+    cpu = dict(wall)
+    counts: dict[str, int] = {}
+    for _ in range(repeat):
+        for name, fn in rows:
+            c0 = time.process_time()
+            t0 = time.perf_counter()
+            counts[name] = fn(chunks)
+            wall[name] = min(wall[name], time.perf_counter() - t0)
+            cpu[name] = min(cpu[name], time.process_time() - c0)
+    return wall, cpu, counts
+
+
+def machine() -> str:
+    name = platform.processor()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{name or platform.machine()}, {os.cpu_count()} CPUs ({platform.platform()})"
+
+
+def command() -> str:
+    exe = Path(sys.executable)
+    try:
+        exe_text = str(exe.relative_to(ROOT))
+    except ValueError:
+        exe_text = str(exe)
+    script = Path(sys.argv[0]).resolve()
+    try:
+        script_text = str(script.relative_to(ROOT))
+    except ValueError:
+        script_text = sys.argv[0]
+    return shlex.join([exe_text, script_text, *sys.argv[1:]])
+
+
+def write_section(text: str) -> None:
+    """Replace the "## decode" section of RESULTS.md, keeping the others."""
+    old = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
+    section = re.compile(r"^## decode\n.*?(?=^## |\Z)", re.M | re.S)
+    if section.search(old):
+        new = section.sub(lambda _: text, old, count=1)
+    else:
+        new = old.rstrip("\n") + "\n\n" + text
+    RESULTS.write_text(new)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--events", type=int, default=100_000, help="content.delta events (100000)")
+    ap.add_argument("--repeat", type=int, default=7, help="repeats per implementation, best kept")
+    ap.add_argument("--no-write", action="store_true", help="do not rewrite bench/RESULTS.md")
+    args = ap.parse_args()
+
+    rnd = random.Random(SEED)
+    body = build_body(args.events, rnd)
+    chunks = cut(body, rnd)
+    expected = args.events + 4
+
+    if hasattr(tokenwire, "iter_events"):
+        tw_name, tw_fn = "tokenwire.iter_events (sse.Decoder + events.parse)", run_tokenwire
+    else:
+        tw_name = "tokenwire local loop (sse.Decoder + events.parse; no iter_events yet)"
+        tw_fn = run_tokenwire_local
+    rows: list[tuple[str, Callable[[list[bytes]], int]]] = [
+        (tw_name, tw_fn),
+        (HTTPX_FULL, run_httpx_sse),
+        (HTTPX_DECODERS, run_httpx_sse_decoders),
+        (OPENAI, run_openai),
+        (LOWER, run_lower_bound),
+        ("(info) tokenwire sse.Decoder alone, no JSON", run_tokenwire_sse_only),
+    ]
+    load_before = os.getloadavg()[0]
+    times, cpu, counts = time_all(rows, chunks, args.repeat)
+    load_after = os.getloadavg()[0]
+    for name, count in counts.items():
+        if count != expected:
+            print(f"FAIL: {name} decoded {count} events, expected {expected}", file=sys.stderr)
+            return 1
+
+    def ratios_of(t: dict[str, float]) -> tuple[float, float, float, float, float]:
+        tw = t[tw_name]
+        full = t[HTTPX_FULL] / tw
+        dec = t[HTTPX_DECODERS] / tw
+        return min(full, dec), full, dec, tw / t[LOWER], t[OPENAI] / tw
+
+    table = [
+        "| implementation | best wall time (s) | events/s | time vs tokenwire | best CPU time (s)"
+        " |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for name, _ in rows:
+        t = times[name]
+        table.append(
+            f"| {name} | {t:.3f} | {expected / t:,.0f} | {t / times[tw_name]:.2f}x "
+            f"| {cpu[name]:.3f} |"
+        )
+    speedup_httpx, vs_full, vs_dec, vs_lower, vs_openai = ratios_of(times)
+    cpu_httpx, _, _, cpu_lower, cpu_openai = ratios_of(cpu)
+    met_httpx = speedup_httpx >= TARGET_VS_HTTPX_SSE
+    met_lower = vs_lower <= TARGET_VS_LOWER_BOUND
+    ratios = [
+        f"- tokenwire vs httpx-sse: **{speedup_httpx:.2f}x** the events/s of the faster "
+        f"httpx-sse variant ({vs_full:.2f}x vs EventSource.iter_sse, {vs_dec:.2f}x vs its "
+        f"decoders alone); target >= {TARGET_VS_HTTPX_SSE:g}x: "
+        f"**{'met' if met_httpx else 'NOT met'}**",
+        f"- tokenwire time / lower-bound time: **{vs_lower:.2f}x**; target <= "
+        f"{TARGET_VS_LOWER_BOUND:g}x: **{'met' if met_lower else 'NOT met'}**",
+        f"- tokenwire vs openai-python: **{vs_openai:.2f}x** the events/s",
+        f"- the same ratios on CPU time (process_time, less sensitive to other load): "
+        f"{cpu_httpx:.2f}x httpx-sse, {cpu_lower:.2f}x the lower bound, "
+        f"{cpu_openai:.2f}x openai",
+        f"- load average (1 min) before/after the run: {load_before:.2f} / {load_after:.2f} "
+        f"on {os.cpu_count()} CPUs",
+    ]
+    print(f"{expected:,} events, {len(body):,} bytes in {len(chunks):,} chunks of 1-4096 bytes")
+    print("\n".join(table))
+    print("\n".join(ratios))
+
+    if not args.no_write:
+        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        text = "\n".join(
+            [
+                "## decode",
+                "",
+                f"Decoding {expected:,} LLM-Stream events ({args.events:,} `content.delta` "
+                f"with short text tokens, between stream.start and content.stop/usage/"
+                f"stream.end): "
+                f"{len(body):,} bytes fed in {len(chunks):,} random 1-4096-byte chunks "
+                f"(seed {SEED}); best of {args.repeat} interleaved runs, `time.perf_counter` "
+                f"(CPU time from `time.process_time` alongside), GC on.",
+                "",
+                f"- date: {now}",
+                f"- python: {platform.python_version()} ({sys.implementation.name})",
+                f"- machine: {machine()}",
+                f"- command: `{command()}`",
+                "",
+                *table,
+                "",
+                *ratios,
+                "",
+            ]
+        )
+        write_section(text + "\n")
+        print(f"wrote the '## decode' section of {RESULTS.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,256 @@
+"""What the sync and async clients share: settings, the request, HTTP checks, errors.
+
+Everything here is plain functions over values; the two clients differ only in
+how they wait.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any, Final, Protocol
+from urllib.parse import quote
+
+import httpx
+import msgspec
+
+from .. import errors
+from .. import events as ev
+from ..request import MEDIA_TYPE, Request, build
+from ._receiver import Receiver, side_effect_tools
+
+__all__ = [
+    "DEFAULT_TIMEOUTS",
+    "EVENT_STREAM",
+    "MAX_ERROR_BODY",
+    "MAX_RESUME_ATTEMPTS",
+    "EventTranslator",
+    "Timeouts",
+    "check_content_type",
+    "make_translator",
+    "post_headers",
+    "Resumer",
+    "prepare_request",
+    "send_error",
+    "status_error",
+    "timeout_message",
+]
+
+#: How much of a non-2xx body is kept on ``HTTPStatusError.body``.
+MAX_ERROR_BODY: Final = 64 * 1024
+
+#: Consecutive resume attempts that bring no new event before the stream is
+#: declared truncated.
+MAX_RESUME_ATTEMPTS: Final = 3
+
+#: §4.9: the response media type.
+EVENT_STREAM: Final = "text/event-stream"
+
+
+class Timeouts(msgspec.Struct, frozen=True, kw_only=True):
+    """The client's three clocks, in seconds (``None`` disables one).
+
+    ``connect``: opening the TCP/TLS connection. ``first_event``: from sending
+    the request to the first event (``stream.start``), headers included.
+    ``idle``: between one event and the next while the client is waiting for
+    it (time spent in the caller's own code does not count, nor do SSE
+    comments: a keep-alive comment keeps proxies open, not this clock).
+    Each expiry raises ``tokenwire.errors.TimeoutError`` with ``phase`` set to
+    ``"connect"``, ``"first_event"`` or ``"idle"``.
+    """
+
+    connect: float | None = 5.0
+    first_event: float | None = 60.0
+    idle: float | None = 60.0
+
+    @classmethod
+    def of(cls, value: Timeouts | float | None) -> Timeouts:
+        """``value`` as ``Timeouts``: a number sets all three, ``None`` disables all."""
+        if isinstance(value, Timeouts):
+            return value
+        if value is None:
+            return cls(connect=None, first_event=None, idle=None)
+        return cls(connect=float(value), first_event=float(value), idle=float(value))
+
+    def for_headers(self) -> httpx.Timeout:
+        """httpx's timeouts up to the response headers: connect, then first_event."""
+        return httpx.Timeout(
+            connect=self.connect, read=self.first_event, write=self.first_event, pool=self.connect
+        )
+
+
+DEFAULT_TIMEOUTS: Final = Timeouts()
+
+
+def prepare_request(request: Request | None, kwargs: Mapping[str, Any]) -> Request:
+    """The request to send: ``request``, or one built from ``request.build`` kwargs.
+
+    A ``metadata.request_id`` (a uuid4) is added when there is none, so the
+    stream can be found again for a resume (DESIGN.md) and is echoed (§4.6).
+    Raises ``TypeError`` for both or neither, ``InvalidRequest`` for a request
+    that breaks §4 (or a malformed ``tokenwire:side_effects`` extension).
+    """
+    if request is None:
+        if not kwargs:
+            raise TypeError("stream() needs a Request or request.build() keyword arguments")
+        request = build(**kwargs)
+    elif kwargs:
+        raise TypeError("pass either a Request or keyword arguments, not both")
+    side_effect_tools(request)  # fail before sending, not at the first tool call
+    if request.request_id is None:
+        metadata = dict(request.metadata or {})
+        metadata["request_id"] = str(uuid.uuid4())
+        request = msgspec.structs.replace(request, metadata=metadata)
+    return request
+
+
+def post_headers() -> dict[str, str]:
+    """§4.1: the request media type; §4.9: the answer we expect."""
+    return {"content-type": MEDIA_TYPE, "accept": EVENT_STREAM}
+
+
+class Resumer:
+    """When and how to reconnect after a drop (DESIGN.md: the resume route).
+
+    ``drop`` says why the last connection ended. ``next_delay`` decides the
+    next attempt; ``request`` builds it; ``phase`` and ``seconds`` give the clock
+    that runs while waiting for the resumed stream.
+    """
+
+    def __init__(self, *, enabled: bool, template: str, timeouts: Timeouts) -> None:
+        self.enabled = enabled
+        self.template = template
+        self.timeouts = timeouts
+        self.drop = ""
+        self.fruitless = 0  # attempts in a row that brought no new event
+        self._messages = -1
+
+    def next_delay(self, receiver: Receiver) -> float:
+        """Seconds to wait before the next attempt. Raises ``StreamTruncated`` when
+        resume is off, or ``MAX_RESUME_ATTEMPTS`` in a row brought nothing new."""
+        if not self.enabled:
+            raise receiver.truncated(f"{self.drop} (resume is off)")
+        self.fruitless = self.fruitless + 1 if receiver.messages == self._messages else 0
+        self._messages = receiver.messages
+        if self.fruitless >= MAX_RESUME_ATTEMPTS:
+            raise receiver.truncated(
+                f"{self.drop}; {MAX_RESUME_ATTEMPTS} resume attempts brought nothing new"
+            )
+        return min(0.1 * 2**self.fruitless, 2.0) if self.fruitless else 0.0
+
+    def request(self, http: httpx.Client | httpx.AsyncClient, receiver: Receiver) -> httpx.Request:
+        """``GET {resume_path}`` with ``Last-Event-ID``: seq doubles as the SSE id
+        (DESIGN.md), so it is the last seq seen."""
+        headers = {"accept": EVENT_STREAM, "cache-control": "no-cache"}
+        if receiver.last_seq is not None:
+            headers["last-event-id"] = str(receiver.last_seq)
+        rid = receiver.request.request_id or ""
+        t = self.timeouts
+        return http.build_request(
+            "GET",
+            self.template.format(request_id=quote(rid, safe="")),
+            headers=headers,
+            timeout=Timeouts(connect=t.connect, first_event=self.seconds(receiver)).for_headers(),
+        )
+
+    def phase(self, receiver: Receiver) -> str:
+        """The clock while waiting for the resumed stream: idle, unless nothing came yet."""
+        return "first_event" if receiver.last_seq is None else "idle"
+
+    def seconds(self, receiver: Receiver) -> float | None:
+        t = self.timeouts
+        return t.first_event if self.phase(receiver) == "first_event" else t.idle
+
+    def problem(self, response: httpx.Response) -> str | None:
+        """Why a resume answer cannot continue the stream, or ``None`` when it can."""
+        if not response.is_success:
+            unsupported = response.status_code in (404, 405, 501)
+            return (
+                f"{self.drop}; the resume answered {response.status_code} "
+                f"{response.reason_phrase}"
+                + (" (the endpoint does not support resume)" if unsupported else "")
+            )
+        try:
+            check_content_type(response)
+        except errors.RemoteProtocolError as exc:
+            return f"{self.drop}; the resume answer is not a stream: {exc}"
+        return None
+
+
+def status_error(response: httpx.Response, body: bytes) -> errors.HTTPStatusError:
+    """The error for a non-2xx answer; 415 is ``UnsupportedMediaType`` (§7.2)."""
+    detail = _error_detail(body)
+    where = f"{response.request.method} {response.request.url}"
+    message = f"{where} answered {response.status_code} {response.reason_phrase}"
+    if detail:
+        message = f"{message}: {detail}"
+    cls = errors.UnsupportedMediaType if response.status_code == 415 else errors.HTTPStatusError
+    return cls(message, status_code=response.status_code, body=body)
+
+
+def _error_detail(body: bytes) -> str:
+    """A short text for an error body: its JSON ``error.message`` or ``message``, else text."""
+    try:
+        obj = msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        return body[:200].decode("utf-8", "replace").strip()
+    if isinstance(obj, dict):
+        inner = obj.get("error", obj)
+        if isinstance(inner, dict):
+            text = inner.get("message")
+            path = inner.get("path")
+            if isinstance(text, str):
+                return f"{path}: {text}" if isinstance(path, str) else text
+        elif isinstance(inner, str):
+            return inner
+    return body[:200].decode("utf-8", "replace").strip()
+
+
+def check_content_type(response: httpx.Response) -> None:
+    """§4.9: the answer must be ``text/event-stream``. Raises ``RemoteProtocolError``."""
+    value = response.headers.get("content-type", "")
+    media_type = value.split(";", 1)[0].strip().lower()
+    if media_type != EVENT_STREAM:
+        raise errors.RemoteProtocolError(
+            f"§4.9: {response.request.url} answered {media_type or 'no content type'!r}, "
+            f"not {EVENT_STREAM!r}: the endpoint does not speak LLM-Stream"
+        )
+
+
+def send_error(exc: httpx.HTTPError, url: str, *, phase: str) -> errors.TokenwireError:
+    """Map an httpx failure before the response headers to tokenwire's tree.
+
+    ``phase`` is the clock that was running for a read timeout.
+    """
+    if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
+        return errors.TimeoutError(f"connecting to {url} timed out", phase="connect")
+    if isinstance(exc, httpx.TimeoutException):
+        return errors.TimeoutError(f"no answer from {url} in time ({phase})", phase=phase)
+    return errors.TransportError(f"{url}: {type(exc).__name__}: {exc}")
+
+
+class EventTranslator(Protocol):
+    """A vendor translator (``tokenwire.translate``): bytes in, standard events out."""
+
+    def feed(self, data: bytes) -> list[ev.Event]: ...
+
+    def close(self) -> list[ev.Event]: ...
+
+
+def make_translator(vendor: str | EventTranslator, request: Request) -> EventTranslator:
+    """The translator for a fallback answer: a vendor name or a ready translator."""
+    if isinstance(vendor, str):
+        from ..translate import translator
+
+        made: EventTranslator = translator(
+            vendor, model=request.model, request_id=request.request_id
+        )
+        return made
+    return vendor
+
+
+def timeout_message(phase: str, seconds: float | None, request_id: str | None) -> str:
+    """The text of a first-event or idle ``TimeoutError``."""
+    if phase == "first_event":
+        return f"stream {request_id}: no first event within {seconds} s (first_event timeout)"
+    return f"stream {request_id}: no event for {seconds} s after the last one (idle timeout)"

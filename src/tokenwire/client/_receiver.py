@@ -1,0 +1,307 @@
+"""The client's protocol state for one stream, with no I/O.
+
+``Receiver`` takes the response body's bytes (or, after a §7.2 fallback, the
+events a vendor translator made), decodes them with the core's ``sse.Decoder``
+and ``events.parse``, runs the lifecycle ``Validator`` on every event and
+decides what reaches the caller:
+
+* a violation is logged, or raised as ``RemoteProtocolError`` when ``strict``;
+* a ``tool.call`` that breaks a §8.2 rule is never delivered (it goes to
+  ``rejected_tool_calls``); one for a tool marked with side effects is held
+  until the I/O layer has asked the ``confirm`` callback;
+* after a resume, events already seen (seq <= the last one) are dropped.
+
+The sync and async clients only move bytes and time; every decision is here.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Final
+
+import msgspec
+
+from .. import events as ev
+from .. import sse
+from ..errors import EventDecodeError, InvalidRequest, RemoteProtocolError, StreamTruncated
+from ..lifecycle import Validator, Violation
+from ..request import Request
+from ._response import ParsedToolCall, RejectedToolCall, Response, ResponseBuilder
+
+__all__ = ["SIDE_EFFECTS_EXTENSION", "Receiver", "side_effect_tools"]
+
+logger: Final = logging.getLogger("tokenwire.client")
+
+#: §8.2 / docs/extensions.md: the request extension naming tools with side effects.
+SIDE_EFFECTS_EXTENSION: Final = "tokenwire:side_effects"
+
+#: Rules that make a tool.call unsafe to pass on (§8.2, §5.3.4).
+_TOOL_RULES: Final = frozenset(
+    {"undeclared-tool", "invalid-arguments", "bad-arguments-json", "duplicate-tool-id"}
+)
+
+#: §8.4: the one violation after which the client stops reading, strict or not.
+_FATAL_RULES: Final = frozenset({"seq-exhausted"})
+
+
+def side_effect_tools(request: Request) -> frozenset[str]:
+    """The tool names listed in the request's ``tokenwire:side_effects`` extension.
+
+    Raises ``InvalidRequest`` when the value is not a list of strings.
+    """
+    value = request.extension(SIDE_EFFECTS_EXTENSION, None)
+    if value is None:
+        return frozenset()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InvalidRequest(
+            "must be a list of tool names", path=f'extensions["{SIDE_EFFECTS_EXTENSION}"]'
+        )
+    return frozenset(value)
+
+
+class Receiver:
+    """Decode, validate and filter one stream, possibly over several connections.
+
+    Call ``connect()`` before the bytes of each HTTP response (the first one
+    and every resume), then ``feed()`` for each chunk and ``eof()`` at its end.
+    Each returns events to consider; the caller passes each one through
+    ``needs_confirmation`` / ``confirm`` and then ``deliver``. ``done`` turns
+    True once ``stream.end`` has been delivered.
+    """
+
+    def __init__(
+        self, request: Request, *, strict: bool = False, max_event_bytes: int = 1 << 20
+    ) -> None:
+        self.request = request
+        self.strict = strict
+        self.max_event_bytes = max_event_bytes
+        # §8.2: with a request in hand, "no tools declared" means every call is
+        # undeclared; the Validator skips the check when tools is None.
+        if request.tools is None:
+            request = msgspec.structs.replace(request, tools=[])
+        elif request.tools:
+            # The Validator imports jsonschema at the first tool.call; paying that
+            # here, before the request is sent, keeps it out of the stream's timing.
+            import jsonschema  # noqa: F401
+        self.validator = Validator(request)
+        self.side_effects = side_effect_tools(request)
+        self.builder = ResponseBuilder()
+        self.messages = 0  # SSE events decoded so far, duplicates included
+        self.last_seq: int | None = None
+        self.done = False
+        self.finished = False
+        self.connections = 0
+        self._decoder: sse.Decoder | None = None
+        self._resumed = False
+        self._started = False
+        self._error: RemoteProtocolError | None = None
+
+    # -- input -------------------------------------------------------------
+
+    def connect(self) -> None:
+        """A new response body begins (the first, or a resume)."""
+        self._decoder = sse.Decoder(max_event_bytes=self.max_event_bytes)
+        self._resumed = self.connections > 0
+        self.connections += 1
+
+    def feed(self, chunk: bytes) -> list[ev.Event]:
+        """Decode ``chunk``; return the events that passed the checks so far.
+
+        Raises ``FramingError`` for an event over ``max_event_bytes``, and
+        ``RemoteProtocolError`` for a violation when ``strict`` (and, always,
+        when the first event is not ``stream.start`` or seq passes 2^53).
+        Events before the offending one are returned first; the error is then
+        raised by ``raise_pending`` or the next call, so the outcome does not
+        depend on how the body was chunked.
+        """
+        self.raise_pending()
+        if self.done:
+            return []
+        assert self._decoder is not None, "connect() first"
+        messages = self._decoder.feed(chunk)
+        if not messages:
+            return []
+        out: list[ev.Event] = []
+        self.messages += len(messages)
+        parse = ev.parse
+        admit = self._admit
+        try:
+            for msg in messages:
+                try:
+                    event = parse(msg.event, msg.data)
+                except EventDecodeError as exc:
+                    self._check(self.validator.feed_invalid(exc))
+                    continue
+                if admit(event):
+                    out.append(event)
+                    if type(event) is ev.StreamEnd:
+                        break
+        except RemoteProtocolError as exc:
+            if not out:
+                raise
+            self._error = exc
+        return out
+
+    def feed_events(self, events: list[ev.Event]) -> list[ev.Event]:
+        """Take events made by a vendor translator (§7.2 fallback) instead of bytes."""
+        self.raise_pending()
+        out: list[ev.Event] = []
+        try:
+            for event in events:
+                if self.done:
+                    break
+                self.messages += 1
+                if self._admit(event):
+                    out.append(event)
+                    if type(event) is ev.StreamEnd:
+                        break
+        except RemoteProtocolError as exc:
+            if not out:
+                raise
+            self._error = exc
+        return out
+
+    def raise_pending(self) -> None:
+        """Raise the error found after the events last returned, if any."""
+        if self._error is not None:
+            raise self._error
+
+    def eof(self) -> list[ev.Event]:
+        """The current response body ended; an unterminated event is dropped (WHATWG)."""
+        self.raise_pending()
+        if self._decoder is not None and not self.done:
+            self._decoder.close()
+        return []
+
+    def _admit(self, event: ev.Event) -> bool:
+        seq = event.seq
+        last = self.last_seq
+        if seq is not None and last is not None and seq <= last and self._resumed:
+            # Resume overlap: the endpoint replays from Last-Event-ID, maybe earlier.
+            logger.debug("dropping seq %d after resume: already delivered", seq)
+            return False
+        if not self._started:
+            self._started = True
+            if type(event) is not ev.StreamStart:
+                # §4.9: a first event other than stream.start means the endpoint
+                # does not speak the standard at all.
+                self._check(self.validator.feed(event))
+                raise RemoteProtocolError(
+                    f"§4.9: the first event is {event.type!r}, not stream.start: "
+                    "the endpoint does not speak LLM-Stream"
+                )
+        if seq is not None and (last is None or seq > last):
+            self.last_seq = seq
+        violations = self.validator.feed(event)
+        if type(event) is ev.ToolCall:
+            assert isinstance(event, ev.ToolCall)
+            tool_rules = [v for v in violations if v.rule in _TOOL_RULES]
+            self._check([v for v in violations if v.rule not in _TOOL_RULES])
+            if tool_rules:
+                # §8.2: never passed on; recorded first so a strict caller can see it too.
+                self._reject(event, tool_rules[0].rule, tool_rules[0].message)
+                self._check(tool_rules)
+                return False
+        elif violations:
+            self._check(violations)
+        return True
+
+    def _check(self, violations: list[Violation]) -> None:
+        for v in violations:
+            if self.strict or v.rule in _FATAL_RULES:
+                raise RemoteProtocolError(str(v))
+            logger.warning("stream %s: %s", self.request.request_id, v)
+
+    def _reject(self, event: ev.ToolCall, rule: str, reason: str) -> None:
+        logger.warning(
+            "stream %s: tool call %r (%s) rejected: %s",
+            self.request.request_id,
+            event.id,
+            event.name,
+            reason,
+        )
+        self.builder.reject(
+            RejectedToolCall(
+                id=event.id,
+                name=event.name,
+                raw=event.arguments,
+                index=event.index,
+                rule=rule,
+                reason=reason,
+            )
+        )
+
+    # -- delivery ----------------------------------------------------------
+
+    def needs_confirmation(self, event: ev.Event) -> ParsedToolCall | None:
+        """The parsed call when ``event`` is a tool call marked with side effects."""
+        if not isinstance(event, ev.ToolCall) or event.name not in self.side_effects:
+            return None
+        return _parsed(event)
+
+    def confirm(self, event: ev.Event, approved: bool | None) -> bool:
+        """Record the ``confirm`` callback's answer; returns whether to deliver.
+
+        ``approved`` is ``None`` when there was no callback: a tool marked with
+        side effects is then refused (§8.2: confirmation is required).
+        """
+        if approved:
+            return True
+        assert isinstance(event, ev.ToolCall)
+        reason = (
+            "the confirm callback refused it"
+            if approved is not None
+            else "tool has side effects and no confirm callback was given"
+        )
+        self._reject(event, "not-confirmed", reason)
+        return False
+
+    def deliver(self, event: ev.Event) -> None:
+        """Record ``event`` as delivered to the caller."""
+        kind = type(event)
+        if kind is ev.ContentDelta:  # the hot path
+            self.builder.events.append(event)
+        elif kind is ev.ToolCall:
+            assert isinstance(event, ev.ToolCall)
+            self.builder.add(event, _parsed(event))
+        else:
+            self.builder.add(event)
+            if kind is ev.StreamEnd:
+                self.done = True
+
+    # -- end ---------------------------------------------------------------
+
+    def finish(self) -> None:
+        """After ``stream.end``: report what never came (e.g. ``missing-usage``)."""
+        self.raise_pending()
+        if not self.finished:
+            self.finished = True
+            self._check(self.validator.close())
+
+    def truncated(self, why: str) -> StreamTruncated:
+        """The exception for a stream that ended before ``stream.end``."""
+        if not self.finished:
+            self.finished = True
+            self.validator.close()  # records missing-end / missing-start
+        last = "none" if self.last_seq is None else str(self.last_seq)
+        return StreamTruncated(
+            f"stream {self.request.request_id} ended before stream.end (last seq {last}): {why}",
+            last_seq=self.last_seq,
+        )
+
+    @property
+    def violations(self) -> list[Violation]:
+        """Every violation seen so far."""
+        return list(self.validator.violations)
+
+    def response(self) -> Response:
+        """The ``Response`` for what has been delivered."""
+        return self.builder.build(self.validator.violations)
+
+
+def _parsed(event: ev.ToolCall) -> ParsedToolCall:
+    # The Validator already checked the arguments are a JSON object.
+    arguments: Any = msgspec.json.decode(event.arguments)
+    return ParsedToolCall(
+        id=event.id, name=event.name, arguments=arguments, raw=event.arguments, index=event.index
+    )

@@ -1,0 +1,162 @@
+"""The gateway: a Starlette app built from a ``Config``.
+
+=================================  ==============================================
+``POST /v1/stream``                the standard (``application/llm-request+json``
+                                   in, ``text/event-stream`` out)
+``POST /v1/chat/completions``      OpenAI ingress (§7.3), OpenAI chunks out
+``POST /v1/messages``              Anthropic ingress (§7.3), Anthropic events out
+``GET /v1/models``                 the served model names (OpenAI's list shape)
+``GET /healthz``                   liveness
+``GET /metrics``                   Prometheus text format
+=================================  ==============================================
+
+Every error status, the router's 404 and 405 included, has a JSON body
+``{"error": {"code", "message", "path"}}``. ``tokenwire serve`` runs
+``app_from_env`` in each server worker; tests and embedders call ``build_app``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import AsyncIterator
+from typing import Any, Final
+
+import httpx
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request as HTTPRequest
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ..server import HTTP_ERROR_CODES, StreamEndpoint, json_error
+from . import logs
+from .config import Config, load
+from .ingress import AnthropicMessagesIngress, OpenAIChatIngress
+from .metrics import CONTENT_TYPE, Metrics
+from .providers import build_providers, new_client
+
+__all__ = ["CONFIG_ENV", "LOG_CONTENT_ENV", "Gateway", "app_from_env", "build_app"]
+
+#: How ``tokenwire serve`` hands its settings to the server's worker processes.
+CONFIG_ENV: Final = "TOKENWIRE_GATEWAY_CONFIG"
+LOG_CONTENT_ENV: Final = "TOKENWIRE_LOG_CONTENT"
+
+
+class Gateway:
+    """The gateway's parts: providers, metrics, request log and the three stream endpoints.
+
+    ``log_content`` overrides ``config.server.log_content``. ``client`` is the
+    shared upstream ``httpx.AsyncClient`` (one is made when omitted; it is
+    closed at shutdown either way).
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        log_content: bool | None = None,
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.config = config
+        self.client = client if client is not None else new_client()
+        self.providers = build_providers(config, self.client)
+        self.metrics = Metrics(self.providers)
+        content = config.server.log_content if log_content is None else log_content
+        self.log = logs.RequestLog(log_content=content)
+        limits: dict[str, Any] = {
+            "max_body_bytes": config.server.max_body_bytes,
+            "keepalive_s": config.server.keepalive_s,
+            "observers": (self.metrics, self.log),
+        }
+        self.stream = StreamEndpoint(self.providers, route="/v1/stream", **limits)
+        self.chat_completions = StreamEndpoint(
+            self.providers, ingress=OpenAIChatIngress(), route="/v1/chat/completions", **limits
+        )
+        self.messages = StreamEndpoint(
+            self.providers, ingress=AnthropicMessagesIngress(), route="/v1/messages", **limits
+        )
+
+    # -- plain routes -----------------------------------------------------------------
+
+    async def healthz(self, request: HTTPRequest) -> Response:
+        """Liveness: 200 while the process serves."""
+        return JSONResponse({"status": "ok"})
+
+    async def models(self, request: HTTPRequest) -> Response:
+        """The served models, in OpenAI's ``/v1/models`` shape (``data[].id``)."""
+        data = [
+            {"id": m.name, "object": "model", "created": 0, "owned_by": m.provider}
+            for m in self.config.models
+        ]
+        return JSONResponse({"object": "list", "data": data})
+
+    async def metrics_text(self, request: HTTPRequest) -> Response:
+        """Prometheus text exposition."""
+        return Response(self.metrics.render(), media_type=CONTENT_TYPE)
+
+    # -- the app ---------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        """Closes the upstream client at shutdown."""
+        try:
+            yield
+        finally:
+            await self.client.aclose()
+
+    def app(self) -> Starlette:
+        """The Starlette app serving every route."""
+        routes = [
+            Route("/v1/stream", self.stream, methods=["POST"]),
+            Route("/v1/chat/completions", self.chat_completions, methods=["POST"]),
+            Route("/v1/messages", self.messages, methods=["POST"]),
+            Route("/v1/models", self.models, methods=["GET"]),
+            Route("/healthz", self.healthz, methods=["GET"]),
+            Route("/metrics", self.metrics_text, methods=["GET"]),
+        ]
+        app = Starlette(
+            routes=routes,
+            lifespan=self.lifespan,
+            exception_handlers={HTTPException: _http_error, Exception: _server_error},
+        )
+        app.state.gateway = self
+        return app
+
+
+async def _http_error(request: HTTPRequest, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    message = {404: f"no route for {request.url.path}", 405: f"{request.method} is not allowed"}
+    code = HTTP_ERROR_CODES.get(exc.status_code, "http_error")
+    return Response(
+        json_error(code, message.get(exc.status_code, exc.detail)),
+        status_code=exc.status_code,
+        headers=exc.headers,
+        media_type="application/json",
+    )
+
+
+async def _server_error(request: HTTPRequest, exc: Exception) -> Response:
+    # No traceback or exception text on the wire.
+    return Response(
+        json_error("internal_error", "internal error"),
+        status_code=500,
+        media_type="application/json",
+    )
+
+
+def build_app(config: Config | None = None, *, log_content: bool | None = None) -> Starlette:
+    """The gateway app for ``config`` (the default config, ``demo`` only, when ``None``)."""
+    return Gateway(config if config is not None else load(None), log_content=log_content).app()
+
+
+def app_from_env() -> Starlette:
+    """The app ``tokenwire serve`` runs in each worker, configured by environment variables.
+
+    ``TOKENWIRE_GATEWAY_CONFIG`` is the config file's path (unset: ``demo``
+    only); ``TOKENWIRE_LOG_CONTENT=1`` logs prompts and completions.
+    """
+    logs.configure()
+    path = os.environ.get(CONFIG_ENV) or None
+    log_content = os.environ.get(LOG_CONTENT_ENV) == "1"
+    return build_app(load(path), log_content=log_content or None)

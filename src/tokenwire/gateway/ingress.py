@@ -1,0 +1,110 @@
+"""Dual-format ingress (§7.3): vendor request bodies in, the vendor's own stream out.
+
+``POST /v1/chat/completions`` takes an OpenAI Chat Completions body and
+``POST /v1/messages`` an Anthropic Messages body. Each is turned into a
+standard ``Request`` by the vendor's ``translate`` module
+(``request_from_vendor``), served by the routed provider like any other
+request, and answered in the vendor's stream format (``ChunkEncoder``,
+``EventEncoder``), or in the standard when the client sends
+``Accept: text/event-stream; profile="llm-stream-1.0"``. A standard body
+(``Content-Type: application/llm-request+json``) is accepted on both routes.
+
+Only streaming is served: a body without ``"stream": true`` gets 400.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import msgspec
+
+from ..errors import InvalidRequest, RequestTooLarge
+from ..request import DEFAULT_MAX_DEPTH, Request
+from ..server import Encode
+
+__all__ = ["AnthropicMessagesIngress", "OpenAIChatIngress", "decode_json_body"]
+
+_JSON: Final = frozenset({"application/json"})
+_decode = msgspec.json.Decoder().decode
+
+
+def _too_deep(value: Any, max_depth: int) -> bool:
+    # Iterative, so a hostile body cannot exhaust the stack.
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > max_depth:
+            return True
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values() if isinstance(v, dict | list))
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item if isinstance(v, dict | list))
+    return False
+
+
+def decode_json_body(body: bytes, max_depth: int = DEFAULT_MAX_DEPTH) -> dict[str, Any]:
+    """A vendor body as a JSON object.
+
+    Raises ``InvalidRequest`` for invalid UTF-8, invalid JSON (with the byte
+    offset) or a non-object, and ``RequestTooLarge`` when arrays and objects
+    nest deeper than ``max_depth``, like ``request.parse`` does for the standard.
+    """
+    try:
+        value = _decode(body)
+    except RecursionError:
+        raise RequestTooLarge("arrays/objects nest too deeply", path="$") from None
+    except msgspec.DecodeError as exc:
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            raise InvalidRequest(
+                f"body is not valid UTF-8 (at byte {bad.start})", path="$"
+            ) from None
+        raise InvalidRequest(f"body is not valid JSON: {exc}", path="$") from None
+    if not isinstance(value, dict):
+        raise InvalidRequest("the body must be a JSON object", path="$")
+    # Counting brackets is C-speed; only a body that could be too deep is walked.
+    if body.count(b"[") + body.count(b"{") > max_depth and _too_deep(value, max_depth):
+        raise RequestTooLarge(f"arrays/objects nest deeper than {max_depth} levels", path="$")
+    return value
+
+
+def _require_stream(body: dict[str, Any]) -> None:
+    if body.get("stream") is not True:
+        raise InvalidRequest('only streaming is served here: set "stream": true', path="stream")
+
+
+class OpenAIChatIngress:
+    """OpenAI Chat Completions bodies, answered as ``chat.completion.chunk`` SSE."""
+
+    name = "openai"
+    media_types = _JSON
+
+    def parse(self, body: bytes) -> tuple[Request, Encode]:
+        """The standard request and a fresh ``ChunkEncoder``. Raises ``InvalidRequest``."""
+        from ..translate import openai
+
+        obj = decode_json_body(body)
+        _require_stream(obj)
+        request = openai.request_from_vendor(obj)
+        options = obj.get("stream_options")
+        include_usage = isinstance(options, dict) and options.get("include_usage") is True
+        encoder = openai.ChunkEncoder(model=request.model, include_usage=include_usage)
+        return request, encoder.encode
+
+
+class AnthropicMessagesIngress:
+    """Anthropic Messages bodies, answered as Anthropic's event stream."""
+
+    name = "anthropic"
+    media_types = _JSON
+
+    def parse(self, body: bytes) -> tuple[Request, Encode]:
+        """The standard request and a fresh ``EventEncoder``. Raises ``InvalidRequest``."""
+        from ..translate import anthropic
+
+        obj = decode_json_body(body)
+        _require_stream(obj)
+        request = anthropic.request_from_vendor(obj)
+        encoder = anthropic.EventEncoder(model=request.model)
+        return request, encoder.encode

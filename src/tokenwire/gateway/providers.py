@@ -1,0 +1,273 @@
+"""Providers the gateway routes to: the protocol, vendor upstreams over HTTP, plugins.
+
+A provider is anything with ``generate(request) -> AsyncIterator[Event]``
+(``tokenwire.server.Provider``). The gateway builds one per configured model:
+
+- ``demo``: the built-in ``DemoModel``;
+- a vendor format (``openai``, ``anthropic``, ``gemini``...): ``HTTPProvider``,
+  which sends ``translate.vendor_request(...)`` with a shared ``httpx.AsyncClient``
+  and feeds the response body to ``translate.translator(...)``;
+- ``python``: a plugin, ``factory = "module:callable"`` called with the model's
+  ``options`` as keyword arguments.
+
+Upstream failures become ``error`` events with a §5.3.6 code, decided here
+where the upstream's details are known (docs/gateway.md, "Errors"):
+
+==============================================  ==================================
+upstream answered 429                           ``rate_limited``
+upstream answered 503 / 529, or 408 / 504       ``overloaded``
+any other error status                          the vendor body's code, else
+                                                ``internal_error``
+connect / read / write / pool timeout           ``overloaded``
+connection refused, reset, DNS failure          ``internal_error``
+==============================================  ==================================
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Final
+
+import httpx
+
+from .. import events as ev
+from .. import translate
+from ..request import Request
+from ..server import Provider
+from .config import HTTP_VENDORS, Config, ModelConfig
+from .demo import DemoModel
+
+__all__ = [
+    "HTTPProvider",
+    "Provider",
+    "build_providers",
+    "load_factory",
+    "new_client",
+    "status_error",
+]
+
+_log = logging.getLogger("tokenwire.gateway")
+
+#: At most this much of an upstream error body is read.
+MAX_ERROR_BODY: Final = 64 * 1024
+
+#: Compression buys nothing on a stream of small events and costs a decoding pass.
+_IDENTITY: Final = {"accept-encoding": "identity"}
+
+_STATUS_CODES: Final = {
+    408: "overloaded",
+    429: "rate_limited",
+    503: "overloaded",
+    504: "overloaded",
+    529: "overloaded",
+}
+
+
+def status_error(status: int, body: bytes = b"") -> tuple[str, str]:
+    """The §5.3.6 ``(code, message)`` for an upstream error status, from the status alone."""
+    return _STATUS_CODES.get(status, "internal_error"), f"upstream answered HTTP {status}"
+
+
+def _error(code: str, message: str) -> ev.ErrorEvent:
+    return ev.ErrorEvent(v=ev.VERSION, seq=0, code=code, message=message)
+
+
+async def _read_bounded(response: httpx.Response, limit: int) -> bytes:
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body += chunk
+        if len(body) >= limit:
+            break
+    return bytes(body[:limit])
+
+
+def new_client() -> httpx.AsyncClient:
+    """The shared upstream client: HTTP/2 where the upstream offers it, a large pool.
+
+    Timeouts are per request (each model has its own), so none is set here.
+    """
+    return httpx.AsyncClient(
+        http2=True,
+        timeout=None,
+        limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200),
+        follow_redirects=False,
+    )
+
+
+class HTTPProvider:
+    """A vendor upstream: standard request -> vendor HTTP request -> standard events.
+
+    ``vendor`` is a name of ``translate.VENDORS``. Cancelling ``generate``
+    (the client hung up) closes the upstream response, and with it the
+    upstream connection, at once.
+    """
+
+    def __init__(
+        self,
+        vendor: str,
+        *,
+        client: httpx.AsyncClient,
+        base_url: str,
+        api_key: str | None = None,
+        upstream_model: str | None = None,
+        timeout: httpx.Timeout | None = None,
+        reasoning: bool = False,
+        missing_key: str | None = None,
+    ) -> None:
+        self.vendor = vendor
+        self.client = client
+        self.base_url = base_url
+        self.api_key = api_key
+        self.upstream_model = upstream_model
+        self.timeout = timeout if timeout is not None else httpx.Timeout(120.0, connect=10.0)
+        self.reasoning = reasoning
+        self.missing_key = missing_key
+        module = importlib.import_module(f"tokenwire.translate.{translate.VENDORS[vendor]}")
+        self._http_error: Callable[[int, bytes], tuple[str, str]] = getattr(
+            module, "http_error", status_error
+        )
+
+    def _options(self) -> dict[str, Any]:
+        options: dict[str, Any] = {"base_url": self.base_url, "api_key": self.api_key}
+        if self.upstream_model is not None:
+            options["upstream_model"] = self.upstream_model
+        return options
+
+    async def generate(self, request: Request) -> AsyncIterator[ev.Event]:
+        """Stream the upstream's answer to ``request`` as standard events."""
+        if self.missing_key is not None:
+            yield _error("internal_error", "the gateway has no upstream credentials for this model")
+            return
+        vendor_request = translate.vendor_request(self.vendor, request, **self._options())
+        # docs/extensions.md: reasoning text is carried only when asked for.
+        reasoning = self.reasoning or request.extension("tokenwire:reasoning") is True
+        translator = translate.translator(
+            self.vendor, model=request.model, request_id=request.request_id, reasoning=reasoning
+        )
+        try:
+            async with self.client.stream(
+                vendor_request.method,
+                vendor_request.url,
+                headers={**vendor_request.headers, **_IDENTITY},
+                content=vendor_request.body,
+                timeout=self.timeout,
+            ) as response:
+                if response.status_code >= 300:
+                    body = await _read_bounded(response, MAX_ERROR_BODY)
+                    yield _error(*self._http_error(response.status_code, body))
+                    return
+                # An uncompressed body (we ask for one) skips httpx's decoder layer.
+                compressed = "content-encoding" in response.headers
+                chunks = response.aiter_bytes() if compressed else response.aiter_raw()
+                feed = translator.feed
+                async for chunk in chunks:
+                    for event in feed(chunk):
+                        yield event
+            for event in translator.close():
+                yield event
+        except httpx.TimeoutException as exc:
+            phase = type(exc).__name__.removesuffix("Timeout").lower() or "request"
+            yield _error("overloaded", f"the upstream did not answer in time ({phase} timeout)")
+        except httpx.HTTPError as exc:
+            # A reset or a cut mid-body: the message names the failure, never the URL.
+            yield _error("internal_error", f"upstream connection failed ({type(exc).__name__})")
+
+
+def load_factory(spec: str) -> Callable[..., Any]:
+    """The callable named by ``"package.module:attribute"``.
+
+    Raises ``ValueError`` when the spec is malformed, the module cannot be
+    imported, or the attribute is missing or not callable.
+    """
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise ValueError(f"factory must be 'module:callable', got {spec!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"cannot import {module_name!r}: {exc}") from None
+    target: Any = module
+    for part in attribute.split("."):
+        target = getattr(target, part, None)
+        if target is None:
+            raise ValueError(f"{module_name!r} has no attribute {attribute!r}")
+    if not callable(target):
+        raise ValueError(f"{spec!r} is not callable")
+    return target  # type: ignore[no-any-return]
+
+
+def _timeout(model: ModelConfig) -> httpx.Timeout:
+    return httpx.Timeout(
+        model.timeout_s, connect=model.connect_timeout_s, pool=model.connect_timeout_s
+    )
+
+
+def build_provider(model: ModelConfig, client: httpx.AsyncClient) -> Provider:
+    """The provider for one configured model. Raises ``ValueError`` for a bad plugin."""
+    if model.provider == "demo":
+        return DemoModel(delay_ms=model.delay_ms)
+    if model.provider == "python":
+        assert model.factory is not None  # checked by config.parse
+        factory = load_factory(model.factory)
+        try:
+            provider = factory(**model.options)
+        except Exception as exc:
+            raise ValueError(f"{model.factory!r} failed: {exc!r}") from exc
+        if not isinstance(provider, Provider):
+            raise ValueError(f"{model.factory!r} did not return a provider (no generate method)")
+        return provider
+    if model.provider == "signalr":
+        from .signalr_provider import SignalRProvider
+
+        return SignalRProvider(model_name=model.name, options=dict(model.options))
+    if model.provider == "connect":
+        from .connect_provider import ConnectProvider
+
+        opts: dict[str, Any] = {
+            "base_url": model.base_url,
+            "timeout_s": model.timeout_s,
+            "connect_timeout_s": model.connect_timeout_s,
+            "reasoning": model.reasoning,
+            **model.options,
+        }
+        if model.api_key():
+            opts["api_key"] = model.api_key()
+        return ConnectProvider(model_name=model.name, options=opts)
+    if model.provider in HTTP_VENDORS:
+        assert model.base_url is not None  # checked by config.parse
+        api_key = model.api_key()
+        missing = None
+        if model.api_key_env and api_key is None:
+            missing = model.api_key_env
+            _log.warning(
+                '{"msg": "missing api key", "model": "%s", "api_key_env": "%s"}',
+                model.name,
+                model.api_key_env,
+            )
+        return HTTPProvider(
+            model.provider,
+            client=client,
+            base_url=model.base_url,
+            api_key=api_key,
+            upstream_model=model.upstream_model,
+            timeout=_timeout(model),
+            reasoning=model.reasoning,
+            missing_key=missing,
+        )
+    raise ValueError(f"unknown provider {model.provider!r}")
+
+
+def build_providers(config: Config, client: httpx.AsyncClient) -> dict[str, Provider]:
+    """Model name -> provider for every configured model (``demo`` included).
+
+    Raises ``ValueError`` naming the model when a plugin cannot be loaded.
+    """
+    providers: dict[str, Provider] = {}
+    for model in config.models:
+        try:
+            providers[model.name] = build_provider(model, client)
+        except ValueError as exc:
+            raise ValueError(f"model {model.name!r}: {exc}") from None
+    return providers

@@ -1,0 +1,749 @@
+"""The ASGI toolkit: serve any ``generate(request)`` provider as an LLM-Stream endpoint.
+
+A provider author writes one async generator::
+
+    class Echo:
+        async def generate(self, request: Request) -> AsyncIterator[Event]:
+            yield ContentDelta(v="1.0", seq=0, index=0, role="assistant",
+                               delta=Delta(text=request.messages[-1].text))
+
+    app = StreamEndpoint(Echo())          # an ASGI app; mount it anywhere
+
+and ``StreamEndpoint`` does the rest of the standard:
+
+- 405 unless POST; 415 unless the Content-Type essence is
+  ``application/llm-request+json`` (§7.2);
+- 413 over ``max_body_bytes``, from ``Content-Length`` before reading and while
+  reading otherwise, so an oversized body is never buffered whole;
+- 400 for invalid JSON or an invalid envelope (§4), naming the field or byte offset;
+- 404 for a model no provider serves;
+- then ``text/event-stream`` with ``Cache-Control: no-cache``: every event the
+  provider yields goes through a ``Writer`` (so ``seq``/``v`` are always right
+  and the stream always ends with ``stream.end``), is encoded once, and every
+  event already produced is flushed in one ASGI ``send``;
+- a client hang-up cancels the generator (and whatever upstream call it was
+  awaiting) at once; idle streams get ``: keep-alive`` comments;
+- an exception or timeout in the provider becomes ``error`` + ``stream.end``
+  with a §5.3.6 code, never a traceback on the wire.
+
+Every error status carries a JSON body ``{"error": {"code", "message", "path"}}``.
+
+Hooks: ``observers`` see every request (``opened`` when a stream starts,
+``closed`` when the request is done, with a ``StreamRecord``); an observer may
+return a ``Tee`` from ``opened`` to see every event the stream emits. That is
+the seam for metrics, logs, and a resume store.
+
+The module needs no web framework: ``StreamEndpoint`` is a plain ASGI app.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Mapping,
+    MutableMapping,
+    Sequence,
+)
+from typing import Any, Final, Protocol, TypeAlias, cast, runtime_checkable
+
+import msgspec
+
+from . import events as ev
+from . import request as rq
+from .errors import InvalidRequest, ProtocolError, RequestTooLarge
+from .request import Request
+from .writer import Writer
+
+__all__ = [
+    "CLEANUP_S",
+    "DEFAULT_KEEPALIVE_S",
+    "DEFAULT_MAX_BODY_BYTES",
+    "HTTP_ERROR_CODES",
+    "KEEPALIVE",
+    "PROFILE",
+    "SSE_HEADERS",
+    "ClientDisconnected",
+    "Encode",
+    "Ingress",
+    "Observer",
+    "Provider",
+    "ProviderLookup",
+    "Receive",
+    "Scope",
+    "Send",
+    "StreamEndpoint",
+    "StreamRecord",
+    "Tee",
+    "classify_exception",
+    "json_error",
+    "media_type_essence",
+    "read_body",
+    "send_json",
+    "send_json_error",
+    "wants_standard",
+]
+
+Scope: TypeAlias = MutableMapping[str, Any]
+Message: TypeAlias = MutableMapping[str, Any]
+Receive: TypeAlias = Callable[[], Awaitable[Message]]
+Send: TypeAlias = Callable[[Message], Awaitable[None]]
+
+#: An event encoder: one standard event -> the bytes to put on the wire.
+Encode: TypeAlias = Callable[[ev.Event], bytes]
+
+#: Default request body limit: 4 MiB, the same as ``request.parse``.
+DEFAULT_MAX_BODY_BYTES: Final = 4 << 20
+#: Default idle interval before an SSE comment keep-alive.
+DEFAULT_KEEPALIVE_S: Final = 15.0
+#: §7.3: the Accept profile that asks a dual-format route for the standard stream.
+PROFILE: Final = "llm-stream-1.0"
+#: How long a cancelled provider may take to clean up before it is cancelled again.
+CLEANUP_S: Final = 5.0
+#: An SSE comment: ignored by every conforming decoder, but it keeps proxies
+#: and idle timeouts from closing a quiet stream.
+KEEPALIVE: Final = b": keep-alive\n\n"
+
+#: Response headers of every stream. ``no-cache`` and ``X-Accel-Buffering: no``
+#: keep intermediaries (nginx in particular) from buffering the events (§3).
+SSE_HEADERS: Final[list[tuple[bytes, bytes]]] = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+]
+
+# --- Protocols -------------------------------------------------------------------
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """Anything that turns a request into standard events.
+
+    ``generate`` is an async generator. It may yield any standard event with
+    any ``seq`` (the server restamps them); it needs no ``stream.start`` or
+    ``stream.end`` (the server adds them), and it may simply raise on failure.
+    """
+
+    def generate(self, request: Request) -> AsyncIterator[ev.Event]: ...
+
+
+#: How an endpoint finds the provider for a model name (``None``: unknown model).
+ProviderLookup: TypeAlias = Callable[[str], Provider | None]
+
+
+class Tee(Protocol):
+    """Sees every event a stream emits, in order, already stamped."""
+
+    def write(self, events: list[ev.Event]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Observer(Protocol):
+    """Per-request hooks of a ``StreamEndpoint``.
+
+    ``opened`` runs when a stream starts (after the request was accepted) and
+    may return a ``Tee``; ``closed`` runs once for every request, streamed or
+    rejected. Neither may block; exceptions they raise are swallowed.
+    """
+
+    def opened(self, record: StreamRecord) -> Tee | None: ...
+
+    def closed(self, record: StreamRecord) -> None: ...
+
+
+class Ingress(Protocol):
+    """A vendor request format accepted on a dual-format route (§7.3).
+
+    ``parse`` turns the vendor body into a standard ``Request`` and an encoder
+    that writes standard events back in the vendor's own stream format. It
+    raises ``InvalidRequest`` (``.path`` naming the field) for a bad body.
+    """
+
+    name: str
+    media_types: frozenset[str]
+
+    def parse(self, body: bytes) -> tuple[Request, Encode]: ...
+
+
+# --- Per-request record --------------------------------------------------------------
+
+
+class StreamRecord:
+    """What an endpoint saw of one request; filled in as the request goes.
+
+    Times are ``time.perf_counter()`` values. ``events`` counts the events the
+    stream produced; ``error_code`` is the HTTP error code of a rejected
+    request or the §5.3.6 code of a stream's ``error`` event.
+    """
+
+    __slots__ = (
+        "route",
+        "format",
+        "model",
+        "request",
+        "status",
+        "error_code",
+        "error_path",
+        "error_message",
+        "exception",
+        "events",
+        "started",
+        "first_event",
+        "ended",
+        "disconnected",
+    )
+
+    def __init__(self, route: str) -> None:
+        self.route = route
+        self.format = "standard"
+        self.model: str | None = None
+        self.request: Request | None = None
+        self.status = 0
+        self.error_code: str | None = None
+        self.error_path: str | None = None
+        #: May quote the request body or user content: log it only with consent (§8.1).
+        self.error_message: str | None = None
+        self.exception: BaseException | None = None
+        self.events = 0
+        self.started = time.perf_counter()
+        self.first_event: float | None = None
+        self.ended: float | None = None
+        self.disconnected = False
+
+    @property
+    def request_id(self) -> str | None:
+        """The request's ``metadata.request_id`` (§4.6), when it was parsed."""
+        return self.request.request_id if self.request is not None else None
+
+    @property
+    def duration(self) -> float | None:
+        """Seconds from the request's arrival to its end."""
+        return None if self.ended is None else self.ended - self.started
+
+    @property
+    def time_to_first_event(self) -> float | None:
+        """Seconds from the request's arrival to the provider's first event."""
+        return None if self.first_event is None else self.first_event - self.started
+
+
+# --- Small pure helpers ----------------------------------------------------------------
+
+
+def media_type_essence(value: str | bytes | None) -> str:
+    """The lower-cased ``type/subtype`` of a Content-Type value, without parameters."""
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        value = value.decode("latin-1")
+    return value.split(";", 1)[0].strip().lower()
+
+
+def wants_standard(accept: str | bytes | None) -> bool:
+    """True when Accept asks for ``text/event-stream; profile="llm-stream-1.0"`` (§7.3)."""
+    if not accept:
+        return False
+    if isinstance(accept, bytes):
+        accept = accept.decode("latin-1")
+    for media_range in accept.split(","):
+        essence, _, params = media_range.partition(";")
+        if essence.strip().lower() != "text/event-stream":
+            continue
+        for param in params.split(";"):
+            key, _, value = param.partition("=")
+            if key.strip().lower() == "profile" and value.strip().strip('"') == PROFILE:
+                return True
+    return False
+
+
+def json_error(code: str, message: str, path: str | None = None) -> bytes:
+    """The JSON error body every error status carries."""
+    return msgspec.json.encode({"error": {"code": code, "message": message, "path": path}})
+
+
+def classify_exception(exc: BaseException) -> tuple[str, str]:
+    """The §5.3.6 ``(code, message)`` a provider failure becomes on the wire.
+
+    A ``ProtocolError`` keeps its own code and message; a ``TimeoutError`` is
+    ``overloaded`` (the work did not finish in time); anything else is
+    ``internal_error`` with a fixed message, so no internal detail leaks.
+    """
+    if isinstance(exc, ProtocolError):
+        return exc.code, exc.message
+    if isinstance(exc, TimeoutError):
+        return "overloaded", "the model did not answer in time"
+    return "internal_error", "internal error"
+
+
+#: HTTP status -> the error code used in JSON error bodies.
+HTTP_ERROR_CODES: Final[dict[int, str]] = {
+    400: "invalid_request",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "request_too_large",
+    415: "unsupported_media_type",
+    500: "internal_error",
+    501: "not_implemented",
+    503: "unavailable",
+}
+
+
+# --- ASGI I/O helpers -----------------------------------------------------------------
+
+
+async def send_json(
+    send: Send,
+    status: int,
+    body: bytes,
+    headers: Iterable[tuple[bytes, bytes]] = (),
+) -> None:
+    """Send a whole JSON response."""
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def send_json_error(
+    send: Send,
+    status: int,
+    code: str,
+    message: str,
+    path: str | None = None,
+    headers: Iterable[tuple[bytes, bytes]] = (),
+) -> None:
+    """Send an error status with its JSON body ``{"error": {"code", "message", "path"}}``."""
+    await send_json(send, status, json_error(code, message, path), headers)
+
+
+class ClientDisconnected(Exception):
+    """The client went away before its request body was read."""
+
+
+async def read_body(receive: Receive, limit: int, content_length: int | None = None) -> bytes:
+    """Read a request body of at most ``limit`` bytes.
+
+    ``content_length`` (the header, when sent) is checked before anything is
+    read; otherwise the running size is checked after each chunk, so an
+    oversized body is never buffered past ``limit`` plus one chunk.
+
+    Returns the body. Raises ``RequestTooLarge`` over the limit and
+    ``ClientDisconnected`` if the client leaves first.
+    """
+    if content_length is not None and content_length > limit:
+        raise RequestTooLarge(
+            f"body is {content_length} bytes, over the {limit}-byte limit", path="$"
+        )
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnected
+        chunk = message.get("body", b"")
+        if chunk:
+            size += len(chunk)
+            if size > limit:
+                raise RequestTooLarge(f"body is over the {limit}-byte limit", path="$")
+            chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+# --- The outbox: events produced, waiting for one send ---------------------------------
+
+
+class _Outbox:
+    """Encoded frames the producer pushed and the sender has not sent yet.
+
+    The producer appends without awaiting; the sender takes everything that
+    piled up during its last ``send`` in one go. That is how a whole network
+    read's worth of events leaves in one ASGI send. ``last_sent`` (loop time)
+    tells the keep-alive task how long the stream has been quiet.
+    """
+
+    __slots__ = ("chunks", "closed", "last_sent", "_waiter")
+
+    def __init__(self, now: float) -> None:
+        self.chunks: list[bytes] = []
+        self.closed = False
+        self.last_sent = now
+        self._waiter: asyncio.Future[None] | None = None
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def push(self, data: bytes) -> None:
+        self.chunks.append(data)
+        if self._waiter is not None:
+            self._wake()
+
+    def close(self) -> None:
+        self.closed = True
+        self._wake()
+
+    def take(self) -> bytes:
+        chunks = self.chunks
+        self.chunks = []
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    async def wait(self) -> None:
+        """Wait until there are frames to send or the stream is over."""
+        if self.chunks or self.closed:
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiter = waiter
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+
+
+async def _keepalive(outbox: _Outbox, interval: float) -> None:
+    """Push an SSE comment whenever the stream has been quiet for ``interval``.
+
+    One timer per stream and interval, rather than one per send: a paced
+    stream sends often, and a timer per send would cost a heap push and a
+    cancelled entry each time.
+    """
+    loop = asyncio.get_running_loop()
+    while not outbox.closed:
+        quiet = loop.time() - outbox.last_sent
+        if quiet >= interval:
+            if not outbox.chunks:
+                outbox.push(KEEPALIVE)
+            outbox.last_sent = loop.time()
+            quiet = 0.0
+        await asyncio.sleep(interval - quiet)
+
+
+# --- The endpoint -------------------------------------------------------------------------
+
+
+def _lookup_for(providers: Provider | Mapping[str, Provider] | ProviderLookup) -> ProviderLookup:
+    if isinstance(providers, Provider):
+        single = providers
+        return lambda _model: single
+    if isinstance(providers, Mapping):
+        return providers.get
+    return providers
+
+
+class StreamEndpoint:
+    """An ASGI app serving ``POST`` LLM-Stream requests from one or more providers.
+
+    ``providers`` is one ``Provider`` (serving every model name), a mapping of
+    model name to provider, or a function ``model -> Provider | None``.
+    ``ingress`` adds a vendor request format (§7.3): its bodies are answered
+    in the vendor's stream format unless the client asks for the standard
+    with ``Accept: text/event-stream; profile="llm-stream-1.0"``, and standard
+    bodies (``application/llm-request+json``) are always accepted too.
+    """
+
+    def __init__(
+        self,
+        providers: Provider | Mapping[str, Provider] | ProviderLookup,
+        *,
+        ingress: Ingress | None = None,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        max_depth: int = rq.DEFAULT_MAX_DEPTH,
+        keepalive_s: float = DEFAULT_KEEPALIVE_S,
+        observers: Sequence[Observer] = (),
+        classify: Callable[[BaseException], tuple[str, str]] = classify_exception,
+        route: str = "",
+    ) -> None:
+        if keepalive_s <= 0:
+            raise ValueError("keepalive_s must be > 0")
+        self.lookup = _lookup_for(providers)
+        self.ingress = ingress
+        self.max_body_bytes = max_body_bytes
+        self.max_depth = max_depth
+        self.keepalive_s = keepalive_s
+        self.observers = tuple(observers)
+        self.classify = classify
+        self.route = route
+
+    # -- ASGI entry -----------------------------------------------------------------
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            # Served directly by an ASGI server: nothing to start or stop.
+            await _lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            raise RuntimeError(f"StreamEndpoint serves HTTP only, not {scope['type']!r}")
+        record = StreamRecord(self.route or scope.get("path", ""))
+        try:
+            await self._handle(scope, receive, send, record)
+        finally:
+            record.ended = time.perf_counter()
+            for observer in self.observers:
+                with contextlib.suppress(Exception):
+                    observer.closed(record)
+
+    async def _reject(
+        self,
+        send: Send,
+        record: StreamRecord,
+        status: int,
+        message: str,
+        *,
+        code: str | None = None,
+        path: str | None = None,
+        headers: Iterable[tuple[bytes, bytes]] = (),
+    ) -> None:
+        code = code or HTTP_ERROR_CODES.get(status, "invalid_request")
+        record.status, record.error_code, record.error_path = status, code, path
+        record.error_message = message
+        await send_json_error(send, status, code, message, path, headers)
+
+    async def _handle(
+        self, scope: Scope, receive: Receive, send: Send, record: StreamRecord
+    ) -> None:
+        if scope.get("method", "POST") != "POST":
+            await self._reject(send, record, 405, "use POST", headers=[(b"allow", b"POST")])
+            return
+        content_type = accept = length = None
+        for name, value in scope.get("headers", ()):
+            if name == b"content-type":
+                content_type = value
+            elif name == b"accept":
+                accept = value
+            elif name == b"content-length":
+                length = value
+
+        # §7.2: the media type selects the standard; a dual-format route also
+        # takes its vendor's bodies (§7.3).
+        essence = media_type_essence(content_type)
+        ingress = self.ingress
+        if essence == rq.MEDIA_TYPE:
+            ingress = None
+        elif ingress is None or essence not in ingress.media_types:
+            accepted = [rq.MEDIA_TYPE, *sorted(ingress.media_types if ingress else ())]
+            await self._reject(
+                send,
+                record,
+                415,
+                f"Content-Type must be {' or '.join(accepted)}, got {essence or 'none'!r} (§7.2)",
+                headers=[(b"accept-post", ", ".join(accepted).encode())],
+            )
+            return
+        record.format = ingress.name if ingress is not None else "standard"
+
+        try:
+            content_length = int(length) if length is not None else None
+        except ValueError:
+            await self._reject(send, record, 400, "Content-Length is not a number")
+            return
+        try:
+            body = await read_body(receive, self.max_body_bytes, content_length)
+            if ingress is None:
+                request = rq.parse(body, max_bytes=self.max_body_bytes, max_depth=self.max_depth)
+                encode: Encode = ev.dump
+            else:
+                request, vendor_encode = ingress.parse(body)
+                encode = ev.dump if wants_standard(accept) else vendor_encode
+        except ClientDisconnected:
+            # The body stream broke: the client left, or sent framing the HTTP
+            # server could not read. Answer anyway; if nobody listens, no harm.
+            record.status, record.disconnected = 499, True
+            with contextlib.suppress(Exception):
+                await send_json_error(
+                    send, 400, "invalid_request", "the request body ended early", "$"
+                )
+            return
+        except InvalidRequest as exc:
+            status = 413 if isinstance(exc, RequestTooLarge) else 400
+            await self._reject(send, record, status, exc.reason, path=exc.path)
+            return
+        record.request, record.model = request, request.model
+
+        provider = self.lookup(request.model)
+        if provider is None:
+            await self._reject(
+                send,
+                record,
+                404,
+                f"unknown model {request.model!r}",
+                code="model_not_found",
+                path="model",
+            )
+            return
+        await self._stream(scope, receive, send, record, request, provider, encode)
+
+    # -- the stream ----------------------------------------------------------------
+
+    async def _stream(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        record: StreamRecord,
+        request: Request,
+        provider: Provider,
+        encode: Encode,
+    ) -> None:
+        record.status = 200
+        tees: list[Tee] = []
+        for observer in self.observers:
+            with contextlib.suppress(Exception):
+                tee = observer.opened(record)
+                if tee is not None:
+                    tees.append(tee)
+        writer = Writer(model=request.model, request_id=request.request_id)
+        loop = asyncio.get_running_loop()
+        outbox = _Outbox(loop.time())
+        # §5.3.1: stream.start goes out at once, "the endpoint has accepted the request".
+        self._emit(writer.start(), encode, outbox, tees)
+
+        producer = loop.create_task(
+            self._produce(provider, request, writer, encode, outbox, tees, record)
+        )
+        watcher = loop.create_task(_watch_disconnect(receive, producer, outbox, record))
+        keepalive = loop.create_task(_keepalive(outbox, self.keepalive_s))
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+            await self._send_loop(send, outbox, record)
+        except OSError:
+            # The ASGI server reports a vanished client by failing send().
+            record.disconnected = True
+        finally:
+            watcher.cancel()
+            keepalive.cancel()
+            # Cancel once. A second cancel would interrupt the provider's own
+            # cleanup (closing its upstream response), leaving the upstream
+            # connection open; a provider gets CLEANUP_S to finish it.
+            if not producer.done() and not producer.cancelling():
+                producer.cancel()
+            await asyncio.wait([producer], timeout=CLEANUP_S)
+            if not producer.done():
+                producer.cancel()
+                await asyncio.wait([producer])
+            await asyncio.wait([watcher, keepalive])
+            record.events = writer.next_seq
+            for tee in tees:
+                with contextlib.suppress(Exception):
+                    tee.close()
+
+    @staticmethod
+    def _emit(batch: list[ev.Event], encode: Encode, outbox: _Outbox, tees: list[Tee]) -> None:
+        # The one place every event passes through on its way out: a resume
+        # store tees here (it sees stamped events, so seq can serve Last-Event-ID).
+        for tee in tees:
+            try:
+                tee.write(batch)
+            except Exception:  # a broken observer must not break the stream
+                pass
+        if len(batch) == 1:
+            data = encode(batch[0])
+        else:
+            data = b"".join([encode(event) for event in batch])
+        if data:
+            outbox.push(data)
+
+    async def _produce(
+        self,
+        provider: Provider,
+        request: Request,
+        writer: Writer,
+        encode: Encode,
+        outbox: _Outbox,
+        tees: list[Tee],
+        record: StreamRecord,
+    ) -> None:
+        """Drive the provider; every event goes through the writer, then out."""
+        emit = self._emit
+        add = writer.add
+        try:
+            iterator = provider.generate(request)
+            try:
+                async for event in iterator:
+                    cls = event.__class__
+                    if cls is ev.StreamStart:
+                        continue  # already sent; the server owns the stream's framing
+                    if record.first_event is None:
+                        record.first_event = time.perf_counter()
+                    if cls is ev.ErrorEvent and record.error_code is None:
+                        record.error_code = cast(ev.ErrorEvent, event).code
+                        record.error_message = cast(ev.ErrorEvent, event).message
+                    emit(add(event), encode, outbox, tees)
+                    if writer.ended:
+                        break
+            finally:
+                aclose = getattr(iterator, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+            if not writer.ended:
+                emit(writer.end(), encode, outbox, tees)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and not task.cancelling() and not record.disconnected:
+                # The provider raised CancelledError on its own: the client is
+                # still there and still gets a complete stream.
+                emit(writer.fail("internal_error", "internal error"), encode, outbox, tees)
+            raise
+        except Exception as exc:
+            # §5.3.6: a failure becomes error + stream.end, never a broken stream.
+            code, message = self.classify(exc)
+            record.exception = exc
+            if record.error_code is None and not writer.errored:
+                record.error_code, record.error_message = code, message
+            emit(writer.fail(code, message), encode, outbox, tees)
+        finally:
+            outbox.close()
+
+    @staticmethod
+    async def _send_loop(send: Send, outbox: _Outbox, record: StreamRecord) -> None:
+        now = asyncio.get_running_loop().time
+        while True:
+            await outbox.wait()
+            if record.disconnected:
+                return
+            last = outbox.closed
+            data = outbox.take()
+            # Everything produced while the previous send was in flight leaves now.
+            await send({"type": "http.response.body", "body": data, "more_body": not last})
+            outbox.last_sent = now()
+            if last:
+                return
+
+
+async def _watch_disconnect(
+    receive: Receive, producer: asyncio.Task[None], outbox: _Outbox, record: StreamRecord
+) -> None:
+    """Cancel the producer the moment the client hangs up."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            record.disconnected = True
+            producer.cancel()
+            outbox.close()
+            return
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return

@@ -1,0 +1,224 @@
+"""The fake upstream's Anthropic Messages wire format (``FakeUpstream("anthropic")``).
+
+Rendered like the recordings in ``vendor-fixtures/anthropic/``: every event is
+``event: <type>`` + ``data: <json>`` (the SDK dispatches on the ``event:``
+line); ``message_start`` carries the input tokens (and a placeholder
+``output_tokens: 1``); a ``ping`` follows the first ``content_block_start`` and
+sits between blocks; text streams as one ``text_delta`` per word; each tool
+call is a ``tool_use`` block whose input arrives as an empty ``input_json_delta``
+and then fragments cut mid-token; ``message_delta`` carries the stop reason and
+the cumulative ``output_tokens``; ``message_stop`` ends the body. A scripted
+error becomes ``event: error`` after the blocks, with no ``message_stop``
+(what Anthropic does on a mid-stream ``overloaded_error``). SDK base URL:
+``fake.url`` (the SDK appends ``/v1/messages``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any, Final
+
+import msgspec
+
+from ..translate.anthropic import ERROR_TYPES, VENDOR_STOP_REASONS
+from .upstream import RecordedRequest, Script
+
+__all__ = [
+    "CONTENT_TYPE",
+    "RESPONSE_HEADERS",
+    "STATUS_ERRORS",
+    "argument_fragments",
+    "bad_event",
+    "check_request",
+    "error_body",
+    "error_event",
+    "huge_event",
+    "render",
+]
+
+CONTENT_TYPE: Final = "text/event-stream"
+RESPONSE_HEADERS: Final = {"request-id": "req_fake0001", "anthropic-organization-id": "org_fake"}
+
+#: HTTP status -> the Anthropic error ``type`` and message of its JSON error body.
+STATUS_ERRORS: Final[dict[int, tuple[str, str]]] = {
+    400: ("invalid_request_error", "Invalid request."),
+    401: ("authentication_error", "invalid x-api-key"),
+    403: ("permission_error", "Your API key does not have permission to use this resource."),
+    404: ("not_found_error", "The requested resource could not be found."),
+    405: ("invalid_request_error", "Method not allowed."),
+    413: ("request_too_large", "Request exceeds the maximum allowed number of bytes."),
+    429: ("rate_limit_error", "Number of requests has exceeded your rate limit."),
+    500: ("api_error", "Internal server error"),
+    504: ("timeout_error", "Request timed out."),
+    529: ("overloaded_error", "Overloaded"),
+}
+
+_encode = msgspec.json.Encoder().encode
+#: Fragment lengths cycled through: Anthropic cuts tool input anywhere.
+_FRAGMENTS: Final = (7, 2, 5, 11, 3)
+
+
+def _frame(payload: dict[str, Any]) -> bytes:
+    return b"event: %s\ndata: %s\n\n" % (payload["type"].encode(), _encode(payload))
+
+
+def error_event(code: str, message: str) -> bytes:
+    """The in-stream ``event: error`` for a draft error code.
+
+    ``context_length_exceeded`` is phrased the way Anthropic phrases it
+    ("prompt is too long: ..."), so that a translator reading it back can tell.
+    """
+    if code == "context_length_exceeded" and "too long" not in message.lower():
+        message = f"prompt is too long: {message}"
+    error = {"type": ERROR_TYPES.get(code, "api_error"), "message": message}
+    return _frame({"type": "error", "error": error})
+
+
+def error_body(status: int) -> bytes:
+    """Anthropic's JSON body for an HTTP error ``status``."""
+    etype, message = STATUS_ERRORS.get(status, ("api_error", f"Upstream error {status}."))
+    return _encode(
+        {
+            "type": "error",
+            "error": {"type": etype, "message": message},
+            "request_id": "req_fake0001",
+        }
+    )
+
+
+def check_request(request: RecordedRequest) -> str | None:
+    """The problem with a Messages request, or ``None`` when Anthropic would take it."""
+    if not request.path.split("?", 1)[0].endswith("/v1/messages"):
+        return f"expected POST .../v1/messages, got {request.path}"
+    if "anthropic-version" not in request.headers:
+        return "the anthropic-version header is required"
+    try:
+        body = request.json()
+    except msgspec.DecodeError:
+        return "body is not JSON"
+    if not isinstance(body, dict):
+        return "body is not a JSON object"
+    if not isinstance(body.get("model"), str):
+        return "model: required"
+    max_tokens = body.get("max_tokens")
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        return "max_tokens: required, an integer >= 1"
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return "messages: a non-empty array is required"
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
+            return f"messages.{i}.role: must be user or assistant"
+    if body.get("stream") is not True:
+        return "the fake only streams: stream must be true"
+    return None
+
+
+def argument_fragments(arguments: dict[str, Any]) -> list[str]:
+    """Tool input as JSON text cut into ``input_json_delta`` fragments (mid-token).
+
+    The first fragment is ``""``, as Anthropic sends it.
+    """
+    text = json.dumps(arguments)
+    out = [""]
+    i = k = 0
+    while i < len(text):
+        n = _FRAGMENTS[k % len(_FRAGMENTS)]
+        out.append(text[i : i + n])
+        i += n
+        k += 1
+    return out
+
+
+def bad_event(event: bytes) -> bytes:
+    """One event with its JSON broken (the framing and ``event:`` line kept)."""
+    i = event.find(b"data: ")
+    if i < 0:
+        return event + b"data: {\n\n"
+    return event[: i + 6] + b"{" + event[i + 6 :]
+
+
+def huge_event(size: int) -> Iterator[bytes]:
+    """One ``ping`` of about ``size`` bytes (padded), in pieces of 1 MiB."""
+    head, tail = b'event: ping\ndata: {"type":"ping","pad":"', b'"}\n\n'
+    yield head
+    left = max(size - len(head) - len(tail), 0)
+    block = b"x" * (1 << 20)
+    while left > 0:
+        n = min(left, len(block))
+        yield block[:n]
+        left -= n
+    yield tail
+
+
+_PING: Final = _frame({"type": "ping"})
+
+
+def render(script: Script, *, model: str, request: RecordedRequest) -> list[bytes]:
+    """The Anthropic Messages stream for ``script``, one item per SSE event."""
+    message: dict[str, Any] = {
+        "id": "msg_fake0001",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": script.input_tokens,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+            "output_tokens": 1,
+            "service_tier": "standard",
+        },
+    }
+    out = [_frame({"type": "message_start", "message": message})]
+    index = 0
+
+    def block(content_block: dict[str, Any], deltas: list[dict[str, Any]]) -> None:
+        nonlocal index
+        out.append(
+            _frame({"type": "content_block_start", "index": index, "content_block": content_block})
+        )
+        if index == 0:
+            out.append(_PING)
+        for delta in deltas:
+            out.append(_frame({"type": "content_block_delta", "index": index, "delta": delta}))
+        out.append(_frame({"type": "content_block_stop", "index": index}))
+        index += 1
+
+    pieces = script.pieces
+    if pieces:
+        block({"type": "text", "text": ""}, [{"type": "text_delta", "text": p} for p in pieces])
+    for i, call in enumerate(script.tool_calls):
+        if index:
+            out.append(_PING)
+        fragments = argument_fragments(call.arguments)
+        block(
+            {
+                "type": "tool_use",
+                "id": call.id or f"toolu_fake{i:04d}",
+                "name": call.name,
+                "input": {},
+            },
+            [{"type": "input_json_delta", "partial_json": f} for f in fragments],
+        )
+    if script.error is not None:
+        out.append(error_event(*script.error))
+        return out
+    delta = {
+        "stop_reason": VENDOR_STOP_REASONS.get(script.final_stop_reason, "end_turn"),
+        "stop_sequence": None,
+    }
+    out.append(
+        _frame(
+            {
+                "type": "message_delta",
+                "delta": delta,
+                "usage": {"output_tokens": script.usage_output_tokens},
+            }
+        )
+    )
+    out.append(_frame({"type": "message_stop"}))
+    return out

@@ -1,0 +1,81 @@
+"""Fixtures for the client tests: scripted fault servers and a real gateway process."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.client.client_servers import (
+    ScriptedServer,
+    ServerProcess,
+    free_port,
+    gateway_argv,
+    granian_argv,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+IN_CI = os.environ.get("CI") == "true"
+
+
+def unavailable(reason: str) -> None:
+    """Skip locally; in CI a missing piece is a failure, not a skip."""
+    if IN_CI:
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def scripted() -> Iterator[ScriptedServer]:
+    """A raw HTTP/1.1 server on 127.0.0.1 answering with scripted steps."""
+    with ScriptedServer() as server:
+        yield server
+
+
+def gateway_available() -> bool:
+    return importlib.util.find_spec("tokenwire.cli.serve") is not None
+
+
+@pytest.fixture(scope="session")
+def gateway() -> Iterator[ServerProcess]:
+    """``tokenwire serve`` with the built-in demo model, as a subprocess."""
+    if not gateway_available():
+        unavailable("the gateway (tokenwire.cli.serve) is not in this tree yet")
+    port = free_port()
+    server = ServerProcess(gateway_argv(port), port).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def rogue_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """``tokenwire serve`` with a plugin model (``rogue``) that calls an undeclared tool."""
+    if not gateway_available():
+        unavailable("the gateway (tokenwire.cli.serve) is not in this tree yet")
+    config = tmp_path_factory.mktemp("gateway") / "gateway.toml"
+    config.write_text(
+        '[[models]]\nname = "rogue"\nprovider = "python"\nfactory = "client_apps:RogueProvider"\n'
+    )
+    port = free_port()
+    here = str(Path(__file__).resolve().parent)
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))}
+    server = ServerProcess(gateway_argv(port, config), port, env=env).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def starlette_apps() -> Iterator[ServerProcess]:
+    """``client_apps:app`` (plain Starlette endpoints) under granian."""
+    port = free_port()
+    server = ServerProcess(granian_argv("client_apps:app", port), port, health="/health").start()
+    try:
+        yield server
+    finally:
+        server.stop()

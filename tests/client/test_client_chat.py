@@ -1,0 +1,254 @@
+"""``tokenwire chat`` in a real terminal: a pseudo-terminal, as a user would run it.
+
+The REPL runs as a subprocess on a pty (``os.openpty``), so rich sees a
+terminal and renders live; the tests type into it and read what it shows,
+with the ANSI control sequences stripped.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import select
+import struct
+import subprocess
+import sys
+import termios
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.client.client_servers import (
+    Head,
+    Received,
+    ScriptedServer,
+    Send,
+    ServerProcess,
+    Sleep,
+    Step,
+)
+
+from tokenwire import Writer
+from tokenwire import events as ev
+
+TOKENWIRE = str(Path(sys.executable).parent / "tokenwire")
+ANSI = re.compile(
+    rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[=>()][0-9A-Za-z]?"
+)
+STATS = re.compile(r"(\d+) in / (\d+) out tokens · TTFT \d+ ms · [\d.]+ tokens/s")
+
+
+class Terminal:
+    """A program on a pseudo-terminal: ``expect`` what it shows, ``type`` into it."""
+
+    def __init__(self, argv: list[str]) -> None:
+        master, slave = os.openpty()
+        # A wide terminal, so rich does not wrap the lines the tests look for.
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
+        env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "200", "LINES": "50"}
+        env.pop("NO_COLOR", None)
+        self.proc = subprocess.Popen(
+            argv, stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True
+        )
+        os.close(slave)
+        self.master = master
+        self.raw = b""
+        self.seen = 0  # how much of the screen text earlier expects consumed
+
+    @property
+    def text(self) -> str:
+        return ANSI.sub(b"", self.raw).replace(b"\r", b"").decode("utf-8", "replace")
+
+    def _read(self, timeout: float) -> bool:
+        ready, _, _ = select.select([self.master], [], [], timeout)
+        if not ready:
+            return False
+        try:
+            data = os.read(self.master, 65536)
+        except OSError:  # EIO: the program exited and the pty closed
+            return False
+        self.raw += data
+        return bool(data)
+
+    def expect(self, pattern: str | re.Pattern[str], timeout: float = 30.0) -> re.Match[str]:
+        """Wait until ``pattern`` (a regex) shows up after what was already matched."""
+        deadline = time.monotonic() + timeout
+        regex = re.compile(pattern)
+        while True:
+            match = regex.search(self.text, self.seen)
+            if match:
+                self.seen = match.end()
+                return match
+            if time.monotonic() > deadline or (
+                not self._read(0.2) and self.proc.poll() is not None
+            ):
+                raise AssertionError(f"{pattern!r} never showed up; the screen:\n{self.text}")
+
+    def type(self, text: str) -> None:
+        os.write(self.master, text.encode())
+
+    def wait(self, timeout: float = 15.0) -> int:
+        deadline = time.monotonic() + timeout
+        while self.proc.poll() is None and time.monotonic() < deadline:
+            self._read(0.1)
+        return self.proc.wait(1)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        os.close(self.master)
+
+
+@pytest.fixture
+def terminals() -> Iterator[list[Terminal]]:
+    opened: list[Terminal] = []
+    yield opened
+    for term in opened:
+        term.close()
+
+
+def chat(terminals: list[Terminal], url: str, *args: str) -> Terminal:
+    term = Terminal([TOKENWIRE, "chat", "--url", url, *args])
+    terminals.append(term)
+    return term
+
+
+def test_repl_streams_answers_and_keeps_history(
+    gateway: ServerProcess, terminals: list[Terminal]
+) -> None:
+    term = chat(terminals, gateway.url)
+    term.expect(r"you> ")
+    term.type("Hello there\r")
+    term.expect(r'"Hello there"')  # the demo echoes the question in its answer
+    first = term.expect(STATS)
+    term.expect(r"you> ")
+    term.type("And what about Paris?\r")
+    term.expect(r'"And what about Paris\?"')
+    second = term.expect(STATS)
+    term.expect(r"you> ")
+    term.type("/exit\r")
+    assert term.wait() == 0
+
+    # The second request carried the first turn: the same question asked alone
+    # counts fewer input tokens than it did inside the conversation.
+    alone = subprocess.run(
+        [TOKENWIRE, "chat", "--url", gateway.url, "And what about Paris?"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert alone.returncode == 0, alone.stderr
+    match = STATS.search(alone.stderr)
+    assert match is not None, alone.stderr
+    assert int(second[1]) > int(match[1]) > 0
+    assert int(second[1]) > int(first[1])
+
+
+def test_spinner_until_the_first_token_and_history_sent(
+    scripted: ScriptedServer, terminals: list[Terminal]
+) -> None:
+    def answer(req: Received) -> list[Step]:
+        body = json.loads(req.body)
+        w = Writer(model="m", request_id=body["metadata"]["request_id"])
+        said = body["messages"][-1]["content"]
+        start = w.start()
+        rest = w.text(f"echo: {said}") + w.usage(7, 2) + w.end()
+        return [Head(), Send(ev.dump(start[0])), Sleep(1.0), *[Send(ev.dump(e)) for e in rest]]
+
+    scripted.route("POST", "/v1/stream", answer)
+    term = chat(terminals, scripted.url, "--system", "Be brief.")
+    term.expect(r"you> ")
+    term.type("first question\r")
+    term.expect(r"waiting for the first token")
+    term.expect(r"echo: first question")
+    term.expect(STATS)
+    term.type("second question\r")
+    term.expect(r"echo: second question")
+    term.expect(r"you> ")
+    term.type("\x04")  # Ctrl-D leaves
+    assert term.wait() == 0
+
+    sent = [json.loads(r.body)["messages"] for r in scripted.requests]
+    assert sent[1] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "first question"},
+        {"role": "assistant", "content": "echo: first question"},
+        {"role": "user", "content": "second question"},
+    ]
+
+
+def test_tools_file_runs_the_tool_loop(
+    gateway: ServerProcess, terminals: list[Terminal], tmp_path: Path
+) -> None:
+    tools = tmp_path / "tools.json"
+    tools.write_text(
+        json.dumps(
+            {
+                "tools": [
+                    {
+                        "name": "get_weather",
+                        "description": "Get current weather for a city.",
+                        "parameters": {
+                            "type": "object",
+                            "properties": {"city": {"type": "string"}},
+                            "required": ["city"],
+                        },
+                    }
+                ],
+                "results": {"get_weather": "Vienna: 24C, sunny"},
+            }
+        )
+    )
+    term = chat(terminals, gateway.url, "--tools", str(tools), "What is the weather in Vienna?")
+    term.expect(r'get_weather\(\{"city":"Vienna"\}\)')  # the call is shown
+    term.expect(r"get_weather returned Vienna: 24C, sunny")  # answered from the file
+    term.expect(r'The get_weather tool returned: "Vienna: 24C, sunny"')  # §4.8 step 5
+    term.expect(STATS)
+    assert term.wait() == 0
+
+
+def test_side_effect_tools_ask_first(
+    gateway: ServerProcess, terminals: list[Terminal], tmp_path: Path
+) -> None:
+    tools = tmp_path / "tools.json"
+    email = {
+        "name": "send_email",
+        "description": "Send an email message.",
+        "side_effects": True,
+        "parameters": {"type": "object", "properties": {"to": {"type": "string"}}},
+    }
+    tools.write_text(json.dumps({"tools": [email], "results": {"send_email": {"sent": True}}}))
+    term = chat(terminals, gateway.url, "--tools", str(tools))
+    term.expect(r"you> ")
+    term.type("Send an email to Ann\r")
+    term.expect(r"run send_email\(.*\)\? \[y/N\]")  # §8.2: confirmation first
+    term.type("y\r")
+    term.expect(r'send_email returned \{"sent": true\}')
+    term.expect(r"The send_email tool returned")
+    term.expect(r"you> ")
+    term.type("Send an email to Bob\r")
+    term.expect(r"\[y/N\]")
+    term.type("n\r")
+    term.expect(r"send_email rejected \(not-confirmed\)")
+    term.expect(r"you> ")
+    term.type("/exit\r")
+    assert term.wait() == 0
+
+
+def test_raw_shows_events_with_seq(gateway: ServerProcess, terminals: list[Terminal]) -> None:
+    term = chat(terminals, gateway.url, "--raw", "Hello there")
+    term.expect(r"\[seq 0\]\s*event: stream\.start\s*id: 0")
+    term.expect(r"\[seq 1\]\s*event: content\.delta\s*id: 1\s*data: \{")
+    term.expect(r"event: stream\.end")
+    assert term.wait() == 0
+
+
+def test_unreachable_endpoint_fails_cleanly(terminals: list[Terminal]) -> None:
+    term = chat(terminals, "http://127.0.0.1:9", "hi")
+    term.expect(r"error: .*Connect")
+    assert term.wait() == 1
+    assert "Traceback" not in term.text

@@ -1,0 +1,215 @@
+"""Helpers for the gateway tests: a real ``tokenwire serve`` process, certificates."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import ipaddress
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+
+
+def free_port() -> int:
+    """A port that was free on 127.0.0.1 a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class Gateway:
+    """``tokenwire serve`` as a subprocess on 127.0.0.1, with its stderr in a file.
+
+    ``start`` waits for ``/healthz``; ``stop`` interrupts it (and, if it does not
+    exit, kills its own process group: the server and its workers).
+    """
+
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        config: str | None = None,
+        args: tuple[str, ...] = (),
+        tls: tuple[Path, Path, Path] | None = None,
+    ) -> None:
+        self.workdir = workdir
+        self.port = free_port()
+        self.tls = tls
+        self.stderr_path = workdir / f"gateway-{self.port}.stderr"
+        self.stdout_path = workdir / f"gateway-{self.port}.stdout"
+        argv = [sys.executable, "-m", "tokenwire", "serve", "--host", "127.0.0.1"]
+        argv += ["--port", str(self.port), *args]
+        if config is not None:
+            path = workdir / f"gateway-{self.port}.toml"
+            path.write_text(config)
+            argv += ["--config", str(path)]
+        if tls is not None:
+            cert, key, _ca = tls
+            argv += ["--certfile", str(cert), "--keyfile", str(key)]
+        self.argv = argv
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://127.0.0.1:{self.port}"
+
+    @property
+    def host_url(self) -> str:
+        """The URL with the certificate's host name (``localhost``) when on TLS."""
+        return self.url.replace("127.0.0.1", "localhost") if self.tls else self.url
+
+    def ssl_context(self) -> ssl.SSLContext | bool:
+        """What httpx's ``verify`` needs: trust the test CA on TLS."""
+        return ssl.create_default_context(cafile=str(self.tls[2])) if self.tls else True
+
+    def client(self, **kwargs: Any) -> httpx.Client:
+        return httpx.Client(base_url=self.host_url, verify=self.ssl_context(), **kwargs)
+
+    def async_client(self, **kwargs: Any) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=self.host_url, verify=self.ssl_context(), **kwargs)
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+    def stdout(self) -> str:
+        return self.stdout_path.read_text(errors="replace")
+
+    def start(self, wait: float = 30.0) -> Gateway:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH")]))
+        with open(self.stderr_path, "wb") as err, open(self.stdout_path, "wb") as out:
+            self.proc = subprocess.Popen(
+                self.argv, env=env, cwd=ROOT, stdout=out, stderr=err, start_new_session=True
+            )
+        try:
+            self._wait_healthy(wait)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_healthy(self, wait: float) -> None:
+        assert self.proc is not None
+        deadline = time.monotonic() + wait
+        with self.client(timeout=2.0) as client:
+            while True:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"gateway exited: {self.stderr()}")
+                with contextlib.suppress(httpx.HTTPError):
+                    if client.get("/healthz").status_code == 200:
+                        return
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"gateway did not come up: {self.stderr()}")
+                time.sleep(0.05)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> None:
+        proc = self.proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+        # Workers live in the server's process group: none may outlive it.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        self.proc = None
+
+    def __enter__(self) -> Gateway:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def self_signed(directory: Path) -> tuple[Path, Path, Path]:
+    """A CA and a ``localhost``/127.0.0.1 server certificate signed by it.
+
+    Returns ``(cert, key, ca)`` paths (PEM). Uses the ``cryptography`` package.
+    """
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "tokenwire test CA")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    paths = directory / "cert.pem", directory / "key.pem", directory / "ca.pem"
+    paths[0].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    paths[1].write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    paths[2].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    return paths

@@ -1,0 +1,139 @@
+"""The toolkit alone on a real server: docs/gateway.md's example under granian.
+
+``StreamEndpoint`` needs no gateway: the printed example, saved as a module and
+served by ``granian --interface asgi``, streams incrementally, answers lifespan,
+refuses with JSON, and cancels its provider when the client hangs up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from tests.server.test_server_docs import _example
+
+import tokenwire
+
+GRANIAN = Path(sys.executable).parent / "granian"
+
+SLOW = """
+import asyncio, time
+from tokenwire import events
+from tokenwire.server import StreamEndpoint
+
+CANCELLED = []
+
+class Slow:
+    async def generate(self, request):
+        try:
+            for i in range(10_000):
+                await asyncio.sleep(0.02)
+                yield events.ContentDelta(v="1.0", seq=0, index=0, role="assistant",
+                                          delta=events.Delta(text=f" {i}"))
+        except asyncio.CancelledError:
+            with open(request.metadata["record"], "w") as f:
+                f.write(repr(time.time()))
+            raise
+
+slow = StreamEndpoint(Slow())
+shout = app
+
+
+async def app(scope, receive, send):
+    await (slow if scope.get("path") == "/slow" else shout)(scope, receive, send)
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    workdir = tmp_path_factory.mktemp("toolkit")
+    (workdir / "docs_example.py").write_text(_example("provider") + SLOW)
+    port = _free_port()
+    proc = subprocess.Popen(
+        [str(GRANIAN), "--interface", "asgi", "--host", "127.0.0.1", "--port", str(port)]
+        + ["--log-level", "warning", "--working-dir", str(workdir), "docs_example:app"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with contextlib.suppress(httpx.HTTPError):
+                httpx.get(url + "/", timeout=1)
+                break
+            assert proc.poll() is None and time.monotonic() < deadline, "granian did not start"
+            time.sleep(0.05)
+        yield url
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        assert proc.stderr is not None
+        proc.stderr.close()
+
+
+def _body(**fields: object) -> bytes:
+    raw = {"version": "1.0", "stream": True, "model": "any"}
+    raw["messages"] = [{"role": "user", "content": "streams on a real server"}]  # type: ignore[assignment]
+    raw.update(fields)  # type: ignore[arg-type]
+    return json.dumps(raw).encode()
+
+
+def test_example_streams_on_granian(served: str) -> None:
+    headers = {"content-type": "application/llm-request+json"}
+    response = httpx.post(served, content=_body(), headers=headers, timeout=20)
+    assert response.status_code == 200
+    assert tokenwire.validate(response.content).ok
+    assert b"STREAMS ON A REAL SERVER" not in response.content  # one word per event
+    assert response.content.count(b"event: content.delta") == 5
+
+
+def test_example_refuses_with_json(served: str) -> None:
+    response = httpx.post(served, content=b"{}", timeout=20)
+    assert response.status_code == 415
+    assert response.json()["error"]["code"] == "unsupported_media_type"
+
+
+def test_hang_up_cancels_on_granian(served: str, tmp_path: Path) -> None:
+    record = tmp_path / "cancelled"
+    data = _body(metadata={"record": str(record)})
+    port = int(served.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(
+            b"POST /slow HTTP/1.1\r\nHost: x\r\nContent-Type: application/llm-request+json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(data), data)
+        )
+        seen = b""
+        while seen.count(b"event: content.delta") < 3:
+            seen += sock.recv(65536)
+        hung_up = time.time()
+    deadline = time.monotonic() + 5
+    while not record.exists():
+        assert time.monotonic() < deadline, "never cancelled"
+        time.sleep(0.005)
+    time.sleep(0.01)
+    assert float(record.read_text()) - hung_up < 0.1
