@@ -30,6 +30,9 @@ test: lint typecheck unit
 
 bench: $(STAMP)
 	$(BIN)/python bench/decode.py
+	$(BIN)/python bench/translate.py
+	$(BIN)/python bench/gateway.py
+	$(BIN)/python bench/client.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -175,9 +175,11 @@ class Validator:
         self._error_seen = False
         self._decoded = 0  # events that decoded into a typed event
         self._request_id = request.request_id if request is not None else None
+        # §8.2: with the request at hand, only the tools it declared may be
+        # called; a request without tools declares none.
         self._tools: dict[str, dict[str, Any]] | None = None
-        if request is not None and request.tools is not None:
-            self._tools = {t.name: t.parameters for t in request.tools}
+        if request is not None:
+            self._tools = {t.name: t.parameters for t in request.tools or ()}
         self._schema_checkers: dict[str, Any] = {}
 
     # -- reporting ---------------------------------------------------------

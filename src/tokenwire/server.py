@@ -26,6 +26,11 @@ and ``StreamEndpoint`` does the rest of the standard:
 - an exception or timeout in the provider becomes ``error`` + ``stream.end``
   with a §5.3.6 code, never a traceback on the wire.
 
+A ``resumption`` hook (the gateway's resume store, docs/scaling.md) may take
+a stream over: its events are recorded as they are sent, and the generation
+outlives the request, so a hang-up no longer cancels it and the client can
+come back for the rest (``GET /v1/streams/{request_id}``).
+
 Every error status carries a JSON body ``{"error": {"code", "message", "path"}}``.
 
 Hooks: ``observers`` see every request (``opened`` when a stream starts,
@@ -69,6 +74,9 @@ __all__ = [
     "PROFILE",
     "SSE_HEADERS",
     "ClientDisconnected",
+    "ResumeConflict",
+    "ResumeSession",
+    "Resumption",
     "Encode",
     "Ingress",
     "Observer",
@@ -155,6 +163,47 @@ class Observer(Protocol):
     def opened(self, record: StreamRecord) -> Tee | None: ...
 
     def closed(self, record: StreamRecord) -> None: ...
+
+
+class ResumeConflict(Exception):
+    """A resumable request's ``request_id`` already names a stored stream (409)."""
+
+
+class ResumeSession(Protocol):
+    """One resumable stream's link to a resume store, for the generation's lifetime.
+
+    The endpoint calls ``record`` with every event it emits (stamped, in
+    order) and that event's SSE frame; ``run`` hands over the generation's task,
+    which the session may cancel (explicit cancel, grace period over) after
+    setting ``cancel_reason``; ``detach`` says that the client that made the
+    request is gone (the generation goes on); ``close`` runs once when the
+    generation is over and every event has been recorded.
+    """
+
+    def record(self, events: list[ev.Event], frames: list[bytes]) -> None: ...
+
+    def run(self, task: asyncio.Task[None]) -> None: ...
+
+    def detach(self) -> None: ...
+
+    def cancel_reason(self) -> tuple[str, str] | None: ...
+
+    def close(self) -> None: ...
+
+
+class Resumption(Protocol):
+    """Decides which streams are resumable and opens their sessions."""
+
+    async def open(
+        self, request: Request, record: StreamRecord
+    ) -> tuple[Request, ResumeSession | None]:
+        """The request to serve (its ``request_id`` filled in when it is resumable)
+        and its session, or ``None`` for a stream served the classic way.
+
+        Raises ``ResumeConflict`` when the ``request_id`` is taken, and
+        ``InvalidRequest`` for a ``request_id`` a store cannot keep.
+        """
+        ...
 
 
 class Ingress(Protocol):
@@ -285,6 +334,8 @@ HTTP_ERROR_CODES: Final[dict[int, str]] = {
     400: "invalid_request",
     404: "not_found",
     405: "method_not_allowed",
+    409: "conflict",
+    410: "gone",
     413: "request_too_large",
     415: "unsupported_media_type",
     500: "internal_error",
@@ -392,6 +443,9 @@ class _Outbox:
                 waiter.set_result(None)
 
     def push(self, data: bytes) -> None:
+        if self.closed:
+            # Nobody will send it: the stream is over, or (resumable) its client left.
+            return
         self.chunks.append(data)
         if self._waiter is not None:
             self._wake()
@@ -469,6 +523,7 @@ class StreamEndpoint:
         observers: Sequence[Observer] = (),
         classify: Callable[[BaseException], tuple[str, str]] = classify_exception,
         route: str = "",
+        resumption: Resumption | None = None,
     ) -> None:
         if keepalive_s <= 0:
             raise ValueError("keepalive_s must be > 0")
@@ -480,6 +535,7 @@ class StreamEndpoint:
         self.observers = tuple(observers)
         self.classify = classify
         self.route = route
+        self.resumption = resumption
 
     # -- ASGI entry -----------------------------------------------------------------
 
@@ -587,9 +643,40 @@ class StreamEndpoint:
                 path="model",
             )
             return
+        if self.resumption is not None and encode is ev.dump:
+            # Only a stream answered in the standard can be resumed: the resume
+            # route replays standard events.
+            try:
+                request, session = await self.resumption.open(request, record)
+            except ResumeConflict as exc:
+                await self._reject(
+                    send,
+                    record,
+                    409,
+                    str(exc),
+                    code="request_id_in_use",
+                    path="metadata.request_id",
+                )
+                return
+            except InvalidRequest as exc:
+                await self._reject(send, record, 400, exc.reason, path=exc.path)
+                return
+            record.request = request
+            if session is not None:
+                await self._stream_resumable(receive, send, record, request, provider, session)
+                return
         await self._stream(scope, receive, send, record, request, provider, encode)
 
     # -- the stream ----------------------------------------------------------------
+
+    def _open_tees(self, record: StreamRecord) -> list[Tee]:
+        tees: list[Tee] = []
+        for observer in self.observers:
+            with contextlib.suppress(Exception):
+                tee = observer.opened(record)
+                if tee is not None:
+                    tees.append(tee)
+        return tees
 
     async def _stream(
         self,
@@ -602,12 +689,7 @@ class StreamEndpoint:
         encode: Encode,
     ) -> None:
         record.status = 200
-        tees: list[Tee] = []
-        for observer in self.observers:
-            with contextlib.suppress(Exception):
-                tee = observer.opened(record)
-                if tee is not None:
-                    tees.append(tee)
+        tees = self._open_tees(record)
         writer = Writer(model=request.model, request_id=request.request_id)
         loop = asyncio.get_running_loop()
         outbox = _Outbox(loop.time())
@@ -643,6 +725,86 @@ class StreamEndpoint:
                 with contextlib.suppress(Exception):
                     tee.close()
 
+    async def _stream_resumable(
+        self,
+        receive: Receive,
+        send: Send,
+        record: StreamRecord,
+        request: Request,
+        provider: Provider,
+        session: ResumeSession,
+    ) -> None:
+        """Like ``_stream``, but the generation belongs to ``session``, not to the request.
+
+        A hang-up only detaches the request: the generation goes on, every event
+        is recorded, and the session's runner decides when it stops (its end,
+        an explicit cancel, or the grace period without readers).
+        """
+        record.status = 200
+        tees = self._open_tees(record)
+        writer = Writer(model=request.model, request_id=request.request_id)
+        loop = asyncio.get_running_loop()
+        outbox = _Outbox(loop.time())
+        emit = _recording_emit(session)
+        emit(writer.start(), ev.dump, outbox, tees)
+        producer = loop.create_task(
+            self._produce_resumable(provider, request, writer, emit, outbox, tees, record, session)
+        )
+        # A task cancelled before its first step never runs its own cleanup.
+        producer.add_done_callback(lambda _task: outbox.close())
+        session.run(producer)
+        watcher = loop.create_task(_watch_detach(receive, outbox, record, session))
+        keepalive = loop.create_task(_keepalive(outbox, self.keepalive_s))
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+            await self._send_loop(send, outbox, record)
+        except OSError:
+            record.disconnected = True
+        finally:
+            watcher.cancel()
+            keepalive.cancel()
+            if not producer.done():
+                # Disconnect is not cancel (docs/scaling.md): the session owns it now.
+                record.disconnected = True
+                outbox.close()
+                session.detach()
+            await asyncio.wait([watcher, keepalive])
+            record.events = writer.next_seq
+
+    async def _produce_resumable(
+        self,
+        provider: Provider,
+        request: Request,
+        writer: Writer,
+        emit: _Emit,
+        outbox: _Outbox,
+        tees: list[Tee],
+        record: StreamRecord,
+        session: ResumeSession,
+    ) -> None:
+        try:
+            await self._produce(
+                provider,
+                request,
+                writer,
+                ev.dump,
+                outbox,
+                tees,
+                record,
+                emit=emit,
+                cancelled=session.cancel_reason,
+            )
+        finally:
+            if not writer.ended:
+                # "Every stream ends", the stored one too, whoever is reading.
+                code, message = session.cancel_reason() or ("internal_error", "internal error")
+                with contextlib.suppress(Exception):
+                    emit(writer.fail(code, message), ev.dump, outbox, tees)
+            for tee in tees:
+                with contextlib.suppress(Exception):
+                    tee.close()
+            session.close()
+
     @staticmethod
     def _emit(batch: list[ev.Event], encode: Encode, outbox: _Outbox, tees: list[Tee]) -> None:
         # The one place every event passes through on its way out: a resume
@@ -668,9 +830,17 @@ class StreamEndpoint:
         outbox: _Outbox,
         tees: list[Tee],
         record: StreamRecord,
+        *,
+        emit: _Emit | None = None,
+        cancelled: Callable[[], tuple[str, str] | None] | None = None,
     ) -> None:
-        """Drive the provider; every event goes through the writer, then out."""
-        emit = self._emit
+        """Drive the provider; every event goes through the writer, then out.
+
+        ``cancelled`` (resumable streams) gives the ``(code, message)`` of a
+        deliberate cancel, which still ends the stream with ``error`` +
+        ``stream.end`` for whoever reads it.
+        """
+        emit = self._emit if emit is None else emit
         add = writer.add
         try:
             iterator = provider.generate(request)
@@ -695,7 +865,10 @@ class StreamEndpoint:
                 emit(writer.end(), encode, outbox, tees)
         except asyncio.CancelledError:
             task = asyncio.current_task()
-            if task is not None and not task.cancelling() and not record.disconnected:
+            reason = cancelled() if cancelled is not None else None
+            if reason is not None:
+                emit(writer.fail(*reason), encode, outbox, tees)
+            elif task is not None and not task.cancelling() and not record.disconnected:
                 # The provider raised CancelledError on its own: the client is
                 # still there and still gets a complete stream.
                 emit(writer.fail("internal_error", "internal error"), encode, outbox, tees)
@@ -724,6 +897,41 @@ class StreamEndpoint:
             outbox.last_sent = now()
             if last:
                 return
+
+
+#: How a stream's events are recorded, encoded and queued (``StreamEndpoint._emit``).
+_Emit: TypeAlias = Callable[[list[ev.Event], Encode, _Outbox, list[Tee]], None]
+
+
+def _recording_emit(session: ResumeSession) -> _Emit:
+    """``_emit`` for a resumable stream: each event is encoded once, as the
+    standard frame that goes out and into the store (its SSE ``id:`` is its seq)."""
+
+    def emit(batch: list[ev.Event], encode: Encode, outbox: _Outbox, tees: list[Tee]) -> None:
+        frames = [ev.dump(event) for event in batch]
+        session.record(batch, frames)
+        for tee in tees:
+            try:
+                tee.write(batch)
+            except Exception:  # a broken observer must not break the stream
+                pass
+        if frames:
+            outbox.push(frames[0] if len(frames) == 1 else b"".join(frames))
+
+    return emit
+
+
+async def _watch_detach(
+    receive: Receive, outbox: _Outbox, record: StreamRecord, session: ResumeSession
+) -> None:
+    """On hang-up, stop sending but let the generation go on (resumable streams)."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            record.disconnected = True
+            outbox.close()
+            session.detach()
+            return
 
 
 async def _watch_disconnect(

@@ -59,13 +59,13 @@ _BOM: Final = b"\xef\xbb\xbf"
 _TERMINATOR: Final = re.compile(rb"(\r\n|\r|\n)")
 _TERMINATOR_STR: Final = re.compile(r"\r\n|\r|\n")
 
-# The canonical block shapes of the fast path, one line per field: ``^`` (with
-# re.M) anchors each block at a line start, ``.`` matches anything but LF, and
-# the fast path only runs on regions without CR or NUL, so each group is exactly
-# one line's value after the one space the spec strips (fact 16).
-_EVENT_ID_DATA: Final = re.compile(r"^event: (.*)\nid: (.*)\ndata: (.*)\n\n", re.M)
-_EVENT_DATA: Final = re.compile(r"^event: (.*)\ndata: (.*)\n\n", re.M)
-_DATA: Final = re.compile(r"^data: (.*)\n\n", re.M)
+# The canonical block shapes of the fast path, one line per field. ``.``
+# matches anything but LF, and the fast path only runs on regions without NUL
+# whose CRs (if any) were all part of CRLFs, now made LF; so each group is
+# exactly one line's value after the one space the spec strips (fact 16).
+_EVENT_ID_DATA: Final = re.compile(r"event: (.*)\nid: (.*)\ndata: (.*)\n\n")
+_EVENT_DATA: Final = re.compile(r"event: (.*)\ndata: (.*)\n\n")
+_DATA: Final = re.compile(r"data: (.*)\n\n")
 # The longest start of a block kept unprocessed between two calls (see feed),
 # and the most bytes the fast path decodes at once.
 _RAW_KEEP: Final = 16 * 1024
@@ -206,8 +206,16 @@ class Decoder:
             self._tail = b""
         else:
             data = chunk
+        # Line ends all LF (the usual case) or all CRLF (sse-starlette and other
+        # servers): find blocks by their blank line. Mixed or lone CRs (facts
+        # 6-9, 11), and a CRLF cut by the chunk end, go line by line.
         if 13 in data:
-            return self._with_cr(data, fed)
+            crlf = data.count(b"\r\n")
+            if crlf != data.count(13) or crlf != data.count(10):
+                return self._with_cr(data, fed)
+            blank, width = b"\r\n\r\n", 4
+        else:
+            blank, width = b"\n\n", 2
 
         out: list[Message] = []
         pos = 0
@@ -217,14 +225,15 @@ class Decoder:
         if self._dirty:
             # The previous chunk cut a block: finish it line by line.
             exact = fed - self._block_start > limit
-            if data[0] == 10:  # a blank line right after that chunk's last line
-                pos = 1
+            if data[0] == 10 or data[0] == 13:  # a blank line right after that chunk's last line
+                pos = width // 2
             else:
-                pos = data.find(b"\n\n") + 2
-                if pos == 1:  # no blank line: the block goes on
-                    end = data.rfind(b"\n") + 1
+                pos = data.find(blank)
+                if pos < 0:  # no blank line: the block goes on
+                    end = data.rfind(10) + 1
                     self._lines(data, 0, end, base, exact, out)
                     return self._finish(data, end, fed, exact, out)
+                pos += width
             self._lines(data, 0, pos, base, exact, out)
             if self._error is not None:
                 return self._finish(data, size, fed, exact, out)
@@ -232,20 +241,20 @@ class Decoder:
         # made at once): the fast path when canonical, else line by line. A
         # piece's blocks lie inside [block_start, piece end): when that span
         # fits the limit, none of them needs a check.
-        stop = data.rfind(b"\n\n") + 2  # after the last blank line (1: none)
+        stop = data.rfind(blank) + width  # after the last blank line (width - 1: none)
         if (
-            pos < stop > 1
+            pos < stop >= width
             and stop - pos <= _PIECE
             and base + stop - self._block_start <= limit
             and self._fast(data, pos, stop, base, out)
         ):
             pos = stop  # the common case: one piece, canonical, within the limit
-        while pos < stop > 1:
+        while pos < stop >= width:
             piece = stop
             if stop - pos > _PIECE:
-                piece = data.rfind(b"\n\n", pos, pos + _PIECE) + 2
-                if piece < pos + 2:  # one block longer than a piece
-                    piece = data.find(b"\n\n", pos + _PIECE - 1) + 2
+                piece = data.rfind(blank, pos, pos + _PIECE) + width
+                if piece < pos + width:  # one block longer than a piece
+                    piece = data.find(blank, pos + _PIECE - width + 1) + width
             if base + piece - self._block_start > limit:
                 self._lines(data, pos, piece, base, True, out)
                 if self._error is not None:
@@ -264,11 +273,12 @@ class Decoder:
             not exact
             and size - pos <= _RAW_KEEP
             and data[pos] != 10
+            and data[pos] != 13
             and data.find(b"retry", pos) < 0
         ):
             self._tail = data[pos:]
             return out
-        end = data.rfind(b"\n") + 1
+        end = data.rfind(10) + 1
         if pos < end:
             self._lines(data, pos, end, base, exact, out)
         return self._finish(data, end, fed, exact, out)
@@ -298,46 +308,56 @@ class Decoder:
         return self._finish(data, end, fed, exact, out)
 
     def _fast(self, data: bytes, pos: int, end: int, base: int, out: list[Message]) -> bool:
-        """Decode ``data[pos:end]``, complete CR-free blocks, if it is all canonical.
+        """Decode ``data[pos:end]``, complete blocks, if it is all canonical.
 
         Returns False, having changed nothing, when it is not; the caller then
         uses the line-by-line path.
         """
         # The first block's shape picks the pattern (a slice compares faster
-        # than a startswith call).
+        # than a startswith call); stride: groups per block + 1, see split below.
         if data[pos : pos + 7] == b"event: ":
             nl = data.find(10, pos) + 1
             if data[nl : nl + 4] == b"id: ":
-                pattern, lines = _EVENT_ID_DATA, 4
+                pattern, stride = _EVENT_ID_DATA, 4
             elif data[nl : nl + 6] == b"data: ":
-                pattern, lines = _EVENT_DATA, 3
+                pattern, stride = _EVENT_DATA, 3
             else:
                 return False
         elif data[pos : pos + 6] == b"data: ":
-            pattern, lines = _DATA, 2
+            pattern, stride = _DATA, 2
         else:
             return False
         region = data[pos:end] if pos or end != len(data) else data
         if 0 in region:  # fact 23: an id with NUL is ignored; leave that to _lines
             return False
-        text = region.decode("utf-8", "replace")
-        found = pattern.findall(text)
-        # The matches are disjoint, each starts at a line start and spans exactly
-        # `lines` whole lines; so they cover every line of the region (and the
-        # line-by-line path would give the same events) iff the LFs add up.
-        if region.count(b"\n") != lines * len(found):
+        if 13 in region:  # CRLF line ends only (feed checked): one LF each
+            text = region.replace(b"\r\n", b"\n").decode("utf-8", "replace")
+        else:
+            text = region.decode("utf-8", "replace")
+        # split() gives [gap, group..., gap, group..., gap]: the matches tile the
+        # region (so every line is in a canonical block, and the line-by-line
+        # path would give the same events) iff every gap is empty.
+        parts = pattern.split(text)
+        if any(parts[0::stride]):
             return False
         # Facts 1, 21, 22: each block dispatches; an empty event value means "message".
         # (Message is built with all four fields: positional is its fastest call.)
-        if lines == 4:
-            out += [Message(e or "message", d, i, None) for e, i, d in found]
-            self._id = self._last_id = found[-1][1]
-        elif lines == 3:
+        if stride == 4:
+            ids = parts[2::4]
+            out += [
+                Message(e or "message", d, i, None)
+                for e, i, d in zip(parts[1::4], ids, parts[3::4], strict=False)
+            ]
+            self._id = self._last_id = ids[-1]
+        elif stride == 3:
             last_id = self._last_id = self._id
-            out += [Message(e or "message", d, last_id, None) for e, d in found]
+            out += [
+                Message(e or "message", d, last_id, None)
+                for e, d in zip(parts[1::3], parts[2::3], strict=False)
+            ]
         else:
             last_id = self._last_id = self._id
-            out += [Message("message", d, last_id, None) for d in found]
+            out += [Message("message", d, last_id, None) for d in parts[1::2]]
         self._block_start = base + end
         return True
 
@@ -352,9 +372,14 @@ class Decoder:
         segment = data[pos:end]
         sizes: list[int] | repeat[int]
         if 13 in segment:
-            parts = _TERMINATOR.split(segment)
-            lines = parts[0::2]
-            sizes = [len(t) for t in parts[1::2]]
+            crlf = segment.count(b"\r\n")
+            if crlf == segment.count(13) == segment.count(10):
+                lines = segment.split(b"\r\n")
+                sizes = repeat(2)
+            else:
+                parts = _TERMINATOR.split(segment)
+                lines = parts[0::2]
+                sizes = [len(t) for t in parts[1::2]]
         else:
             lines = segment.split(b"\n")
             sizes = repeat(1)

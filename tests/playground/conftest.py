@@ -50,7 +50,9 @@ class PageProbe:
         self.requests: list[tuple[str, str | None]] = []
         page.on(
             "console",
-            lambda m: self.console_errors.append(m.text) if m.type in ("error", "warning") else None,
+            lambda m: (
+                self.console_errors.append(m.text) if m.type in ("error", "warning") else None
+            ),
         )
         page.on("pageerror", lambda e: self.page_errors.append(str(e)))
         page.on("dialog", self._dialog)
@@ -62,7 +64,9 @@ class PageProbe:
 
     def stream_requests(self) -> list[dict[str, Any]]:
         """The bodies POSTed to /v1/stream, in order."""
-        return [json.loads(body) for url, body in self.requests if url.endswith("/v1/stream") and body]
+        return [
+            json.loads(body) for url, body in self.requests if url.endswith("/v1/stream") and body
+        ]
 
 
 @pytest.fixture

@@ -16,9 +16,10 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.playground.conftest import VECTORS, PageProbe, replay_cases
-from tests.playground.servers import ServerProcess
+from tests.playground.conftest import FIXTURES, VECTORS, PageProbe, replay_cases
+from tests.playground.servers import ServerProcess, unavailable
 
+from tokenwire import iter_events
 from tokenwire.translate import VENDORS
 
 TIMEOUT_MS = 20_000
@@ -65,7 +66,9 @@ def request_log(server: ServerProcess, request_id: str, wait_s: float = 10.0) ->
                 if record.get("request_id") == request_id:
                     return record
         if time.monotonic() > deadline:
-            raise AssertionError(f"no request log line for {request_id}:\n{server.stderr()[-3000:]}")
+            raise AssertionError(
+                f"no request log line for {request_id}:\n{server.stderr()[-3000:]}"
+            )
         time.sleep(0.05)
 
 
@@ -125,7 +128,7 @@ def test_prompt_streams_text_and_every_event_to_stream_end(
     # Mid-stream: text has arrived, the stream has not ended.
     page.locator("#events li.row").nth(5).wait_for(timeout=TIMEOUT_MS)
     partial = page.inner_text("#output")
-    assert partial.startswith("You ") or partial.startswith("Your ")
+    assert partial.startswith(("You ", "Your "))
     assert page.get_attribute("#verdict", "data-verdict") == "none"
     assert page.is_enabled("#stop") and page.is_disabled("#send")
 
@@ -249,7 +252,9 @@ def test_tool_loop(probe: PageProbe) -> None:
         {
             "role": "assistant",
             "content": None,
-            "tool_calls": [{"id": call_id, "name": "get_weather", "arguments": '{"city":"Vienna"}'}],
+            "tool_calls": [
+                {"id": call_id, "name": "get_weather", "arguments": '{"city":"Vienna"}'}
+            ],
         },
         {"role": "tool", "tool_call_id": call_id, "content": "Vienna: 24C, sunny"},
     ]
@@ -258,7 +263,9 @@ def test_tool_loop(probe: PageProbe) -> None:
 
 # --- XSS --------------------------------------------------------------------------------------
 
-XSS = "Hello <img src=x onerror=\"window.__xss=1;alert('xss')\"> and <script>window.__xss=2</script>"
+XSS = (
+    "Hello <img src=x onerror=\"window.__xss=1;alert('xss')\"> and <script>window.__xss=2</script>"
+)
 
 
 def assert_no_markup_ran(probe: PageProbe) -> None:
@@ -267,7 +274,9 @@ def assert_no_markup_ran(probe: PageProbe) -> None:
     assert page.evaluate("document.title") == "tokenwire playground"
     # The only image on the page is the logo in the top bar.
     assert page.evaluate("document.querySelectorAll('img:not(.logo)').length") == 0
-    assert page.evaluate("document.querySelectorAll('#transcript script, #events script').length") == 0
+    assert (
+        page.evaluate("document.querySelectorAll('#transcript script, #events script').length") == 0
+    )
     assert probe.dialogs == []
 
 
@@ -293,11 +302,14 @@ def test_replay_capture(probe: PageProbe, case: dict[str, Any]) -> None:
     got = rows(page)
     assert [r["type"] for r in got] == case["types"]
     assert page.inner_text("#output") == case["text"]
-    assert page.eval_on_selector_all(".tool-card .tool-name", "ns => ns.map(n => n.textContent)") == (
-        case["tools"]
+    assert (
+        page.eval_on_selector_all(".tool-card .tool-name", "ns => ns.map(n => n.textContent)")
+        == (case["tools"])
     )
     assert page.query_selector(".tool-card .tool-result") is None  # a replay sends nothing
-    shown = page.eval_on_selector_all("#verdict .violations code", "cs => cs.map(c => c.textContent)")
+    shown = page.eval_on_selector_all(
+        "#verdict .violations code", "cs => cs.map(c => c.textContent)"
+    )
     assert shown == case["rules"]
     label = page.inner_text(".msg.replay .who")
     assert case["file"] in label and case["format"] in label
@@ -305,3 +317,37 @@ def test_replay_capture(probe: PageProbe, case: dict[str, Any]) -> None:
         assert page.query_selector("#events li.gap") is not None
     assert_no_markup_ran(probe)
     assert probe.stream_requests() == []  # nothing was sent to the model
+
+
+# --- replay of the shared vendor recordings (read in place) --------------------------------
+
+RECORDINGS = [
+    ("anthropic", "anthropic/raw-sse-text-then-tool-use.sse"),
+    ("openai", "openai-chat/raw-sse-tool-call-single.sse"),
+    ("openai", "openai-chat/raw-sse-text-stop.sse"),
+]
+
+
+@pytest.mark.fixtures
+@pytest.mark.parametrize(("vendor", "name"), RECORDINGS, ids=[n for _, n in RECORDINGS])
+def test_replay_shared_recording(
+    probe: PageProbe, server: ServerProcess, vendor: str, name: str
+) -> None:
+    path = FIXTURES / name
+    if not path.is_file():
+        unavailable(f"the shared vendor recording {path} is missing")
+    expected = httpx.post(
+        f"{server.url}/v1/convert?from={vendor}&model=replay:{vendor}",
+        content=path.read_bytes(),
+        timeout=20.0,
+    )
+    types = [e.type for e in iter_events([expected.content])]
+    page = probe.page
+    page.set_input_files("#capture", str(path))  # auto-detect must pick the vendor
+    wait_verdict(page, "conformant")
+    assert [r["type"] for r in rows(page)] == types
+    assert vendor in page.inner_text(".msg.replay .who")
+    text = "".join(
+        e.delta.text for e in iter_events([expected.content]) if e.type == "content.delta"
+    )
+    assert page.inner_text("#output") == text

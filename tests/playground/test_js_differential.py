@@ -29,7 +29,9 @@ from tokenwire import request, sse
 from tokenwire.errors import FramingError
 from tokenwire.lifecycle import validate
 
-LIFECYCLE = json.loads((ROOT / "tests" / "vectors" / "lifecycle" / "cases.json").read_text())["cases"]
+LIFECYCLE = json.loads((ROOT / "tests" / "vectors" / "lifecycle" / "cases.json").read_text())[
+    "cases"
+]
 ORACLE = Path(__file__).resolve().parent / "js" / "oracle.mjs"
 # The one rule tokenwire.js does not check (it has no JSON Schema engine).
 NOT_CHECKED = {"invalid-arguments"}
@@ -188,7 +190,10 @@ def mutated_streams(draw: st.DrawFn) -> tuple[bytes, dict[str, Any] | None]:
                 data[key] = draw(st.sampled_from(["x", -1, None, [], {}, "tool_use", True]))
             items[k] = {**items[k], "data": data}
         elif op == "raw":
-            items[k] = {"event": items[k]["event"], "raw": draw(st.sampled_from(["{", "[]", "1", ""]))}
+            items[k] = {
+                "event": items[k]["event"],
+                "raw": draw(st.sampled_from(["{", "[]", "1", ""])),
+            }
     out = []
     for item in items:
         raw = item["raw"] if "raw" in item else json.dumps(item["data"], separators=(",", ":"))

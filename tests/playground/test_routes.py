@@ -128,7 +128,9 @@ def test_static_serves_nothing_else(http: httpx.Client, path: str) -> None:
 
 def test_static_modules_build_no_html_from_strings() -> None:
     # Model text must only ever become DOM text: no HTML sinks in the page's code.
-    sinks = re.compile(r"innerHTML|outerHTML|insertAdjacentHTML|document\.write|eval\(|new Function")
+    sinks = re.compile(
+        r"innerHTML|outerHTML|insertAdjacentHTML|document\.write|eval\(|new Function"
+    )
     for path in STATIC.glob("*.js"):
         assert not sinks.search(path.read_text()), path.name
 
@@ -167,7 +169,9 @@ def test_convert_options(http: httpx.Client) -> None:
 
 
 def test_convert_without_model_says_unknown(http: httpx.Client) -> None:
-    r = http.post("/v1/convert?from=anthropic", content=(VECTORS / "anthropic-text-tool.sse").read_bytes())
+    r = http.post(
+        "/v1/convert?from=anthropic", content=(VECTORS / "anthropic-text-tool.sse").read_bytes()
+    )
     assert next(iter(iter_events([r.content]))).model == "unknown"
 
 

@@ -75,11 +75,9 @@ class Receiver:
         self.request = request
         self.strict = strict
         self.max_event_bytes = max_event_bytes
-        # §8.2: with a request in hand, "no tools declared" means every call is
-        # undeclared; the Validator skips the check when tools is None.
-        if request.tools is None:
-            request = msgspec.structs.replace(request, tools=[])
-        elif request.tools:
+        # §8.2: the Validator checks every tool.call against the declared tools
+        # (none declared: every call is undeclared).
+        if request.tools:
             # The Validator imports jsonschema at the first tool.call; paying that
             # here, before the request is sent, keeps it out of the stream's timing.
             import jsonschema  # noqa: F401

@@ -13,6 +13,11 @@
     api_key_env = "EXAMPLE_API_KEY"     # keys only ever come from the environment
     upstream_model = "gpt-4o-mini"
 
+    [resume]                            # resumable streams (docs/scaling.md)
+    default = false                     # true: every standard stream is resumable
+    backend = "memory"                  # or "redis" (several replicas share it)
+    url = "redis://127.0.0.1:6379/0"
+
 Read with the standard library's ``tomllib``. Unknown keys are errors (a typo
 must not silently drop a setting), and a literal ``api_key`` is refused: keys
 come from the environment variable named by ``api_key_env`` only. The ``demo``
@@ -38,6 +43,8 @@ __all__ = [
     "Config",
     "ConfigError",
     "ModelConfig",
+    "RESUME_BACKENDS",
+    "ResumeConfig",
     "ServerConfig",
     "load",
     "parse",
@@ -60,6 +67,12 @@ BINDING_PROVIDERS: Final = frozenset({"signalr", "connect"})
 
 #: Every ``provider`` value a model may name.
 PROVIDERS: Final = BUILTIN_PROVIDERS | HTTP_VENDORS | BINDING_PROVIDERS
+
+#: Where resumable streams are kept: in the worker's memory, or in Redis Streams.
+RESUME_BACKENDS: Final = frozenset({"memory", "redis"})
+
+#: URL schemes redis-py connects to.
+_REDIS_SCHEMES: Final = ("redis://", "rediss://", "unix://")
 
 
 class ConfigError(ValueError):
@@ -109,11 +122,38 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
         return environ.get(self.api_key_env) if self.api_key_env else None
 
 
+class ResumeConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[resume]``: resumable streams, ``GET``/``DELETE /v1/streams/{request_id}``.
+
+    - ``default``: every standard stream is resumable, not only those whose
+      request sets ``"tokenwire:resumable": true`` (``false`` there opts out);
+    - ``backend``: ``memory`` (one process) or ``redis`` (replicas share ``url``);
+    - ``grace_s``: how long a resumable stream keeps generating with nobody reading;
+    - ``ttl_s``: how long a finished stream can still be resumed;
+    - ``max_events_per_stream``: the newest events kept per stream (older ones
+      are trimmed; a resume from before them answers 410);
+    - ``max_bytes``: above this (the memory store's frames, or Redis's
+      ``used_memory``) new streams are served without resume;
+    - ``lease_s``: a replica's lease on the streams it generates; a stream whose
+      replica stopped renewing it is ended with an ``error`` on resume.
+    """
+
+    default: bool = False
+    backend: str = "memory"
+    url: str | None = None
+    grace_s: float = 30.0
+    ttl_s: float = 300.0
+    max_events_per_stream: int = 100_000
+    max_bytes: int = 256 << 20
+    lease_s: float = 5.0
+
+
 class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """The whole file. ``models`` always includes ``demo`` after ``parse``."""
 
     server: ServerConfig = ServerConfig()
     models: list[ModelConfig] = []
+    resume: ResumeConfig = ResumeConfig()
 
     def model(self, name: str) -> ModelConfig | None:
         """The entry for model ``name``, or ``None``."""
@@ -165,6 +205,25 @@ def _check_server(cfg: ServerConfig) -> None:
         raise _fail("server.certfile", "certfile and keyfile go together")
 
 
+def _check_resume(cfg: ResumeConfig) -> None:
+    if cfg.backend not in RESUME_BACKENDS:
+        known = ", ".join(sorted(RESUME_BACKENDS))
+        raise _fail("resume.backend", f"unknown backend {cfg.backend!r} (known: {known})")
+    if cfg.backend == "redis":
+        if not cfg.url:
+            raise _fail("resume.url", 'required for backend "redis"')
+        if not cfg.url.startswith(_REDIS_SCHEMES):
+            raise _fail("resume.url", "must be a redis://, rediss:// or unix:// URL")
+    for key in ("grace_s", "ttl_s", "lease_s"):
+        value = getattr(cfg, key)
+        if not (math.isfinite(value) and value > 0):
+            raise _fail(f"resume.{key}", "must be a number > 0")
+    if cfg.max_events_per_stream < 1:
+        raise _fail("resume.max_events_per_stream", "must be >= 1")
+    if cfg.max_bytes < 1:
+        raise _fail("resume.max_bytes", "must be >= 1")
+
+
 def parse(data: Mapping[str, Any]) -> Config:
     """Build a ``Config`` from a decoded TOML document (a dict).
 
@@ -187,6 +246,7 @@ def parse(data: Mapping[str, Any]) -> Config:
             text = f"{message.rstrip('`').lstrip('.')}: {where}"
         raise ConfigError(text) from None
     _check_server(config.server)
+    _check_resume(config.resume)
     seen: set[str] = set()
     for i, model in enumerate(config.models):
         _check_model(i, model)

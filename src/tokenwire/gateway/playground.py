@@ -24,6 +24,7 @@ import hashlib
 from importlib import resources
 from typing import Any, Final
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request as HTTPRequest
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -40,7 +41,7 @@ __all__ = [
     "MAX_CAPTURE_BYTES",
     "SECURITY_HEADERS",
     "STANDARD",
-    "StaticFiles",
+    "StaticFolder",
     "routes",
 ]
 
@@ -93,7 +94,7 @@ _OPTIONS: Final = ("mapping", "codec")
 _FEED_BYTES: Final = 64 * 1024
 
 
-class StaticFiles:
+class StaticFolder:
     """The files of one folder, read once, served with their type and an ETag.
 
     Only files whose suffix is in ``CONTENT_TYPES`` are served, and only by
@@ -151,7 +152,7 @@ class _Playground:
     """The three routes, sharing the static folder."""
 
     def __init__(self, max_capture_bytes: int) -> None:
-        self.static = StaticFiles(resources.files(__package__) / "static")
+        self.static = StaticFolder(resources.files(__package__) / "static")
         self.max_capture_bytes = max_capture_bytes
 
     async def page(self, request: HTTPRequest) -> Response:
@@ -194,7 +195,8 @@ class _Playground:
         except ClientDisconnected:
             return Response(status_code=400)  # nobody is listening any more
         if source == STANDARD:
-            return _passthrough(body)
+            # Validating (or translating) 8 MiB takes a while: not on the event loop.
+            return await run_in_threadpool(_passthrough, body)
         options: dict[str, Any] = {k: query[k] for k in _OPTIONS if query.get(k)}
         if query.get("reasoning") in ("1", "true"):
             options["reasoning"] = True
@@ -207,11 +209,16 @@ class _Playground:
             )
         except TypeError as exc:  # an option this vendor's translator does not take
             return _error(400, "invalid_request", f"from={source}: {exc}", "from")
-        frames: list[bytes] = []
-        for start in range(0, len(body), _FEED_BYTES):
-            frames += map(ev.dump, t.feed(body[start : start + _FEED_BYTES]))
-        frames += map(ev.dump, t.close())
-        return Response(b"".join(frames), media_type="text/event-stream", headers=_SSE_HEADERS)
+        return await run_in_threadpool(_translate, t, body)
+
+
+def _translate(t: Any, body: bytes) -> Response:
+    # Fed in pieces, as the body would arrive live; the translator never raises.
+    frames: list[bytes] = []
+    for start in range(0, len(body), _FEED_BYTES):
+        frames += map(ev.dump, t.feed(body[start : start + _FEED_BYTES]))
+    frames += map(ev.dump, t.close())
+    return Response(b"".join(frames), media_type="text/event-stream", headers=_SSE_HEADERS)
 
 
 def _passthrough(body: bytes) -> Response:

@@ -157,7 +157,8 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
     if script.error is not None:
         code, message = script.error
         if code == "content_filtered":
-            feedback = {"promptFeedback": {"blockReason": "SAFETY"}, "usageMetadata": usage(True)}
+            block = {"blockReason": "SAFETY", "blockReasonMessage": message}
+            feedback = {"promptFeedback": block, "usageMetadata": usage(True)}
             out.append(_frame({**feedback, "modelVersion": model}))
             return out
         http, status, prefix = ERRORS.get(code, ERRORS["internal_error"])

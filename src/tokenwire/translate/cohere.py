@@ -245,52 +245,60 @@ class Translator(SSETranslator):
         # failure half-way keeps what was already emitted (its seqs are spent)
         # and ends the stream with the error.
         out = self._out = []
-        translate = self._translate
         writer = self.writer
+        text = writer.text
+        text_blocks = self._text_blocks
         for msg in messages:
+            data = msg.data
             try:
-                translate(msg.data)
+                event: _Event | None = _decode_event(data)
+            except msgspec.DecodeError:
+                event = None
+            if event is not None and event.type == "content-delta":
+                # The hot path, inlined: more answer text for a block already open.
+                delta = event.delta
+                message = delta.message if delta is not None else None
+                content = message.content if message is not None else None
+                if content is not None and content.text:
+                    block = text_blocks.get(event.index)
+                    if block is not None:
+                        out += text(content.text, block)
+                        continue
+            try:
+                self._translate(data, event)
             except ProtocolError as exc:
-                out += self.writer.fail(exc)
+                out += writer.fail(exc)
             except Exception as exc:  # a translator bug must still end the stream cleanly
-                out += self.writer.fail("internal_error", f"translation failed: {exc!r}")
+                out += writer.fail("internal_error", f"translation failed: {exc!r}")
             if writer.ended:
                 break
         return out
 
-    def _translate(self, data: str) -> None:
-        try:
-            event = _decode_event(data)
-        except msgspec.DecodeError as exc:
-            if not data.strip() or data == "[DONE]":
-                # The SDK also stops on [DONE]; only message-end counts as the end.
-                return
-            # message-start and event types we do not translate may carry
-            # fields of other shapes (arrays); only the types we read must decode.
-            try:
-                kind = _decode_kind(data).type
-            except msgspec.DecodeError:
-                kind = ""
-            if kind and kind not in _HANDLERS:
-                return
-            raise TranslationError(f"cohere: upstream event is not valid: {exc}") from None
-        if event.type == "content-delta":
-            # The hot path, inlined: one fragment of answer text.
-            delta = event.delta
-            message = delta.message if delta is not None else None
-            content = message.content if message is not None else None
-            if content is not None and content.text:
-                index = event.index
-                if index not in self._thinking:
-                    block = self._text_blocks.get(index)
-                    if block is None:
-                        block = self._text_blocks[index] = self._block("content", index)
-                    self._out += self.writer.text(content.text, block)
-                    return
+    def _translate(self, data: str, event: _Event | None) -> None:
+        if event is None:
+            self._undecodable(data)
+            return
         handler = _HANDLERS.get(event.type)
         # message-start, content-end, citation-start/end, debug, future types: nothing.
         if handler is not None:
             handler(self, event)
+
+    def _undecodable(self, data: str) -> None:
+        if not data.strip() or data == "[DONE]":
+            # The SDK also stops on [DONE]; only message-end counts as the end.
+            return
+        # message-start and event types we do not translate may carry fields
+        # of other shapes (arrays); only the types we read must decode.
+        try:
+            kind = _decode_kind(data).type
+        except msgspec.DecodeError:
+            kind = ""
+        if kind and kind not in _HANDLERS:
+            return
+        try:
+            _decode_event(data)
+        except msgspec.DecodeError as exc:
+            raise TranslationError(f"cohere: upstream event is not valid: {exc}") from None
 
     def _on_content_start(self, event: _Event) -> None:
         content = _message(event).content
@@ -298,14 +306,20 @@ class Translator(SSETranslator):
             self._thinking.add(event.index)
 
     def _on_content_delta(self, event: _Event) -> None:
-        # Off the hot path: thinking content (reasoning), or no text at all.
+        # The first text of a block (later ones take the hot path in _run), or
+        # thinking content (reasoning).
         content = _message(event).content
         if content is None:
             return
-        thinking = event.index in self._thinking
+        index = event.index
+        thinking = index in self._thinking
+        if content.text and not thinking:
+            block = self._text_blocks[index] = self._block("content", index)
+            self._out += self.writer.text(content.text, block)
+            return
         reasoning = content.thinking or (content.text if thinking else None)
         if reasoning and self.reasoning:
-            block = self._block("content", event.index)
+            block = self._block("content", index)
             self._out += self.writer.text(reasoning, block, reasoning=True)
 
     def _on_tool_plan(self, event: _Event) -> None:

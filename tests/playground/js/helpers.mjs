@@ -11,7 +11,9 @@ export const VECTORS = join(ROOT, "tests", "vectors");
 export function sseCases() {
   const dir = join(VECTORS, "sse");
   const cases = [];
-  for (const file of readdirSync(dir).filter((f) => f.endsWith(".json")).sort()) {
+  for (const file of readdirSync(dir)
+    .filter((f) => f.endsWith(".json"))
+    .sort()) {
     const doc = JSON.parse(readFileSync(join(dir, file), "utf8"));
     for (const c of doc.cases) cases.push({ ...c, file });
   }

@@ -96,10 +96,30 @@ describe("parseEvent", () => {
     ["content.delta", '{"v":"1.0","seq":4,"type":"usage"}', "type-mismatch", 4],
     ["message", '{"v":"1.0","seq":1,"type":"content.delta"}', "type-mismatch", 1],
     ["usage", '{"v":"1.0","seq":5,"type":"usage","input_tokens":1}', "invalid-field", 5],
-    ["usage", '{"v":"1.0","seq":5,"type":"usage","input_tokens":-1,"output_tokens":0}', "invalid-field", 5],
-    ["content.delta", '{"v":"1.0","seq":1,"type":"content.delta","index":0,"role":"assistant","delta":{}}', "invalid-field", 1],
-    ["stream.start", '{"v":"1.0","seq":-1,"type":"stream.start","model":"m","created":1}', "invalid-field", null],
-    ["stream.start", '{"v":1,"seq":0,"type":"stream.start","model":"m","created":1}', "invalid-field", 0],
+    [
+      "usage",
+      '{"v":"1.0","seq":5,"type":"usage","input_tokens":-1,"output_tokens":0}',
+      "invalid-field",
+      5,
+    ],
+    [
+      "content.delta",
+      '{"v":"1.0","seq":1,"type":"content.delta","index":0,"role":"assistant","delta":{}}',
+      "invalid-field",
+      1,
+    ],
+    [
+      "stream.start",
+      '{"v":"1.0","seq":-1,"type":"stream.start","model":"m","created":1}',
+      "invalid-field",
+      null,
+    ],
+    [
+      "stream.start",
+      '{"v":1,"seq":0,"type":"stream.start","model":"m","created":1}',
+      "invalid-field",
+      0,
+    ],
   ]) {
     test(`${rule}: ${data}`, () => {
       assert.throws(
@@ -120,7 +140,10 @@ describe("verdicts", () => {
     const body =
       frame("stream.start", start) +
       frame("content.delta", delta(1)) +
-      frame("content.stop", '{"v":"1.0","seq":2,"type":"content.stop","index":0,"stop_reason":"end_turn"}') +
+      frame(
+        "content.stop",
+        '{"v":"1.0","seq":2,"type":"content.stop","index":0,"stop_reason":"end_turn"}',
+      ) +
       frame("usage", '{"v":"1.0","seq":3,"type":"usage","input_tokens":1,"output_tokens":1}') +
       frame("stream.end", '{"v":"1.0","seq":4,"type":"stream.end"}');
     const report = validate(body);
@@ -146,7 +169,8 @@ describe("verdicts", () => {
   });
 
   test("a framing failure is reported alone", () => {
-    const body = frame("stream.start", start) + `event: content.delta\ndata: ${"x".repeat(200)}\n\n`;
+    const body =
+      frame("stream.start", start) + `event: content.delta\ndata: ${"x".repeat(200)}\n\n`;
     const report = validate(body, { maxEventBytes: 100 });
     assert.deepEqual(
       report.violations.map((v) => [v.rule, v.seq]),
@@ -158,7 +182,10 @@ describe("verdicts", () => {
     const body =
       frame("stream.start", start) +
       frame("content.delta", delta(1)) +
-      frame("content.stop", '{"v":"1.0","seq":2,"type":"content.stop","index":0,"stop_reason":"end_turn"}') +
+      frame(
+        "content.stop",
+        '{"v":"1.0","seq":2,"type":"content.stop","index":0,"stop_reason":"end_turn"}',
+      ) +
       frame("stream.end", '{"v":"1.0","seq":3,"type":"stream.end"}');
     const report = validate(body);
     assert.equal(report.ok, true);

@@ -27,7 +27,10 @@ function check(c, chunks, mode) {
   if ("last_event_id" in c) assert.equal(decoder.lastEventId, c.last_event_id);
   if ("reconnect_ms" in c) assert.equal(decoder.reconnectMs, c.reconnect_ms);
   if (mode === "given" && "per_chunk" in c) assert.deepEqual(perChunk, c.per_chunk);
-  assert.equal(decoder.bytesFed, chunks.reduce((n, ch) => n + ch.length, 0));
+  assert.equal(
+    decoder.bytesFed,
+    chunks.reduce((n, ch) => n + ch.length, 0),
+  );
 }
 
 test("the vectors cover all 29 facts of sse-parsing-rules.md", () => {
@@ -44,7 +47,12 @@ for (const mode of ["given", "bytewise", "whole", "random"]) {
         const all = concat(given);
         if (mode === "given") check(c, given, mode);
         else if (mode === "whole") check(c, [all], mode);
-        else if (mode === "bytewise") check(c, Array.from(all, (b) => Uint8Array.of(b)), mode);
+        else if (mode === "bytewise")
+          check(
+            c,
+            Array.from(all, (b) => Uint8Array.of(b)),
+            mode,
+          );
         else {
           const random = prng(c.name.length * 7919 + all.length);
           for (let k = 0; k < 20; k++) check(c, randomChunks(all, random), mode);
@@ -94,7 +102,10 @@ describe("decoder details", () => {
     const decoder = new SSEDecoder({ maxEventBytes: 10 });
     const got = decoder.feed("data: a\n\ndata: 0123456789\n\n");
     assert.deepEqual(got, [{ event: "message", data: "a", id: "", retry: null }]);
-    assert.throws(() => decoder.close(), (exc) => exc instanceof FramingError && exc.offset === 19);
+    assert.throws(
+      () => decoder.close(),
+      (exc) => exc instanceof FramingError && exc.offset === 19,
+    );
   });
 
   test("maxEventBytes: a block exactly at the limit passes", () => {

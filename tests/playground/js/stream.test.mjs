@@ -82,7 +82,10 @@ test("a body cut short gives missing-end, not an exception", async () => {
   const types = [];
   for await (const item of response) types.push(item.event.type);
   assert.equal(types.length, 3);
-  assert.deepEqual(response.report.violations.map((v) => v.rule), ["missing-end"]);
+  assert.deepEqual(
+    response.report.violations.map((v) => v.rule),
+    ["missing-end"],
+  );
 });
 
 test("an undecodable event is an item with its error, and the stream goes on", async () => {
@@ -99,16 +102,24 @@ test("an undecodable event is an item with its error, and the stream goes on", a
   assert.equal(bad[0].message.id, "2");
   assert.equal(bad[0].error.rule, "invalid-field");
   assert.equal(bad[0].error.seq, 2);
-  assert.deepEqual(bad[0].violations.map((v) => v.rule), ["invalid-field"]);
+  assert.deepEqual(
+    bad[0].violations.map((v) => v.rule),
+    ["invalid-field"],
+  );
   assert.equal(response.text, "Hé"); // the undecodable delta is not text
 });
 
 test("a non-2xx answer throws HTTPStatusError with the JSON error body", async () => {
   const fetch = async () =>
-    new Response(JSON.stringify({ error: { code: "invalid_request", message: "messages: required", path: "messages" } }), {
-      status: 400,
-      headers: { "content-type": "application/json" },
-    });
+    new Response(
+      JSON.stringify({
+        error: { code: "invalid_request", message: "messages: required", path: "messages" },
+      }),
+      {
+        status: 400,
+        headers: { "content-type": "application/json" },
+      },
+    );
   await assert.rejects(stream("/v1/stream", REQUEST, { fetch }), (exc) => {
     assert.ok(exc instanceof HTTPStatusError);
     assert.equal(exc.status, 400);
@@ -130,19 +141,24 @@ test("aborting: the iteration throws AbortError and the response says aborted", 
     const body = new ReadableStream({
       start(c) {
         c.enqueue(head);
-        init.signal.addEventListener("abort", () => c.error(new DOMException("aborted", "AbortError")));
+        init.signal.addEventListener("abort", () =>
+          c.error(new DOMException("aborted", "AbortError")),
+        );
       },
     });
     return new Response(body, { headers: { "content-type": "text/event-stream" } });
   };
   const response = await stream("/v1/stream", REQUEST, { fetch, signal: controller.signal });
   const seen = [];
-  await assert.rejects(async () => {
-    for await (const item of response) {
-      seen.push(item.event.type);
-      controller.abort();
-    }
-  }, (exc) => exc.name === "AbortError");
+  await assert.rejects(
+    async () => {
+      for await (const item of response) {
+        seen.push(item.event.type);
+        controller.abort();
+      }
+    },
+    (exc) => exc.name === "AbortError",
+  );
   assert.deepEqual(seen, ["stream.start"]);
   assert.equal(response.aborted, true);
   // An aborted stream is not judged for what never came (no missing-end).

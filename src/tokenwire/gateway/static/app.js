@@ -103,7 +103,8 @@ function readTools() {
   tools.forEach((tool, i) => {
     if (typeof tool !== "object" || tool === null) throw new Error(`Tools[${i}]: not an object`);
     for (const key of ["name", "description"]) {
-      if (typeof tool[key] !== "string" || !tool[key]) throw new Error(`Tools[${i}].${key}: a string is required (§4.4)`);
+      if (typeof tool[key] !== "string" || !tool[key])
+        throw new Error(`Tools[${i}].${key}: a string is required (§4.4)`);
     }
     if (typeof tool.parameters !== "object" || tool.parameters === null) {
       throw new Error(`Tools[${i}].parameters: a JSON Schema object is required (§4.4)`);
@@ -187,7 +188,12 @@ function scrollTranscript() {
 
 function addUserBubble(text) {
   transcript().append(
-    h("div", { class: "msg user" }, h("div", { class: "who" }, "you"), h("div", { class: "text" }, text)),
+    h(
+      "div",
+      { class: "msg user" },
+      h("div", { class: "who" }, "you"),
+      h("div", { class: "text" }, text),
+    ),
   );
   scrollTranscript();
 }
@@ -224,7 +230,8 @@ function appendText(view, delta) {
 function appendReasoning(view, delta) {
   const box = view.bubble.querySelector(".reasoning");
   box.hidden = false;
-  if (!box.firstChild) box.append(h("div", { class: "reasoning-label" }, "reasoning"), document.createTextNode(""));
+  if (!box.firstChild)
+    box.append(h("div", { class: "reasoning-label" }, "reasoning"), document.createTextNode(""));
   box.lastChild.appendData(delta);
 }
 
@@ -239,6 +246,59 @@ function prettyJSON(text) {
   } catch {
     return text;
   }
+}
+
+/**
+ * JSON as DOM nodes with a class per token kind (keys, strings, numbers,
+ * literals), on one line or indented. Every string becomes a text node.
+ */
+function jsonNodes(value, indent = null) {
+  const out = [];
+  const pad = (depth) => (indent === null ? "" : `\n${" ".repeat(indent * depth)}`);
+  const walk = (v, depth) => {
+    if (v === null || typeof v === "boolean") out.push(h("span", { class: "j-lit" }, String(v)));
+    else if (typeof v === "number") out.push(h("span", { class: "j-num" }, String(v)));
+    else if (typeof v === "string") out.push(h("span", { class: "j-str" }, JSON.stringify(v)));
+    else {
+      const array = Array.isArray(v);
+      const keys = array ? v.map((_, i) => i) : Object.keys(v);
+      if (!keys.length) {
+        out.push(array ? "[]" : "{}");
+        return;
+      }
+      out.push(array ? "[" : "{");
+      keys.forEach((key, i) => {
+        out.push(pad(depth + 1));
+        if (!array)
+          out.push(
+            h("span", { class: "j-key" }, JSON.stringify(key)),
+            indent === null ? ":" : ": ",
+          );
+        walk(v[key], depth + 1);
+        if (i < keys.length - 1) out.push(indent === null ? "," : ",");
+      });
+      out.push(pad(depth), array ? "]" : "}");
+    }
+  };
+  walk(value, 0);
+  return out;
+}
+
+// seq and type have their own columns: the collapsed row shows the rest of the envelope.
+const SHOWN_IN_COLUMNS = new Set(["v", "seq", "type"]);
+
+function envelopeNodes(data, open) {
+  let value;
+  try {
+    value = JSON.parse(data);
+  } catch {
+    return [data]; // not JSON: shown exactly as it came
+  }
+  if (open || value === null || typeof value !== "object" || Array.isArray(value)) {
+    return jsonNodes(value, open ? 2 : null);
+  }
+  const rest = Object.fromEntries(Object.entries(value).filter(([k]) => !SHOWN_IN_COLUMNS.has(k)));
+  return jsonNodes(rest);
 }
 
 /** §4.8: a tool call as a card, with a field for its result (live runs only). */
@@ -258,7 +318,9 @@ function addToolCard(view, call, { declared, live }) {
   if (!declared) {
     // §8.2: a call of a tool the request never declared is suspect.
     card.classList.add("undeclared");
-    card.append(h("div", { class: "tool-warn" }, "This tool was not declared in the request (§8.2)."));
+    card.append(
+      h("div", { class: "tool-warn" }, "This tool was not declared in the request (§8.2)."),
+    );
   }
   if (live) {
     const result = h("textarea", {
@@ -267,7 +329,11 @@ function addToolCard(view, call, { declared, live }) {
       placeholder: `Result of ${call.name}, e.g. "Vienna: 24C, sunny"`,
       "aria-label": `Result of ${call.name}`,
     });
-    const send = h("button", { type: "button", class: "button primary small tool-send" }, "Send result");
+    const send = h(
+      "button",
+      { type: "button", class: "button primary small tool-send" },
+      "Send result",
+    );
     send.addEventListener("click", () => submitToolResult(call.id, result.value, card));
     result.addEventListener("keydown", (event) => {
       if (event.key === "Enter" && !event.shiftKey) {
@@ -286,13 +352,24 @@ function submitToolResult(id, value, card) {
   if (!pending || state.controller) return;
   pending.results.set(id, value);
   card.classList.add("answered");
-  card.querySelector(".tool-reply")?.replaceChildren(
-    h("div", { class: "tool-answer" }, h("span", { class: "tool-badge result" }, "result"), h("span", {}, value)),
-  );
+  card
+    .querySelector(".tool-reply")
+    ?.replaceChildren(
+      h(
+        "div",
+        { class: "tool-answer" },
+        h("span", { class: "tool-badge result" }, "result"),
+        h("span", {}, value),
+      ),
+    );
   if (pending.results.size < pending.calls.length) return;
   // §4.8 step 4: the history, the assistant's tool calls, then one tool message per call.
   for (const call of pending.calls) {
-    state.messages.push({ role: "tool", tool_call_id: call.id, content: pending.results.get(call.id) });
+    state.messages.push({
+      role: "tool",
+      tool_call_id: call.id,
+      content: pending.results.get(call.id),
+    });
   }
   state.pending = null;
   runLive();
@@ -312,7 +389,8 @@ function resetInspector() {
   verdict.hidden = true;
   verdict.dataset.verdict = "none";
   verdict.replaceChildren();
-  for (const id of ["ttft", "token-count", "event-count", "duration", "rate"]) $(id).textContent = "–";
+  for (const id of ["ttft", "token-count", "event-count", "duration", "rate"])
+    $(id).textContent = "–";
 }
 
 function addGapRow(gap) {
@@ -326,7 +404,11 @@ function addGapRow(gap) {
       h("span", { class: "seq" }, "⋯"),
       h("span", { class: "type" }, "gap"),
       h("span", { class: "time" }, ""),
-      h("span", { class: "json" }, `${range} never arrived: ${gap.lost} event${gap.lost > 1 ? "s" : ""} lost (§5.2.1)`),
+      h(
+        "span",
+        { class: "json" },
+        `${range} never arrived: ${gap.lost} event${gap.lost > 1 ? "s" : ""} lost (§5.2.1)`,
+      ),
     ),
   );
 }
@@ -342,7 +424,7 @@ function addEventRow(item) {
     h("span", { class: "seq" }, String(seq)),
     h("span", { class: "type" }, type),
     h("span", { class: "time" }, `+${formatMs(item.time)}`),
-    h("code", { class: "json" }, message.data),
+    h("code", { class: "json" }, ...envelopeNodes(message.data, false)),
   );
   const issues = [...item.violations];
   if (issues.length) {
@@ -351,7 +433,14 @@ function addEventRow(item) {
       h(
         "div",
         { class: "issues" },
-        ...issues.map((v) => h("div", { class: `issue ${v.level}` }, h("b", {}, v.rule), ` §${v.section} — ${v.message}`)),
+        ...issues.map((v) =>
+          h(
+            "div",
+            { class: `issue ${v.level}` },
+            h("b", {}, v.rule),
+            ` §${v.section} — ${v.message}`,
+          ),
+        ),
       ),
     );
   }
@@ -367,7 +456,7 @@ function addEventRow(item) {
 
 function toggleRow(row, data) {
   const open = row.classList.toggle("open");
-  row.querySelector(".json").textContent = open ? prettyJSON(data) : data;
+  row.querySelector(".json").replaceChildren(...envelopeNodes(data, open));
 }
 
 function appendRow(row) {
@@ -378,7 +467,15 @@ function appendRow(row) {
 
 function startRun() {
   resetInspector();
-  state.run = { started: performance.now(), points: [], tokens: 0, events: 0, ttft: null, end: null, usage: null };
+  state.run = {
+    started: performance.now(),
+    points: [],
+    tokens: 0,
+    events: 0,
+    ttft: null,
+    end: null,
+    usage: null,
+  };
   scheduleRedraw();
 }
 
@@ -428,8 +525,17 @@ function showVerdict(response, { aborted }) {
   if (aborted) {
     verdict.dataset.verdict = "aborted";
     verdict.replaceChildren(
-      h("div", { class: "verdict-head" }, h("span", { class: "icon" }, "■"), h("strong", {}, "Stopped"),
-        h("span", { class: "dim" }, ` · aborted by you after ${response?.validator.events ?? 0} events; not judged`)),
+      h(
+        "div",
+        { class: "verdict-head" },
+        h("span", { class: "icon" }, "■"),
+        h("strong", {}, "Stopped"),
+        h(
+          "span",
+          { class: "dim" },
+          ` · aborted by you after ${response?.validator.events ?? 0} events; not judged`,
+        ),
+      ),
     );
     return;
   }
@@ -438,10 +544,28 @@ function showVerdict(response, { aborted }) {
   const warnings = report.warnings;
   verdict.dataset.verdict = report.ok ? "conformant" : "violations";
   const head = report.ok
-    ? h("div", { class: "verdict-head" }, h("span", { class: "icon" }, "✓"), h("strong", {}, "Conformant"),
-        h("span", { class: "dim" }, ` · ${report.events} events · ${warnings.length ? `${warnings.length} warning${warnings.length > 1 ? "s" : ""}` : "no violations"}`))
-    : h("div", { class: "verdict-head" }, h("span", { class: "icon" }, "✕"), h("strong", {}, "Not conformant"),
-        h("span", { class: "dim" }, ` · ${errors.length} violation${errors.length > 1 ? "s" : ""}${warnings.length ? `, ${warnings.length} warning${warnings.length > 1 ? "s" : ""}` : ""}`));
+    ? h(
+        "div",
+        { class: "verdict-head" },
+        h("span", { class: "icon" }, "✓"),
+        h("strong", {}, "Conformant"),
+        h(
+          "span",
+          { class: "dim" },
+          ` · ${report.events} events · ${warnings.length ? `${warnings.length} warning${warnings.length > 1 ? "s" : ""}` : "no violations"}`,
+        ),
+      )
+    : h(
+        "div",
+        { class: "verdict-head" },
+        h("span", { class: "icon" }, "✕"),
+        h("strong", {}, "Not conformant"),
+        h(
+          "span",
+          { class: "dim" },
+          ` · ${errors.length} violation${errors.length > 1 ? "s" : ""}${warnings.length ? `, ${warnings.length} warning${warnings.length > 1 ? "s" : ""}` : ""}`,
+        ),
+      );
   const list = h(
     "ul",
     { class: "violations" },
@@ -450,7 +574,11 @@ function showVerdict(response, { aborted }) {
         "li",
         { class: v.level },
         h("code", {}, v.rule),
-        h("span", { class: "where" }, ` §${v.section} ${v.level.toUpperCase()}${v.seq === null ? "" : ` · seq ${v.seq}`}`),
+        h(
+          "span",
+          { class: "where" },
+          ` §${v.section} ${v.level.toUpperCase()}${v.seq === null ? "" : ` · seq ${v.seq}`}`,
+        ),
         h("span", { class: "msg-text" }, ` — ${v.message}`),
       ),
     ),
@@ -495,7 +623,11 @@ async function consume(open_, view, { live, request }) {
         addToolCard(view, ev, { declared: !request || declared.has(ev.name), live });
       } else if (ev.type === "error") {
         addNote(view, "error", h("b", {}, ev.code), `: ${ev.message}`);
-      } else if (ev.type === "content.stop" && ev.stop_reason !== "end_turn" && ev.stop_reason !== "tool_use") {
+      } else if (
+        ev.type === "content.stop" &&
+        ev.stop_reason !== "end_turn" &&
+        ev.stop_reason !== "tool_use"
+      ) {
         addNote(view, "info", `stopped: ${ev.stop_reason}`);
       }
     }
@@ -505,7 +637,13 @@ async function consume(open_, view, { live, request }) {
       addNote(view, "info", "Stopped: the request was aborted.");
     } else if (exc instanceof HTTPStatusError) {
       const path = exc.body?.error?.path;
-      addNote(view, "error", h("b", {}, `HTTP ${exc.status}`), ` ${exc.code ?? ""}: ${exc.body?.error?.message ?? exc.message}`, path ? ` (at ${path})` : "");
+      addNote(
+        view,
+        "error",
+        h("b", {}, `HTTP ${exc.status}`),
+        ` ${exc.code ?? ""}: ${exc.body?.error?.message ?? exc.message}`,
+        path ? ` (at ${path})` : "",
+      );
       return { failed: true, text: "", calls: [], aborted: false };
     } else {
       addNote(view, "error", h("b", {}, "Connection failed"), `: ${exc?.message ?? exc}`);
@@ -514,7 +652,9 @@ async function consume(open_, view, { live, request }) {
   } finally {
     view.bubble.classList.remove("streaming");
     if (state.run) {
-      state.run.end = performance.now() - state.run.started;
+      // The duration runs to the last event (stream.end), or to the stop.
+      const now = performance.now() - state.run.started;
+      state.run.end = aborted || state.run.last === undefined ? now : state.run.last;
       renderStats();
     }
   }
@@ -539,10 +679,14 @@ async function runLive() {
   setBusy(true);
   let outcome;
   try {
-    outcome = await consume(() => stream("/v1/stream", request, { signal: controller.signal }), view, {
-      live: true,
-      request,
-    });
+    outcome = await consume(
+      () => stream("/v1/stream", request, { signal: controller.signal }),
+      view,
+      {
+        live: true,
+        request,
+      },
+    );
   } finally {
     state.controller = null;
     setBusy(false, outcome?.aborted ? "stopped" : outcome?.failed ? "error" : "ready");
@@ -579,9 +723,14 @@ function sendPrompt() {
       if (!state.pending.results.has(call.id)) state.pending.results.set(call.id, "");
     }
     for (const call of state.pending.calls) {
-      state.messages.push({ role: "tool", tool_call_id: call.id, content: state.pending.results.get(call.id) });
+      state.messages.push({
+        role: "tool",
+        tool_call_id: call.id,
+        content: state.pending.results.get(call.id),
+      });
     }
-    for (const reply of document.querySelectorAll(".tool-card:not(.answered) .tool-reply")) reply.remove();
+    for (const reply of document.querySelectorAll(".tool-card:not(.answered) .tool-reply"))
+      reply.remove();
     state.pending = null;
   }
   prompt.value = "";
@@ -611,10 +760,11 @@ function resetChat() {
 // ---------------------------------------------------------------------------
 
 /** A best guess at a capture's format from its first bytes. */
-export function sniffFormat(text) {
+function sniffFormat(text) {
   const head = text.slice(0, 65536);
   if (/event:\s*stream\.start|"type"\s*:\s*"stream\.start"/.test(head)) return "standard";
-  if (/event:\s*(message_start|content_block_)|"type"\s*:\s*"message_start"/.test(head)) return "anthropic";
+  if (/event:\s*(message_start|content_block_)|"type"\s*:\s*"message_start"/.test(head))
+    return "anthropic";
   if (/event:\s*response\.|"type"\s*:\s*"response\./.test(head)) return "openai-responses";
   if (/"type"\s*:\s*"(message-start|content-delta|stream-start)"/.test(head)) return "cohere";
   if (/"candidates"\s*:/.test(head)) return "gemini";

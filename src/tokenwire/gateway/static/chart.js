@@ -59,13 +59,26 @@ export function drawChart(container, { points, ttft, end }) {
 
   // Grid and axes.
   for (let v = 0; v <= topY + 1e-9; v += stepY) {
-    svg.append(el("line", { x1: PAD.left, x2: WIDTH - PAD.right, y1: y(v), y2: y(v), class: "grid" }));
-    svg.append(el("text", { x: PAD.left - 6, y: y(v) + 3.5, class: "tick", "text-anchor": "end" }, String(v)));
+    svg.append(
+      el("line", { x1: PAD.left, x2: WIDTH - PAD.right, y1: y(v), y2: y(v), class: "grid" }),
+    );
+    svg.append(
+      el(
+        "text",
+        { x: PAD.left - 6, y: y(v) + 3.5, class: "tick", "text-anchor": "end" },
+        String(v),
+      ),
+    );
   }
   const stepT = niceStep(maxT, Math.max(2, Math.floor(WIDTH / 110)));
   for (let t = 0; t <= maxT + 1e-9; t += stepT) {
+    const anchor = t === 0 ? "start" : "middle";
     svg.append(
-      el("text", { x: x(t), y: HEIGHT - 6, class: "tick", "text-anchor": "middle" }, formatMs(t)),
+      el(
+        "text",
+        { x: x(t), y: HEIGHT - 6, class: "tick", "text-anchor": anchor },
+        t === 0 ? "0" : formatMs(t),
+      ),
     );
   }
 
@@ -73,7 +86,12 @@ export function drawChart(container, { points, ttft, end }) {
     svg.append(
       el(
         "text",
-        { x: PAD.left + plotW / 2, y: PAD.top + plotH / 2, class: "empty", "text-anchor": "middle" },
+        {
+          x: PAD.left + plotW / 2,
+          y: PAD.top + plotH / 2,
+          class: "empty",
+          "text-anchor": "middle",
+        },
         "tokens over time appear here",
       ),
     );
@@ -99,7 +117,11 @@ export function drawChart(container, { points, ttft, end }) {
     const anchor = tx > WIDTH * 0.7 ? "end" : "start";
     const dx = anchor === "end" ? -5 : 5;
     svg.append(
-      el("text", { x: tx + dx, y: PAD.top + 10, class: "ttft-label", "text-anchor": anchor }, `TTFT ${formatMs(ttft)}`),
+      el(
+        "text",
+        { x: tx + dx, y: PAD.top + 10, class: "ttft-label", "text-anchor": anchor },
+        `TTFT ${formatMs(ttft)}`,
+      ),
     );
   }
   container.replaceChildren(svg);

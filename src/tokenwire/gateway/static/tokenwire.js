@@ -116,7 +116,11 @@ export const RULES = Object.freeze({
     "metadata.request_id is not echoed in stream.start/stream.end",
   ),
   "undeclared-tool": rule("8.2", "must", "tool.call names a tool the request did not declare"),
-  "invalid-arguments": rule("8.2", "must", "tool.call arguments do not match the tool's JSON Schema"),
+  "invalid-arguments": rule(
+    "8.2",
+    "must",
+    "tool.call arguments do not match the tool's JSON Schema",
+  ),
 });
 
 function rule(section, level, summary) {
@@ -326,10 +330,7 @@ export class SSEDecoder {
   }
 
   #fail(offset) {
-    this.#error = new FramingError(
-      `SSE event larger than maxEventBytes=${this.#max}`,
-      offset,
-    );
+    this.#error = new FramingError(`SSE event larger than maxEventBytes=${this.#max}`, offset);
   }
 
   #takeLine(bytes, start, end) {
@@ -410,7 +411,8 @@ function toBytes(chunk) {
   if (chunk instanceof Uint8Array) return chunk;
   if (typeof chunk === "string") return encoder.encode(chunk);
   if (chunk instanceof ArrayBuffer) return new Uint8Array(chunk);
-  if (ArrayBuffer.isView(chunk)) return new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+  if (ArrayBuffer.isView(chunk))
+    return new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength);
   if (chunk == null) return EMPTY;
   throw new TypeError("expected bytes (Uint8Array, ArrayBuffer) or a string");
 }
@@ -466,7 +468,9 @@ function fieldError(kind, value) {
     case "delta":
       if (got !== "object") return `Expected \`object\`, got \`${got}\``;
       if (value.text === undefined) return "Object missing required field `text`";
-      return kindOf(value.text) === "str" ? null : `Expected \`str\`, got \`${kindOf(value.text)}\``;
+      return kindOf(value.text) === "str"
+        ? null
+        : `Expected \`str\`, got \`${kindOf(value.text)}\``;
     default:
       return got === want ? null : `Expected \`${want}\`, got \`${got}\``;
   }
@@ -820,7 +824,11 @@ export class Validator {
     try {
       args = JSON.parse(call.arguments);
     } catch {
-      this._report("bad-arguments-json", seq, `arguments of ${JSON.stringify(call.name)} are not JSON`);
+      this._report(
+        "bad-arguments-json",
+        seq,
+        `arguments of ${JSON.stringify(call.name)} are not JSON`,
+      );
       return;
     }
     if (kindOf(args) !== "object") {
@@ -862,7 +870,11 @@ export class Validator {
     } else if (this._decoded === 0) {
       // nothing was an event at all: the decode violations say it all
     } else if (this.state !== CLOSED) {
-      this._report("missing-end", this._lastSeq, "the input ended before stream.end: truncated stream");
+      this._report(
+        "missing-end",
+        this._lastSeq,
+        "the input ended before stream.end: truncated stream",
+      );
     } else if (!this._usage && !this._errorSeen) {
       this._report("missing-usage", null, "at least one usage event should be sent");
     }
@@ -962,7 +974,10 @@ export class StreamResponse {
    * @param {ReadableStream<Uint8Array>} body
    * @param {{request?: any, started?: number, status?: number, headers?: Headers, maxEventBytes?: number}} [options]
    */
-  constructor(body, { request = null, started = now(), status = 200, headers = null, maxEventBytes } = {}) {
+  constructor(
+    body,
+    { request = null, started = now(), status = 200, headers = null, maxEventBytes } = {},
+  ) {
     this.body = body;
     /** HTTP status. */
     this.status = status;
@@ -1061,7 +1076,11 @@ export async function stream(url, request, options = {}) {
     signal: options.signal,
     cache: "no-store",
   });
-  return open(response, { request: typeof request === "string" ? null : request, started, ...options });
+  return open(response, {
+    request: typeof request === "string" ? null : request,
+    started,
+    ...options,
+  });
 }
 
 /**
