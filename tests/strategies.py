@@ -92,7 +92,8 @@ def canonical_streams(draw: st.DrawFn, max_blocks: int = 12) -> bytes:
     """Mostly canonical blocks (``event``/``id``/``data``, ``event``/``data``,
     ``data``), as LLM servers write them, with now and then a deviation
     (a comment, a retry, a NUL in an id, two data lines, an extra blank line,
-    a CR line end) to check that a decoder's fast path gives up correctly.
+    a CR line end) to check that a decoder's fast path gives up correctly;
+    one stream in four uses CRLF line ends throughout.
     """
     text = st.text(
         alphabet=st.one_of(st.sampled_from('ab {}":,\\é🙂\u2028'), st.sampled_from(_TRICKY_CHARS)),
@@ -130,6 +131,8 @@ def canonical_streams(draw: st.DrawFn, max_blocks: int = 12) -> bytes:
             )
         blocks.append(block + b"\n")
     body = b"".join(blocks)
+    if draw(st.integers(0, 3)) == 0:
+        body = body.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")  # a CRLF server
     if body and draw(st.booleans()):
         body = body[: draw(st.integers(0, len(body)))]
     return body

@@ -342,16 +342,20 @@ def test_event_of_exactly_the_limit_passes() -> None:
 
 
 @pytest.mark.parametrize("extra", [0, 1])
-@pytest.mark.parametrize("blank", [b"\n", b"\r\n", b"\r", b"\r\r\n", b"\r\n\n", b"\n\r"])
+@pytest.mark.parametrize(
+    ("nl", "blank"),
+    [(b"\n", b) for b in (b"\n", b"\r\n", b"\r", b"\r\r\n", b"\r\n\n", b"\n\r")]
+    + [(b"\r\n", b"\r\n"), (b"\r\n", b"\r\n\r\n")],
+)
 def test_blank_lines_never_count_toward_the_next_event_whatever_the_split(
-    blank: bytes, extra: int
+    nl: bytes, blank: bytes, extra: int
 ) -> None:
     # Blank lines of every kind (LF, CRLF, CR, a CRLF cut in two) end the
     # previous block; the next block, of exactly the limit (or one byte more),
     # must pass (or fail at the same offset) for every cut into three chunks.
-    block = b"event: e\ndata: " + b"x" * (10 + extra) + b"\n"
-    head = b"data: a\n\n" + blank
-    stream = head + block + b"\n"
+    block = b"event: e" + nl + b"data: " + b"x" * (10 + extra) + nl
+    head = b"data: a" + nl + nl + blank
+    stream = head + block + nl
     limit = len(block) - extra
     expected: tuple[list[Message], int | None]
     if extra:
@@ -360,7 +364,10 @@ def test_blank_lines_never_count_toward_the_next_event_whatever_the_split(
         expected = ([Message("message", "a"), Message("e", "x" * 10)], None)
     for i in range(len(stream) + 1):
         for j in range(i, len(stream) + 1):
-            for cuts in ([i, j], [i, j, len(stream) - 2]):  # the latter: a chunk with no LF
+            for cuts in (
+                [i, j],
+                [i, j, len(stream) - 2 * len(nl)],
+            ):  # the latter: a chunk with no LF
                 chunks = split_at(stream, cuts)
                 assert decode_until_error(chunks, limit) == expected, chunks
 

@@ -114,6 +114,21 @@ class Writer:
 
     def text(self, text: str, index: int = 0, *, reasoning: bool = False) -> list[ev.Event]:
         """A ``content.delta`` with ``text`` for block ``index``."""
+        seq = self._seq
+        if index in self._open and not (self.errored or self.ended) and seq < MAX_SEQ - 2:
+            # The hot path: more text for an open block (most events of every
+            # stream). Every check below holds; skip straight to the event.
+            self._seq = seq + 1
+            return [
+                ev.ContentDelta(
+                    v=ev.VERSION,
+                    seq=seq,
+                    index=index,
+                    role="assistant",
+                    delta=ev.Delta(text=text),
+                    reasoning=reasoning,
+                )
+            ]
         self._check_open()
         out = self._prelude()
         self._use_block(index)

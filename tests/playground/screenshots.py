@@ -56,13 +56,15 @@ def main() -> None:
             page.locator("#output", has_text="24C").wait_for()
             page.wait_for_selector("#verdict[data-verdict=conformant]")
 
-            # Then a paced answer, caught mid-stream.
-            page.fill("#delay", "45")
+            # Then a paced answer, caught mid-stream (slow enough for a loaded machine).
+            page.fill("#delay", "160")
             page.click("#settings summary")  # fold the settings away again
             page.fill("#prompt", "Will I need an umbrella for a walk along the Danube tonight?")
             page.click("#send")
-            page.locator("#events li.row").nth(24).wait_for()
+            page.locator("#events li.row").nth(18).wait_for()
             page.screenshot(path=str(out / "playground-streaming.png"))
+            if page.get_attribute("#verdict", "data-verdict") != "none":
+                sys.exit("the stream ended before the screenshot: run it again")
             print("wrote", out / "playground-streaming.png")
 
             # The end of the stream: the verdict; open one envelope.

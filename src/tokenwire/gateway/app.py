@@ -5,6 +5,9 @@
                                    in, ``text/event-stream`` out)
 ``POST /v1/chat/completions``      OpenAI ingress (§7.3), OpenAI chunks out
 ``POST /v1/messages``              Anthropic ingress (§7.3), Anthropic events out
+``GET /v1/streams/{request_id}``   resume a resumable stream (``Last-Event-ID``
+                                   or ``?after=N``): the rest, then the live events
+``DELETE /v1/streams/{request_id}`` cancel a resumable stream (docs/scaling.md)
 ``GET /v1/models``                 the served model names (OpenAI's list shape)
 ``GET /healthz``                   liveness
 ``GET /metrics``                   Prometheus text format
@@ -30,11 +33,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..server import HTTP_ERROR_CODES, StreamEndpoint, json_error
-from . import logs
+from . import logs, playground
 from .config import Config, load
 from .ingress import AnthropicMessagesIngress, OpenAIChatIngress
 from .metrics import CONTENT_TYPE, Metrics
 from .providers import build_providers, new_client
+from .resume import ResumeManager, build_manager
 
 __all__ = ["CONFIG_ENV", "LOG_CONTENT_ENV", "Gateway", "app_from_env", "build_app"]
 
@@ -44,11 +48,13 @@ LOG_CONTENT_ENV: Final = "TOKENWIRE_LOG_CONTENT"
 
 
 class Gateway:
-    """The gateway's parts: providers, metrics, request log and the three stream endpoints.
+    """The gateway's parts: providers, metrics, request log, the three stream endpoints
+    and the resume manager (``[resume]``, docs/scaling.md).
 
     ``log_content`` overrides ``config.server.log_content``. ``client`` is the
     shared upstream ``httpx.AsyncClient`` (one is made when omitted; it is
-    closed at shutdown either way).
+    closed at shutdown either way). ``resume`` replaces the manager built from
+    ``config.resume``.
     """
 
     def __init__(
@@ -57,6 +63,7 @@ class Gateway:
         *,
         log_content: bool | None = None,
         client: httpx.AsyncClient | None = None,
+        resume: ResumeManager | None = None,
     ) -> None:
         self.config = config
         self.client = client if client is not None else new_client()
@@ -64,10 +71,16 @@ class Gateway:
         self.metrics = Metrics(self.providers)
         content = config.server.log_content if log_content is None else log_content
         self.log = logs.RequestLog(log_content=content)
+        self.resume = (
+            resume
+            if resume is not None
+            else build_manager(config.resume, keepalive_s=config.server.keepalive_s)
+        )
         limits: dict[str, Any] = {
             "max_body_bytes": config.server.max_body_bytes,
             "keepalive_s": config.server.keepalive_s,
             "observers": (self.metrics, self.log),
+            "resumption": self.resume,
         }
         self.stream = StreamEndpoint(self.providers, route="/v1/stream", **limits)
         self.chat_completions = StreamEndpoint(
@@ -99,11 +112,15 @@ class Gateway:
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
-        """Closes the upstream client at shutdown."""
+        """Starts the resume manager; at shutdown stops it and closes the upstream client."""
+        await self.resume.start()
         try:
             yield
         finally:
-            await self.client.aclose()
+            try:
+                await self.resume.aclose()
+            finally:
+                await self.client.aclose()
 
     def app(self) -> Starlette:
         """The Starlette app serving every route."""
@@ -111,9 +128,12 @@ class Gateway:
             Route("/v1/stream", self.stream, methods=["POST"]),
             Route("/v1/chat/completions", self.chat_completions, methods=["POST"]),
             Route("/v1/messages", self.messages, methods=["POST"]),
+            Route("/v1/streams/{request_id}", self.resume.endpoint, methods=["GET", "DELETE"]),
             Route("/v1/models", self.models, methods=["GET"]),
             Route("/healthz", self.healthz, methods=["GET"]),
             Route("/metrics", self.metrics_text, methods=["GET"]),
+            # GET /, /static/*, POST /v1/convert: the browser playground.
+            *playground.routes(),
         ]
         app = Starlette(
             routes=routes,

@@ -33,7 +33,6 @@ from .. import events as ev
 from .. import request as rq
 from .. import sse
 from ..errors import FramingError, InvalidRequest
-from ..writer import MAX_SEQ, Writer
 from ._base import SSETranslator, VendorRequest
 
 __all__ = [
@@ -317,32 +316,6 @@ def _tool_arguments(block: _Block) -> str | None:
     return text if isinstance(value, dict) else None
 
 
-class _Writer(Writer):
-    """A ``Writer`` with an allocation-light path for the commonest event.
-
-    A text delta for a block that is already open needs none of ``text()``'s
-    bookkeeping: the stream has started (a block is open), the block is not
-    stopped (it is open), and only the end and error states and the seq room
-    are left to check. Skipping the rest roughly halves the writer's share of
-    each delta's cost (the target: at most 2x the bare SSE decode); everything
-    else goes through ``text()``. A public fast path on ``Writer`` would
-    make this subclass unnecessary.
-    """
-
-    def text_into(self, out: list[ev.Event], text: str, index: int) -> None:
-        """Append the ``content.delta`` events for ``text`` on block ``index`` to ``out``."""
-        seq = self._seq
-        if index in self._open and not self.errored and not self.ended and seq < MAX_SEQ - 2:
-            self._seq = seq + 1
-            out.append(
-                ev.ContentDelta(
-                    v=ev.VERSION, seq=seq, index=index, role="assistant", delta=ev.Delta(text=text)
-                )
-            )
-        else:
-            out += self.text(text, index)
-
-
 class Translator(SSETranslator):
     """Anthropic Messages SSE -> standard events (see the module docstring).
 
@@ -362,7 +335,6 @@ class Translator(SSETranslator):
         created: int | None = None,
     ) -> None:
         super().__init__(model=model, request_id=request_id, reasoning=reasoning, created=created)
-        self.writer: _Writer = _Writer(model=model, request_id=request_id, created=created)
         self.upstream_model: str | None = None
         self._blocks: dict[int, _Block] = {}
         self._message_started = False
@@ -392,7 +364,7 @@ class Translator(SSETranslator):
         out: list[ev.Event] = []
         blocks = self._blocks
         writer = self.writer
-        text_into = writer.text_into
+        text = writer.text
         decode = _decode_event
         delta_type = ContentBlockDelta
         for msg in messages:
@@ -406,11 +378,11 @@ class Translator(SSETranslator):
             else:
                 if type(event) is delta_type:
                     block = blocks.get(event.index)
-                    text = event.delta.text
-                    if text and block is not None and block.kind == _TEXT:
+                    piece = event.delta.text
+                    if piece and block is not None and block.kind == _TEXT:
                         index = self._text_index
                         if index >= 0:
-                            text_into(out, text, index)
+                            out += text(piece, index)
                             continue
                 out += self._dispatch(event)
             if writer.ended:

@@ -29,7 +29,6 @@ from .. import events as ev
 from .. import request as rq
 from .. import sse
 from ..errors import FramingError, InvalidRequest, ProtocolError, TranslationError
-from ..writer import MAX_SEQ
 from ._base import SSETranslator, VendorRequest
 
 __all__ = [
@@ -682,7 +681,6 @@ class _ChoiceState:
                 call.parts.append(fn.arguments)
 
 
-_WRITER_SEQ_LIMIT: Final = MAX_SEQ - 2  # the Writer's own §8.4 guard
 
 
 class Translator(SSETranslator):
@@ -780,23 +778,9 @@ class Translator(SSETranslator):
                         and not delta.reasoning_content
                         and not delta.reasoning
                         and delta.function_call is None
-                        and writer._seq < _WRITER_SEQ_LIMIT
-                        and not writer.errored
                     ):
-                        # More text for an open block: the Writer's checks all
-                        # hold (started, block open, not stopped, seq left), so
-                        # the event is stamped here exactly as Writer.text would.
-                        seq = writer._seq
-                        writer._seq = seq + 1
-                        out.append(
-                            ev.ContentDelta(
-                                v=ev.VERSION,
-                                seq=seq,
-                                index=state.text_block,
-                                role="assistant",
-                                delta=ev.Delta(text=delta.content),
-                            )
-                        )
+                        # More text for an open block: Writer.text's fast path.
+                        out += writer.text(delta.content, state.text_block)
                         continue
                 self._on_chunk(chunk)
             except ProtocolError as exc:

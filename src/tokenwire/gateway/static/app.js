@@ -542,30 +542,19 @@ function showVerdict(response, { aborted }) {
   const report = response.report;
   const errors = report.errors;
   const warnings = report.warnings;
+  const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
   verdict.dataset.verdict = report.ok ? "conformant" : "violations";
-  const head = report.ok
-    ? h(
-        "div",
-        { class: "verdict-head" },
-        h("span", { class: "icon" }, "✓"),
-        h("strong", {}, "Conformant"),
-        h(
-          "span",
-          { class: "dim" },
-          ` · ${report.events} events · ${warnings.length ? `${warnings.length} warning${warnings.length > 1 ? "s" : ""}` : "no violations"}`,
-        ),
-      )
-    : h(
-        "div",
-        { class: "verdict-head" },
-        h("span", { class: "icon" }, "✕"),
-        h("strong", {}, "Not conformant"),
-        h(
-          "span",
-          { class: "dim" },
-          ` · ${errors.length} violation${errors.length > 1 ? "s" : ""}${warnings.length ? `, ${warnings.length} warning${warnings.length > 1 ? "s" : ""}` : ""}`,
-        ),
-      );
+  const warned = warnings.length ? plural(warnings.length, "warning") : "";
+  const detail = report.ok
+    ? ` · ${plural(report.events, "event")} · ${warned || "no violations"}`
+    : ` · ${plural(errors.length, "violation")}${warned ? `, ${warned}` : ""}`;
+  const head = h(
+    "div",
+    { class: "verdict-head" },
+    h("span", { class: "icon" }, report.ok ? "✓" : "✕"),
+    h("strong", {}, report.ok ? "Conformant" : "Not conformant"),
+    h("span", { class: "dim" }, detail),
+  );
   const list = h(
     "ul",
     { class: "violations" },
@@ -785,7 +774,8 @@ async function replay(file) {
   setBusy(true, "replaying…");
   let outcome;
   try {
-    const url = `/v1/convert?from=${encodeURIComponent(format)}&model=${encodeURIComponent(`replay:${format}`)}`;
+    const query = new URLSearchParams({ from: format, model: `replay:${format}` });
+    const url = `/v1/convert?${query}`;
     outcome = await consume(
       async () => {
         const started = performance.now();

@@ -224,7 +224,8 @@ export class SSEDecoder {
   #fed = 0; // bytes consumed so far
   #blockStart = 0; // input offset of the pending block's first byte
   #skipLF = false; // the last byte was a CR that ended a line
-  #firstLine = true; // a BOM may still come
+  #atStart = true; // a BOM may still come
+  #bomHead = EMPTY; // the first bytes, while they may be the start of a BOM
   #closed = false;
   #error = null;
   #data = [];
@@ -267,21 +268,36 @@ export class SSEDecoder {
   feed(chunk) {
     if (this.#error) throw this.#error;
     if (this.#closed) throw new TokenwireError("SSEDecoder.feed() called after close()");
-    const bytes = toBytes(chunk);
+    let bytes = toBytes(chunk);
     const out = [];
-    const n = bytes.length;
-    if (n === 0) return out;
-    const base = this.#fed; // offset of bytes[0]
-    this.#fed = base + n;
-    let pos = 0;
+    if (bytes.length === 0) return out;
+    this.#fed += bytes.length;
+    let base = this.#fed - bytes.length; // offset of bytes[0]
     if (this.#skipLF) {
       // The LF of a CRLF split across chunks belongs to the CR's line.
       this.#skipLF = false;
       if (bytes[0] === LF) {
         if (this.#blockStart === base) this.#blockStart = base + 1; // that CRLF was a blank line
-        pos = 1;
+        bytes = bytes.subarray(1);
+        base += 1;
       }
     }
+    if (this.#atStart && bytes.length) {
+      // One BOM, only at the very start of the stream, even split across chunks.
+      // Its bytes count toward the first block, like the Python decoder's.
+      const head = this.#bomHead.length ? concatBytes(this.#bomHead, bytes) : bytes;
+      if (head.length < 3 && isBomPrefix(head)) {
+        this.#bomHead = head.slice();
+        return out; // wait for the rest of a possible BOM
+      }
+      this.#atStart = false;
+      this.#bomHead = EMPTY;
+      bytes = isBomPrefix(head) ? head.subarray(3) : head;
+      base = this.#fed - bytes.length;
+    }
+    const n = bytes.length;
+    if (n === 0) return out;
+    let pos = 0;
     let nextLF = bytes.indexOf(LF, pos);
     let nextCR = bytes.indexOf(CR, pos);
     while (pos < n) {
@@ -294,18 +310,8 @@ export class SSEDecoder {
         this.#pendingBytes += n - pos;
         break;
       }
-      let lineStart = base + pos - this.#pendingBytes;
-      let line = this.#takeLine(bytes, pos, end);
-      if (this.#firstLine) {
-        // One BOM, only at the very start of the stream (it counts toward the first block).
-        this.#firstLine = false;
-        if (line.length >= 3 && line[0] === 0xef && line[1] === 0xbb && line[2] === 0xbf) {
-          line = line.subarray(3);
-          lineStart += 3;
-        }
-      }
       // The limit is checked at each line start: the block so far must fit.
-      if (lineStart - this.#blockStart > this.#max) {
+      if (base + pos - this.#pendingBytes - this.#blockStart > this.#max) {
         this.#fail(this.#blockStart + this.#max);
         break;
       }
@@ -317,7 +323,7 @@ export class SSEDecoder {
           this.#skipLF = true; // the CR ended its line already; drop an LF that follows
         }
       }
-      const blank = this.#line(line, out);
+      const blank = this.#line(this.#takeLine(bytes, pos, end), out);
       pos = end + size;
       if (blank) this.#blockStart = base + pos;
     }
@@ -396,6 +402,7 @@ export class SSEDecoder {
   close() {
     if (this.#error) throw this.#error;
     this.#closed = true;
+    this.#bomHead = EMPTY;
     this.#pending = [];
     this.#pendingBytes = 0;
     this.#data = [];
@@ -406,6 +413,21 @@ export class SSEDecoder {
 }
 
 const encoder = new TextEncoder();
+const BOM = [0xef, 0xbb, 0xbf];
+
+/** True when `bytes` starts with the UTF-8 BOM, or is a (shorter) start of it. */
+function isBomPrefix(bytes) {
+  const n = Math.min(bytes.length, 3);
+  for (let i = 0; i < n; i++) if (bytes[i] !== BOM[i]) return false;
+  return n > 0;
+}
+
+function concatBytes(a, b) {
+  const out = new Uint8Array(a.length + b.length);
+  out.set(a, 0);
+  out.set(b, a.length);
+  return out;
+}
 
 function toBytes(chunk) {
   if (chunk instanceof Uint8Array) return chunk;
@@ -511,7 +533,8 @@ export function parseEvent(name, data) {
   const seq = seqOk ? obj.seq : null;
   if (obj.type !== name) {
     throw new EventDecodeError(
-      `§5.2: JSON type ${JSON.stringify(obj.type ?? null)} does not match SSE event ${JSON.stringify(name)}`,
+      `§5.2: JSON type ${JSON.stringify(obj.type ?? null)} ` +
+        `does not match SSE event ${JSON.stringify(name)}`,
       "type-mismatch",
       seq,
     );
@@ -759,7 +782,8 @@ export class Validator {
           this._report(
             "unknown-stop-reason",
             seq,
-            `stop_reason ${JSON.stringify(reason)} is not one of ${[...STOP_REASONS].sort().join(", ")}`,
+            `stop_reason ${JSON.stringify(reason)} ` +
+              `is not one of ${[...STOP_REASONS].sort().join(", ")}`,
           );
         }
         if (this._stopped.has(index)) {
@@ -810,7 +834,8 @@ export class Validator {
       this._report(
         "request-id-not-echoed",
         seq,
-        `${where} request_id is ${JSON.stringify(rid ?? null)}, the request's is ${JSON.stringify(this._requestId)}`,
+        `${where} request_id is ${JSON.stringify(rid ?? null)}, ` +
+          `the request's is ${JSON.stringify(this._requestId)}`,
       );
     }
   }
@@ -972,7 +997,8 @@ const now = () => (typeof performance !== "undefined" ? performance.now() : Date
 export class StreamResponse {
   /**
    * @param {ReadableStream<Uint8Array>} body
-   * @param {{request?: any, started?: number, status?: number, headers?: Headers, maxEventBytes?: number}} [options]
+   * @param {{request?: any, started?: number, status?: number, headers?: Headers,
+   *   maxEventBytes?: number}} [options]
    */
   constructor(
     body,
@@ -1057,7 +1083,8 @@ export class StreamResponse {
  *
  * @param {string|URL} url  The endpoint, e.g. `/v1/stream`.
  * @param {any} request  The request envelope (§4.2), sent as JSON.
- * @param {{signal?: AbortSignal, headers?: Record<string,string>, fetch?: typeof fetch, maxEventBytes?: number}} [options]
+ * @param {{signal?: AbortSignal, headers?: Record<string,string>, fetch?: typeof fetch,
+ *   maxEventBytes?: number}} [options]
  * @returns {Promise<StreamResponse>}
  * @throws {HTTPStatusError} a non-2xx answer (400 names the field, 415, 413...).
  * @throws {TokenwireError} a 2xx answer that is not `text/event-stream`.

@@ -1,0 +1,351 @@
+"""tokenwire's gateway and the LiteLLM proxy, side by side, in one invocation.
+
+Both sit in front of the **same** fake OpenAI upstream
+(``tokenwire.testing.upstream.FakeUpstream("openai")``, in a process of its own, on
+127.0.0.1) and are asked the same thing: OpenAI Chat Completions streaming requests
+(``POST /v1/chat/completions``), answered in OpenAI's chunk format. tokenwire
+serves them through its OpenAI ingress (§7.3) and its ``openai`` provider; LiteLLM
+through its ``openai/<model>`` route with ``api_base`` at the fake. So each gateway
+does the same job: parse the client's request, call the upstream, translate its
+stream, re-encode it.
+
+For each gateway (one worker each, started and measured one after the other so
+that they never compete for the CPUs):
+
+- **start-up time**: spawn to the first ``200`` on its health route;
+- **idle RSS**: the gateway's whole process tree (server + workers), after start
+  and again after a warm-up;
+- **CPU µs per streamed chunk**: user+system CPU of the process tree
+  (``/proc/<pid>/stat``) divided by the upstream chunks streamed, over three
+  2,000-chunk streams one after the other, and over 100 concurrent streams of
+  200 chunks;
+- **peak RSS** of the tree (sampled every 20 ms) while the 100 streams run;
+- **time to first chunk minus the upstream's own**: median of 50 sequential
+  requests through the gateway, minus the median of 50 straight to the fake
+  upstream (measured right before, with the same raw client).
+
+LiteLLM runs from its own venv, ``bench/.venv-litellm`` (made here with
+``python3 -m venv`` + ``pip install 'litellm[proxy]'`` when missing; git ignores it),
+with ``LITELLM_LOCAL_MODEL_COST_MAP=True`` and ``LITELLM_TELEMETRY_DISABLED=true``
+so that it makes no outbound call.
+
+It prints the table and the ratios and rewrites the "## vs-litellm" section of
+bench/RESULTS.md.
+
+Run: ``.venv/bin/python bench/vs_litellm.py [--rounds 1] [--no-write]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import secrets
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from _common import ROOT, header, md_table, write_section
+from tokenwire import _bench as tb
+
+VENV = ROOT / "bench" / ".venv-litellm"
+LITELLM = VENV / "bin" / "litellm"
+#: The upstream model names and how many content chunks each streams.
+SCRIPTS = {"c2000": 2000, "c200": 200, "short": 4}
+MASTER_KEY = "sk-" + secrets.token_hex(32)
+#: Both gateways get the same headers (tokenwire ignores this one).
+AUTH = {"Authorization": f"Bearer {MASTER_KEY}"}
+TARGETS = "at most 1/10 of LiteLLM's CPU per chunk, at most 1 ms added to the first chunk, "
+TARGETS += "under 80 MB idle RSS, under 1 s to start"
+
+
+def ensure_litellm() -> str:
+    """Create bench/.venv-litellm with litellm[proxy] if needed; return LiteLLM's version."""
+    if not LITELLM.exists():
+        print(f"creating {VENV.relative_to(ROOT)} with litellm[proxy] (a few minutes)...")
+        subprocess.run(["python3", "-m", "venv", str(VENV)], check=True)
+        subprocess.run([str(VENV / "bin" / "pip"), "install", "-q", "litellm[proxy]"], check=True)
+    out = subprocess.run(
+        [
+            str(VENV / "bin" / "python"),
+            "-c",
+            "import importlib.metadata as m; print(m.version('litellm'))",
+        ],  # noqa: E501
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout.strip()
+
+
+@dataclass
+class Figures:
+    """Everything measured for one gateway in one round."""
+
+    name: str
+    start_s: float = 0.0
+    idle_rss_mib: float = 0.0
+    warm_rss_mib: float = 0.0
+    cpu_seq_us: float = 0.0  # per chunk, 3 x 2,000 chunks one after the other
+    cpu_conc_us: float = 0.0  # per chunk, 100 x 200 chunks at once
+    peak_rss_mib: float = 0.0
+    ttfe_ms: float = 0.0
+    direct_ms: float = 0.0
+    frames: dict[str, int] = field(default_factory=dict)
+    conc_wall_s: float = 0.0
+
+    @property
+    def added_ms(self) -> float:
+        return self.ttfe_ms - self.direct_ms
+
+
+def tokenwire_server(upstream: str, workdir: Path) -> tb.ServedProcess:
+    models = {
+        name: {"provider": "openai", "base_url": upstream + "/v1", "upstream_model": name}
+        for name in SCRIPTS
+    }
+    config = workdir / "tokenwire.toml"
+    config.write_text(tb.gateway_config(models))
+    port = tb.free_port()
+    return tb.ServedProcess(tb.gateway_argv(str(config), port), port, ready_path="/healthz")
+
+
+def litellm_server(upstream: str, workdir: Path) -> tb.ServedProcess:
+    lines = ["model_list:"]
+    for name in SCRIPTS:
+        lines += [
+            f"  - model_name: {name}",
+            "    litellm_params:",
+            f"      model: openai/{name}",
+            f"      api_base: {upstream}/v1",
+            "      api_key: sk-fake",
+        ]
+    lines += ["litellm_settings:", "  telemetry: false", "  drop_params: true"]
+    # LiteLLM refuses to start without a master key; requests then carry it.
+    lines += ["general_settings:", f"  master_key: {MASTER_KEY}"]
+    config = workdir / "litellm.yaml"
+    config.write_text("\n".join(lines) + "\n")
+    port = tb.free_port()
+    env = {
+        **os.environ,
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "LITELLM_TELEMETRY_DISABLED": "true",
+        "LITELLM_LOG": "ERROR",
+    }
+    env.pop("VIRTUAL_ENV", None)
+    argv = [str(LITELLM), "--config", str(config), "--host", "127.0.0.1", "--port", str(port)]
+    argv += ["--num_workers", "1"]
+    return tb.ServedProcess(
+        argv, port, ready_path="/health/liveliness", env=env, cwd=workdir, timeout_s=180
+    )
+
+
+async def measure(
+    fig: Figures, port: int, pids: Callable[[], list[int]], fake: tb.UpstreamProcess, ttfe_n: int
+) -> None:
+    first = tb.FIRST_OPENAI
+    reader, writer = await tb.connect(port)
+    try:
+        # Warm up: imports, pools, caches on both sides.
+        for name in ("short", "c200", "short"):
+            ex = await tb.exchange(reader, writer, tb.openai_request(port, name, headers=AUTH), first=first)
+            fig.frames[name] = ex.frames
+        await asyncio.sleep(0.5)
+        fig.warm_rss_mib = tb.rss_kib(pids()) / 1024
+
+        # CPU per chunk: three 2,000-chunk streams, one after the other.
+        cpu0 = tb.cpu_seconds(pids())
+        for _ in range(3):
+            ex = await tb.exchange(reader, writer, tb.openai_request(port, "c2000", headers=AUTH), first=first)
+            fig.frames["c2000"] = ex.frames
+        fig.cpu_seq_us = (tb.cpu_seconds(pids()) - cpu0) / (3 * SCRIPTS["c2000"]) * 1e6
+    finally:
+        writer.close()
+
+    # CPU per chunk and peak RSS: 100 concurrent streams of 200 chunks.
+    peak = [0]
+    procs = pids()
+
+    def sample() -> None:
+        peak[0] = max(peak[0], tb.rss_kib(procs))
+
+    cpu0 = tb.cpu_seconds(procs)
+    results, fig.conc_wall_s = await tb.stream_concurrently(
+        port, tb.openai_request(port, "c200", headers=AUTH), 100, first=first, on_sample=sample
+    )
+    fig.cpu_conc_us = (tb.cpu_seconds(procs) - cpu0) / (100 * SCRIPTS["c200"]) * 1e6
+    fig.peak_rss_mib = peak[0] / 1024
+    short_of = [r.frames for r in results if r.frames < SCRIPTS["c200"]]
+    if short_of:
+        raise RuntimeError(f"{fig.name}: {len(short_of)} of 100 streams came back short")
+
+    # Time to first chunk, minus the upstream's own (measured right before).
+    direct = await tb.first_chunk_times(
+        fake.port, tb.openai_request(fake.port, "short"), ttfe_n, first=first
+    )
+    via = await tb.first_chunk_times(port, tb.openai_request(port, "short", headers=AUTH), ttfe_n, first=first)
+    fig.direct_ms = statistics.median(direct) * 1e3
+    fig.ttfe_ms = statistics.median(via) * 1e3
+
+
+def run_one(
+    name: str,
+    make: Callable[[str, Path], tb.ServedProcess],
+    fake: tb.UpstreamProcess,
+    ttfe_n: int,
+) -> Figures:
+    fig = Figures(name)
+    with tempfile.TemporaryDirectory(prefix="vs-litellm-") as tmp:
+        server = make(fake.url, Path(tmp))
+        with server:
+            fig.start_s = server.started_s
+            time.sleep(1.0)  # let start-up work (and allocations) settle
+            fig.idle_rss_mib = tb.rss_kib(server.pids()) / 1024
+            asyncio.run(measure(fig, server.port, server.pids, fake, ttfe_n))
+    return fig
+
+
+def best(figs: list[Figures], name: str) -> Figures:
+    """Per figure, the median over rounds."""
+    mine = [f for f in figs if f.name == name]
+    out = Figures(name)
+    for attr in (
+        "start_s",
+        "idle_rss_mib",
+        "warm_rss_mib",
+        "cpu_seq_us",
+        "cpu_conc_us",
+        "peak_rss_mib",
+        "ttfe_ms",
+        "direct_ms",
+        "conc_wall_s",
+    ):
+        setattr(out, attr, statistics.median(getattr(f, attr) for f in mine))
+    out.frames = mine[-1].frames
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=1, help="alternate the two this many times")
+    ap.add_argument("--ttfe", type=int, default=50, help="requests timed for the first chunk")
+    ap.add_argument("--no-write", action="store_true", help="do not rewrite bench/RESULTS.md")
+    args = ap.parse_args()
+
+    litellm_version = ensure_litellm()
+    load_before = tb.loadavg()
+    scripts = {name: {"text": tb.words(n), "input_tokens": 5} for name, n in SCRIPTS.items()}
+    figs: list[Figures] = []
+    with tb.fake_upstream_process(scripts) as fake:
+        for r in range(args.rounds):
+            for name, make in (("tokenwire", tokenwire_server), ("LiteLLM", litellm_server)):
+                print(f"round {r + 1}/{args.rounds}: {name}...", flush=True)
+                figs.append(run_one(name, make, fake, args.ttfe))
+    tw, ll = best(figs, "tokenwire"), best(figs, "LiteLLM")
+
+    def ratio(a: float, b: float) -> str:
+        return f"{a / b:.3f}" if b else "-"
+
+    def met(ok: bool) -> str:
+        return "met" if ok else "**missed**"
+
+    rows = [
+        [
+            "CPU µs per chunk, 3 x 2,000-chunk streams",
+            f"{tw.cpu_seq_us:.1f}",
+            f"{ll.cpu_seq_us:.1f}",
+            ratio(tw.cpu_seq_us, ll.cpu_seq_us),
+            "<= 0.100: " + met(tw.cpu_seq_us <= ll.cpu_seq_us / 10),
+        ],
+        [
+            "CPU µs per chunk, 100 concurrent x 200 chunks",
+            f"{tw.cpu_conc_us:.1f}",
+            f"{ll.cpu_conc_us:.1f}",
+            ratio(tw.cpu_conc_us, ll.cpu_conc_us),
+            "<= 0.100: " + met(tw.cpu_conc_us <= ll.cpu_conc_us / 10),
+        ],
+        [
+            "first chunk, added to the upstream's (ms, median of "
+            f"{args.ttfe}; upstream alone {tw.direct_ms:.2f} / {ll.direct_ms:.2f})",
+            f"{tw.added_ms:.2f}",
+            f"{ll.added_ms:.2f}",
+            ratio(tw.added_ms, ll.added_ms),
+            "<= 1 ms: " + met(tw.added_ms <= 1.0),
+        ],
+        [
+            "peak RSS, 100 concurrent streams (MiB)",
+            f"{tw.peak_rss_mib:.1f}",
+            f"{ll.peak_rss_mib:.1f}",
+            ratio(tw.peak_rss_mib, ll.peak_rss_mib),
+            "",
+        ],
+        [
+            "idle RSS after start (MiB)",
+            f"{tw.idle_rss_mib:.1f}",
+            f"{ll.idle_rss_mib:.1f}",
+            ratio(tw.idle_rss_mib, ll.idle_rss_mib),
+            "< 80 MB: " + met(tw.idle_rss_mib * 1.048576 < 80),
+        ],
+        [
+            "idle RSS after warm-up (MiB)",
+            f"{tw.warm_rss_mib:.1f}",
+            f"{ll.warm_rss_mib:.1f}",
+            ratio(tw.warm_rss_mib, ll.warm_rss_mib),
+            "",
+        ],
+        [
+            "start-up, spawn to first 200 (s)",
+            f"{tw.start_s:.2f}",
+            f"{ll.start_s:.2f}",
+            ratio(tw.start_s, ll.start_s),
+            "< 1 s: " + met(tw.start_s < 1.0),
+        ],
+    ]
+    table = md_table(
+        ["figure", "tokenwire", f"LiteLLM {litellm_version}", "tokenwire / LiteLLM", "target"],
+        rows,
+        "lrrrl",
+    )
+    notes = [
+        f"- 100 concurrent streams took {tw.conc_wall_s:.2f} s through tokenwire and "
+        f"{ll.conc_wall_s:.2f} s through LiteLLM (the fake upstream and the client share "
+        "the same CPUs).",
+        f"- chunks (SSE frames) a client received per stream: tokenwire {tw.frames}, "
+        f"LiteLLM {ll.frames}; CPU is divided by the upstream's content chunks.",
+        f"- rounds: {args.rounds} (each figure is the median over rounds).",
+    ]
+    print("\n".join(table))
+    print("\n".join(notes))
+    if not args.no_write:
+        text = [
+            "## vs-litellm",
+            "",
+            "tokenwire's gateway and the LiteLLM proxy side by side, one worker each, in front "
+            "of the same fake OpenAI upstream (`tokenwire.testing.upstream.FakeUpstream`, one "
+            "HTTP chunk per event, its own process) on 127.0.0.1; both asked OpenAI Chat "
+            "Completions streaming requests and answering OpenAI chunks (tokenwire via its "
+            "OpenAI ingress and `openai` provider). Each gateway is started and measured alone. "
+            "CPU and RSS are the gateway's whole process tree (`/proc`); first-chunk times are "
+            "from a raw asyncio client, request written to first content chunk read. LiteLLM "
+            "runs from `bench/.venv-litellm` with `LITELLM_LOCAL_MODEL_COST_MAP=True` and "
+            f"`LITELLM_TELEMETRY_DISABLED=true`. Targets: {TARGETS}.",
+            "",
+            *header("bench/vs_litellm.py", load_before),
+            f"- LiteLLM: {litellm_version} (uvicorn, `--num_workers 1`)",
+            "",
+            *table,
+            "",
+            *notes,
+            "",
+        ]
+        write_section("vs-litellm", "\n".join(text))
+        print("wrote the '## vs-litellm' section of bench/RESULTS.md")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

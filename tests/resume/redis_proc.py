@@ -1,0 +1,131 @@
+"""A real ``redis-server`` for the resume tests: on a free 127.0.0.1 port, no persistence.
+
+``redis_binary`` finds the binary, installing Debian's ``redis-server`` package
+with apt-get when it is missing and the tests run as root (``make test`` needs
+nothing installed up front). ``RedisServer`` starts, kills and restarts one
+server on the same port.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+APT_TIMEOUT_S = 900
+
+
+def _find() -> str | None:
+    return shutil.which("redis-server") or (
+        "/usr/bin/redis-server" if os.path.exists("/usr/bin/redis-server") else None
+    )
+
+
+def redis_binary() -> tuple[str | None, str]:
+    """The ``redis-server`` path, or ``None`` and why it could not be had."""
+    found = _find()
+    if found:
+        return found, ""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return None, "redis-server is not installed and the tests do not run as root to install it"
+    if shutil.which("apt-get") is None:
+        return None, "redis-server is not installed and there is no apt-get to install it"
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for argv in (["apt-get", "update"], ["apt-get", "install", "-y", "redis-server"]):
+        done = subprocess.run(argv, env=env, capture_output=True, timeout=APT_TIMEOUT_S)
+        if done.returncode != 0:
+            tail = done.stderr.decode(errors="replace")[-500:]
+            return None, f"{' '.join(argv)} failed ({done.returncode}): {tail}"
+    found = _find()
+    return (found, "") if found else (None, "apt-get installed redis-server but no binary")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class RedisServer:
+    """One ``redis-server`` process on 127.0.0.1 (``--save '' --appendonly no``)."""
+
+    def __init__(self, binary: str, workdir: Path, port: int | None = None) -> None:
+        self.binary = binary
+        self.workdir = workdir
+        self.port = port or free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = workdir / f"redis-{self.port}.log"
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, wait: float = 20.0) -> RedisServer:
+        argv = [
+            self.binary,
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--daemonize",
+            "no",
+            "--dir",
+            str(self.workdir),
+            "--maxclients",
+            "10000",
+        ]
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        deadline = time.monotonic() + wait
+        while not self.ping():
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"redis-server exited: {self.log_path.read_text()[-2000:]}")
+            if time.monotonic() > deadline:
+                self.kill()
+                raise RuntimeError("redis-server did not answer PING")
+            time.sleep(0.05)
+        return self
+
+    def ping(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1.0) as s:
+                s.sendall(b"PING\r\n")
+                return s.recv(64).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def command(self, *args: str) -> bytes:
+        """Send one inline command and return the raw reply (enough for INFO/DBSIZE)."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5.0) as s:
+            s.sendall(" ".join(args).encode() + b"\r\n")
+            s.settimeout(5.0)
+            data = s.recv(1 << 20)
+            return data
+
+    def kill(self) -> None:
+        """SIGKILL: Redis vanishes with everything it held (no persistence)."""
+        proc = self.proc
+        if proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        self.proc = None
+
+    def __enter__(self) -> RedisServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
