@@ -23,8 +23,13 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "RESULTS.md"
 
 
-def write_section(name: str, section: str, path: Path = RESULTS) -> None:
-    """Replace the ``## name`` section of RESULTS.md (or append it), keeping the others."""
+def write_section(name: str, section: str, path: Path = RESULTS, keep: str | None = None) -> None:
+    """Replace the ``## name`` section of RESULTS.md (or append it), keeping the others.
+
+    ``keep`` names a ``### `` subsection written by hand (an analysis the bench
+    cannot produce): when the old section has it, it is carried over to the end
+    of the new one.
+    """
     text = path.read_text() if path.exists() else "# Benchmark results\n"
     head = f"## {name}\n"
     if not section.endswith("\n"):
@@ -32,6 +37,10 @@ def write_section(name: str, section: str, path: Path = RESULTS) -> None:
     if text.startswith(head) or f"\n{head}" in text:
         start = 0 if text.startswith(head) else text.index(f"\n{head}") + 1
         nxt = text.find("\n## ", start + len(head))
+        old = text[start : nxt + 1 if nxt != -1 else len(text)]
+        if keep is not None and f"\n### {keep}" in old:
+            section = section.rstrip("\n") + "\n\n" + old[old.index(f"\n### {keep}") + 1 :]
+            section = section.rstrip("\n") + "\n"
         text = text[:start] + section + ("\n" + text[nxt + 1 :] if nxt != -1 else "")
     else:
         text = text.rstrip("\n") + "\n\n" + section

@@ -23,17 +23,11 @@ from __future__ import annotations
 
 import argparse
 import codecs
-import datetime
 import json
-import os
-import platform
 import random
-import re
-import shlex
 import sys
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import httpx
 import httpx_sse
@@ -43,10 +37,10 @@ from httpx_sse._decoders import SSELineDecoder as HttpxSSELineDecoder
 from openai._streaming import SSEDecoder as OpenAISSEDecoder
 
 import tokenwire
+from _common import RESULTS, ROOT, header, md_table, pkg_version, write_section
 from tokenwire import events, sse
+from tokenwire._bench import loadavg
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "bench" / "RESULTS.md"
 SEED = 20240601
 
 # Short text tokens as an LLM emits them: mostly ASCII words with a leading
@@ -208,43 +202,6 @@ def time_all(
     return wall, cpu, counts
 
 
-def machine() -> str:
-    name = platform.processor()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                name = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{name or platform.machine()}, {os.cpu_count()} CPUs ({platform.platform()})"
-
-
-def command() -> str:
-    exe = Path(sys.executable)
-    try:
-        exe_text = str(exe.relative_to(ROOT))
-    except ValueError:
-        exe_text = str(exe)
-    script = Path(sys.argv[0]).resolve()
-    try:
-        script_text = str(script.relative_to(ROOT))
-    except ValueError:
-        script_text = sys.argv[0]
-    return shlex.join([exe_text, script_text, *sys.argv[1:]])
-
-
-def write_section(text: str) -> None:
-    """Replace the "## decode" section of RESULTS.md, keeping the others."""
-    old = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    section = re.compile(r"^## decode\n.*?(?=^## |\Z)", re.M | re.S)
-    if section.search(old):
-        new = section.sub(lambda _: text, old, count=1)
-    else:
-        new = old.rstrip("\n") + "\n\n" + text
-    RESULTS.write_text(new)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--events", type=int, default=100_000, help="content.delta events (100000)")
@@ -270,9 +227,8 @@ def main() -> int:
         (LOWER, run_lower_bound),
         ("(info) tokenwire sse.Decoder alone, no JSON", run_tokenwire_sse_only),
     ]
-    load_before = os.getloadavg()[0]
+    load_before = loadavg()
     times, cpu, counts = time_all(rows, chunks, args.repeat)
-    load_after = os.getloadavg()[0]
     for name, count in counts.items():
         if count != expected:
             print(f"FAIL: {name} decoded {count} events, expected {expected}", file=sys.stderr)
@@ -284,17 +240,19 @@ def main() -> int:
         dec = t[HTTPX_DECODERS] / tw
         return min(full, dec), full, dec, tw / t[LOWER], t[OPENAI] / tw
 
-    table = [
-        "| implementation | best wall time (s) | events/s | time vs tokenwire | best CPU time (s)"
-        " |",
-        "| --- | ---: | ---: | ---: | ---: |",
-    ]
-    for name, _ in rows:
-        t = times[name]
-        table.append(
-            f"| {name} | {t:.3f} | {expected / t:,.0f} | {t / times[tw_name]:.2f}x "
-            f"| {cpu[name]:.3f} |"
-        )
+    table = md_table(
+        ["implementation", "best wall time (s)", "events/s", "time vs tokenwire", "best CPU (s)"],
+        [
+            [
+                name,
+                f"{times[name]:.3f}",
+                f"{expected / times[name]:,.0f}",
+                f"{times[name] / times[tw_name]:.2f}x",
+                f"{cpu[name]:.3f}",
+            ]
+            for name, _ in rows
+        ],
+    )
     speedup_httpx, vs_full, vs_dec, vs_lower, vs_openai = ratios_of(times)
     cpu_httpx, _, _, cpu_lower, cpu_openai = ratios_of(cpu)
     met_httpx = speedup_httpx >= TARGET_VS_HTTPX_SSE
@@ -307,41 +265,35 @@ def main() -> int:
         f"- tokenwire time / lower-bound time: **{vs_lower:.2f}x**; target <= "
         f"{TARGET_VS_LOWER_BOUND:g}x: **{'met' if met_lower else 'NOT met'}**",
         f"- tokenwire vs openai-python: **{vs_openai:.2f}x** the events/s",
-        f"- the same ratios on CPU time (process_time, less sensitive to other load): "
-        f"{cpu_httpx:.2f}x httpx-sse, {cpu_lower:.2f}x the lower bound, "
+        f"- the same ratios on CPU time (process_time, less sensitive to other load on the "
+        f"machine): {cpu_httpx:.2f}x httpx-sse, {cpu_lower:.2f}x the lower bound, "
         f"{cpu_openai:.2f}x openai",
-        f"- load average (1 min) before/after the run: {load_before:.2f} / {load_after:.2f} "
-        f"on {os.cpu_count()} CPUs",
     ]
     print(f"{expected:,} events, {len(body):,} bytes in {len(chunks):,} chunks of 1-4096 bytes")
     print("\n".join(table))
     print("\n".join(ratios))
 
     if not args.no_write:
-        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-        text = "\n".join(
-            [
-                "## decode",
-                "",
-                f"Decoding {expected:,} LLM-Stream events ({args.events:,} `content.delta` "
-                f"with short text tokens, between stream.start and content.stop/usage/"
-                f"stream.end): "
-                f"{len(body):,} bytes fed in {len(chunks):,} random 1-4096-byte chunks "
-                f"(seed {SEED}); best of {args.repeat} interleaved runs, `time.perf_counter` "
-                f"(CPU time from `time.process_time` alongside), GC on.",
-                "",
-                f"- date: {now}",
-                f"- python: {platform.python_version()} ({sys.implementation.name})",
-                f"- machine: {machine()}",
-                f"- command: `{command()}`",
-                "",
-                *table,
-                "",
-                *ratios,
-                "",
-            ]
+        versions = ", ".join(
+            f"{name} {pkg_version(name)}" for name in ("msgspec", "httpx-sse", "openai", "orjson")
         )
-        write_section(text + "\n")
+        section = [
+            "## decode",
+            "",
+            f"Decoding {expected:,} LLM-Stream events ({args.events:,} `content.delta` with "
+            f"short text tokens, between stream.start and content.stop/usage/stream.end): "
+            f"{len(body):,} bytes fed in {len(chunks):,} random 1-4096-byte chunks (seed "
+            f"{SEED}); best of {args.repeat} interleaved runs, `time.perf_counter` (CPU time "
+            f"from `time.process_time` alongside), GC on.",
+            "",
+            *header("bench/decode.py", load_before),
+            f"- peers: {versions}",
+            "",
+            *table,
+            "",
+            *ratios,
+        ]
+        write_section("decode", "\n".join(section))
         print(f"wrote the '## decode' section of {RESULTS.relative_to(ROOT)}")
     return 0
 

@@ -284,6 +284,31 @@ async def one_stream(
         writer.close()
 
 
+async def plain_stream(port: int, question: str, delay_ms: int, tokens: int) -> int:
+    """The baseline: the same request, not resumable, read whole. Returns its events."""
+    body = json.dumps(
+        {
+            "version": "1.0",
+            "stream": True,
+            "model": "demo",
+            "messages": [{"role": "user", "content": question}],
+            "parameters": {"max_tokens": tokens},
+            "extensions": {"tokenwire:demo": {"delay_ms": delay_ms}},
+        }
+    ).encode()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=1 << 22)
+    try:
+        writer.write(_post(port, body))
+        if await _status(reader) != 200:
+            return 0
+        events = 0
+        while (chunk := await _read_chunk(reader)) is not None:
+            events += chunk.count(b"\nid: ")
+        return events
+    finally:
+        writer.close()
+
+
 def check(outcome: Outcome, tokens: int) -> tuple[int, str]:
     """(events in the joined stream, problem or "")."""
     if outcome.problem:
@@ -322,6 +347,9 @@ class Result:
     peak_ops: int
     gateway_cpu: float
     redis_memory_peak: str
+    baseline_events: int
+    baseline_seconds: float
+    baseline_cpu: float
 
 
 async def run(args: argparse.Namespace, port: int, redis_port: int, pids: list[int]) -> Result:
@@ -372,6 +400,16 @@ async def run(args: argparse.Namespace, port: int, redis_port: int, pids: list[i
         cpu1 = cpu_seconds(pids)
         after = int((await stats.info("stats"))["total_commands_processed"])
         memory = (await stats.info("memory"))["used_memory_peak_human"]
+        # The baseline: the same streams, not resumable, each read whole.
+        await asyncio.sleep(1.0)
+        base_cpu0 = cpu_seconds(pids)
+        base_started = time.perf_counter()
+        async with asyncio.timeout(RUN_DEADLINE_S):
+            counts = await asyncio.gather(
+                *(plain_stream(port, o.question, args.delay_ms, args.tokens) for o in outcomes)
+            )
+        baseline_seconds = time.perf_counter() - base_started
+        baseline_cpu = cpu_seconds(pids) - base_cpu0
     finally:
         await stats.aclose()
     problems = []
@@ -399,21 +437,30 @@ async def run(args: argparse.Namespace, port: int, redis_port: int, pids: list[i
         peak_ops=peak,
         gateway_cpu=cpu1 - cpu0,
         redis_memory_peak=str(memory),
+        baseline_events=sum(counts),
+        baseline_seconds=baseline_seconds,
+        baseline_cpu=baseline_cpu,
     )
 
 
 def render(result: Result, args: argparse.Namespace) -> list[str]:
     per_stream = args.tokens + 4
+    generated = max(1, result.streams * per_stream)
     rows = [
-        "| streams (each resumed once) | complete and exact | events received | wall time (s) "
-        "| events/s | Redis commands/s (avg / peak) | Redis commands per event "
-        "| gateway CPU (s) | Redis used_memory_peak |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-        f"| {result.streams} | {result.ok} | {result.events:,} | {result.seconds:.2f} "
+        "| run | streams | complete and exact | events received | wall time (s) | events/s "
+        "| gateway CPU µs/event | Redis commands/s (avg / peak) | Redis commands/event "
+        "| Redis used_memory_peak |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        f"| resumable, Redis store, each hung up and resumed once | {result.streams} "
+        f"| {result.ok} | {result.events:,} | {result.seconds:.2f} "
         f"| {result.events / result.seconds:,.0f} "
+        f"| {result.gateway_cpu / generated * 1e6:.0f} "
         f"| {result.commands / result.seconds:,.0f} / {result.peak_ops:,} "
-        f"| {result.commands / max(1, result.streams * per_stream):.2f} "
-        f"| {result.gateway_cpu:.2f} | {result.redis_memory_peak} |",
+        f"| {result.commands / generated:.2f} | {result.redis_memory_peak} |",
+        f"| baseline: the same streams, not resumable, read whole | {result.streams} | - "
+        f"| {result.baseline_events:,} | {result.baseline_seconds:.2f} "
+        f"| {result.baseline_events / result.baseline_seconds:,.0f} "
+        f"| {result.baseline_cpu / max(1, result.baseline_events) * 1e6:.0f} | - | - | - |",
     ]
     return rows
 
@@ -432,6 +479,12 @@ def write_section(text: str) -> None:
     else:
         new = old.rstrip("\n") + "\n\n" + text
     RESULTS.write_text(new)
+
+
+def _hiredis() -> bool:
+    from redis.utils import HIREDIS_AVAILABLE
+
+    return bool(HIREDIS_AVAILABLE)
 
 
 def _version(name: str) -> str:
@@ -461,6 +514,7 @@ def main() -> int:
                 ["redis-server", "--version"], capture_output=True, text=True
             ).stdout.split()[2]
     rows = render(result, args)
+    parser = "hiredis" if _hiredis() else "pure-Python"
     print("\n".join(rows))
     for problem in result.problems[:20]:
         print("PROBLEM", problem)
@@ -486,7 +540,7 @@ def main() -> int:
             "",
             f"- date: {now}",
             f"- python: {platform.python_version()}, granian {_version('granian')}, "
-            f"redis-py {_version('redis')}, redis-server {redis_version}",
+            f"redis-py {_version('redis')} ({parser} parser), redis-server {redis_version}",
             f"- machine: {machine()}; load average before the run: {load}",
             f"- command: `{command()}`",
             "",

@@ -199,7 +199,11 @@ def test_byte_by_byte_gives_the_spec_result(stream: bytes) -> None:
     assert decode_chunks(bytewise(stream)) == reference_decode(stream)
 
 
-@given(st.binary(max_size=300).flatmap(lambda b: st.tuples(st.just(b), chunkings(b))))
+@given(
+    st.one_of(
+        st.binary(max_size=300), sse_streams(max_lines=15), canonical_streams(max_blocks=6)
+    ).flatmap(lambda b: st.tuples(st.just(b), chunkings(b)))
+)
 @settings(max_examples=300, deadline=None)
 def test_arbitrary_bytes_give_events_or_framing_error(
     stream_and_chunks: tuple[bytes, list[bytes]],

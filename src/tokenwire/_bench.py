@@ -514,8 +514,8 @@ async def exchange(
     Counts ``frame`` occurrences (SSE frames end with a blank line) and notes
     when ``first`` matched; ``counter[0]`` (when given) is raised as frames
     arrive, so a caller can count a stream still in flight. Raises
-    ``RuntimeError`` for a non-200 answer or a body that is not chunked, ``asyncio.IncompleteReadError`` when the server
-    hangs up mid-body.
+    ``RuntimeError`` for a non-200 answer or a body that is not chunked, and
+    ``asyncio.IncompleteReadError`` when the server hangs up mid-body.
     """
     result = Exchange(started=time.perf_counter())
     writer.write(request)

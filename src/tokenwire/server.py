@@ -71,6 +71,7 @@ __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
     "HTTP_ERROR_CODES",
     "KEEPALIVE",
+    "OUTBOX_HIGH_WATER",
     "PROFILE",
     "SSE_HEADERS",
     "ClientDisconnected",
@@ -116,6 +117,11 @@ CLEANUP_S: Final = 5.0
 #: An SSE comment: ignored by every conforming decoder, but it keeps proxies
 #: and idle timeouts from closing a quiet stream.
 KEEPALIVE: Final = b": keep-alive\n\n"
+#: Encoded frames queued for one client past this make the provider wait until
+#: the sender has handed them to the server: a client that reads slowly gets
+#: backpressure (the provider, and its upstream, pause) instead of a gateway
+#: that buffers the whole reply in memory.
+OUTBOX_HIGH_WATER: Final = 256 * 1024
 
 #: Response headers of every stream. ``no-cache`` and ``X-Accel-Buffering: no``
 #: keep intermediaries (nginx in particular) from buffering the events (§3).
@@ -427,13 +433,15 @@ class _Outbox:
     tells the keep-alive task how long the stream has been quiet.
     """
 
-    __slots__ = ("chunks", "closed", "last_sent", "_waiter")
+    __slots__ = ("chunks", "size", "closed", "last_sent", "_waiter", "_drained")
 
     def __init__(self, now: float) -> None:
         self.chunks: list[bytes] = []
+        self.size = 0  # bytes in chunks
         self.closed = False
         self.last_sent = now
         self._waiter: asyncio.Future[None] | None = None
+        self._drained: asyncio.Future[None] | None = None
 
     def _wake(self) -> None:
         waiter = self._waiter
@@ -447,17 +455,40 @@ class _Outbox:
             # Nobody will send it: the stream is over, or (resumable) its client left.
             return
         self.chunks.append(data)
+        self.size += len(data)
         if self._waiter is not None:
             self._wake()
+
+    def _release(self) -> None:
+        drained = self._drained
+        if drained is not None:
+            self._drained = None
+            if not drained.done():
+                drained.set_result(None)
 
     def close(self) -> None:
         self.closed = True
         self._wake()
+        self._release()
 
     def take(self) -> bytes:
         chunks = self.chunks
         self.chunks = []
+        self.size = 0
+        if self._drained is not None:
+            self._release()
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    async def drained(self) -> None:
+        """Wait until the sender has taken the queued frames, or the stream is over."""
+        if self.size <= OUTBOX_HIGH_WATER or self.closed:
+            return
+        drained: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._drained = drained
+        try:
+            await drained
+        finally:
+            self._drained = None
 
     async def wait(self) -> None:
         """Wait until there are frames to send or the stream is over."""
@@ -857,6 +888,8 @@ class StreamEndpoint:
                     emit(add(event), encode, outbox, tees)
                     if writer.ended:
                         break
+                    if outbox.size > OUTBOX_HIGH_WATER:
+                        await outbox.drained()  # a slow client: backpressure
             finally:
                 aclose = getattr(iterator, "aclose", None)
                 if aclose is not None:

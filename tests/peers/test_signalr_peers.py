@@ -29,13 +29,16 @@ from tokenwire import request as rq
 from tokenwire.gateway.signalr_provider import SignalRProvider
 from tokenwire.testing.signalr_hub import Script, SignalRHub
 
+# signalrcore subscribes to a stream's items only after its StreamInvocation is
+# sent, so an item the hub writes at once can beat the subscription on a loaded
+# machine. The scripts it reads pause before each item; the other peers need not.
 SCRIPTS = {
-    "fail": Script(error="boom"),
+    "fail": Script(error="boom", delay_s=0.1),
     "limited": Script(error="rate_limited: too many requests"),
     "closed": Script(close_error="Server is shutting down."),
     "dropped": Script(drop=True),
     "tool": Script(tool_call=("call_1", "get_weather", '{"city":"Vienna"}'), usage=(9, 4)),
-    "strings": Script(item="string"),
+    "strings": Script(item="string", delay_s=0.1),
     "copilot": Script(mode="copilot", rewrite="Hello there, friend"),
     "throttled": Script(mode="copilot", result="Throttled"),
     "slow": Script(tokens=("tick",) * 200, delay_s=0.05),

@@ -33,7 +33,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         yield srv
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser_context() -> Iterator[Any]:
     with chromium_context(viewport={"width": 1440, "height": 900}, color_scheme="dark") as ctx:
         yield ctx

@@ -25,6 +25,8 @@ connection refused, reset, DNS failure          ``internal_error``
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import importlib
 import logging
 from collections.abc import AsyncIterator, Callable
@@ -52,6 +54,10 @@ _log = logging.getLogger("tokenwire.gateway")
 
 #: At most this much of an upstream error body is read.
 MAX_ERROR_BODY: Final = 64 * 1024
+#: After the vendor's end marker, at most this much more body is read, for at
+#: most this long, to keep the connection reusable (``_finish_body``).
+_DRAIN_BYTES: Final = 64 * 1024
+_DRAIN_S: Final = 0.5
 
 #: Compression buys nothing on a stream of small events and costs a decoding pass.
 _IDENTITY: Final = {"accept-encoding": "identity"}
@@ -162,9 +168,17 @@ class HTTPProvider:
                 compressed = "content-encoding" in response.headers
                 chunks = response.aiter_bytes() if compressed else response.aiter_raw()
                 feed = translator.feed
-                async for chunk in chunks:
-                    for event in feed(chunk):
-                        yield event
+                try:
+                    async for chunk in chunks:
+                        for event in feed(chunk):
+                            yield event
+                finally:
+                    if translator.done:
+                        # The server stops at stream.end, before the body's own
+                        # end; read that (it is normally already here) so the
+                        # connection goes back to the pool instead of being
+                        # closed and dialled again for the next request.
+                        await _finish_body(chunks)
             for event in translator.close():
                 yield event
         except httpx.TimeoutException as exc:
@@ -173,6 +187,52 @@ class HTTPProvider:
         except httpx.HTTPError as exc:
             # A reset or a cut mid-body: the message names the failure, never the URL.
             yield _error("internal_error", f"upstream connection failed ({type(exc).__name__})")
+        except asyncio.CancelledError:
+            # The client hung up. Cancelled between connecting and sending, the
+            # request leaves its new connection in the pool, never reused nor
+            # closed (httpcore 1.0.9, encode/httpcore#1093): reclaim it.
+            await _reclaim_orphaned_connections(self.client)
+            raise
+
+
+async def _finish_body(chunks: AsyncIterator[bytes]) -> None:
+    """Read what is left of a response body, at most ``_DRAIN_BYTES`` for ``_DRAIN_S``.
+
+    An upstream that keeps its body open past its end marker only costs its
+    connection (httpx closes a response that was not read to its end).
+    """
+    size = 0
+    with contextlib.suppress(TimeoutError, httpx.HTTPError):
+        async with asyncio.timeout(_DRAIN_S):
+            async for chunk in chunks:
+                size += len(chunk)
+                if size > _DRAIN_BYTES:
+                    return
+
+
+async def _reclaim_orphaned_connections(client: httpx.AsyncClient) -> None:
+    """Close pool connections that are in use by no request and can never be reused.
+
+    A connection that no pending request owns and that is neither idle nor
+    closed is an orphan of a cancelled request; httpcore's pool would keep it
+    (and its socket) forever, and enough of them exhaust ``max_connections``.
+    Reads the pool's private state, so any surprise there makes this a no-op.
+    """
+    pool: Any = getattr(getattr(client, "_transport", None), "_pool", None)
+    try:
+        owned = {id(r.connection) for r in pool._requests if r.connection is not None}
+        orphans = [
+            c
+            for c in pool._connections
+            if id(c) not in owned and not c.is_idle() and not c.is_closed()
+        ]
+        for connection in orphans:
+            pool._connections.remove(connection)
+    except Exception:
+        return
+    for connection in orphans:
+        with contextlib.suppress(Exception):
+            await asyncio.shield(connection.aclose())
 
 
 def load_factory(spec: str) -> Callable[..., Any]:

@@ -121,6 +121,8 @@ READER_TTL_S: Final = 3.0
 READER_TOUCH_S: Final = 1.0
 #: The longest a follower waits for new events in one read (its idle checks run between).
 FOLLOW_BLOCK_S: Final = 1.0
+#: How long a replica's follow lets new entries gather after a round that found some.
+FOLLOW_LINGER_S: Final = 0.005
 #: Entries per read.
 READ_BATCH: Final = 512
 #: Appends per store commit (one Redis pipeline).
@@ -226,12 +228,15 @@ class StoreReader(Protocol):
     stored since, waiting up to ``wait_s`` for some (``[]`` when none came).
     It raises ``EventsTrimmed`` if entries were trimmed before the reader got
     them, ``StreamNotFound`` if the stream is gone, ``StoreUnavailable``.
+    ``close`` ends the reader.
     """
 
     first: list[Entry]
     finished: bool
 
     async def next(self, wait_s: float) -> list[Entry]: ...
+
+    def close(self) -> None: ...
 
 
 class Store(Protocol):
@@ -376,6 +381,9 @@ class _MemReader:
         except TimeoutError:
             return []
         return self._take()
+
+    def close(self) -> None:
+        pass
 
 
 class MemoryStore:
@@ -627,6 +635,16 @@ _SHAS: Final = {name: hashlib.sha1(body.encode()).hexdigest() for name, body in 
 _UNREACHABLE = (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError)
 
 
+async def _stop(task: asyncio.Task[Any], timeout: float = 2.0) -> None:
+    """Cancel ``task`` and wait for it, a bounded time (its loop also checks a flag)."""
+    for _attempt in range(2):
+        task.cancel()
+        await asyncio.wait([task], timeout=timeout)
+        if task.done():
+            return
+    _log(logging.ERROR, "resume_task_stuck", task=task.get_name())
+
+
 def _unavailable(health: _Health, exc: BaseException) -> StoreUnavailable:
     """The error for a failed call; only a real outage marks Redis as down."""
     if isinstance(exc, redis_errors.MaxConnectionsError):
@@ -656,21 +674,42 @@ def _entries(raw: Any) -> list[Entry]:
     out = []
     for item in raw or ():
         entry_id, fields = item[0], item[1]
-        if isinstance(fields, list):  # a raw field list
-            fields = dict(zip(fields[::2], fields[1::2], strict=True))
-        kind = fields[b"t"]
-        out.append(Entry(_seq_of(entry_id), kind.decode(), bytes(fields[b"f"])))
+        if isinstance(fields, list):  # a raw field list, as we wrote it: t <type> f <frame>
+            if fields[0] == b"t" and fields[2] == b"f":
+                kind, frame = fields[1], fields[3]
+            else:
+                pairs = dict(zip(fields[::2], fields[1::2], strict=True))
+                kind, frame = pairs[b"t"], pairs[b"f"]
+        else:
+            kind, frame = fields[b"t"], fields[b"f"]
+        out.append(Entry(_seq_of(entry_id), kind.decode(), bytes(frame)))
     return out
 
 
-def _xread_entries(raw: Any) -> list[Entry]:
-    """Entries from an XREAD reply on one key: ``[[key, entries]]``, a map, or nil."""
+def _raw_reply(response: Any, **options: Any) -> Any:
+    return response
+
+
+def _xread_all(raw: Any) -> list[tuple[str, list[Entry]]]:
+    """``(key, entries)`` from an XREAD reply: ``[[key, entries], ...]`` (RESP2), a map
+    (RESP3), or nil."""
     if not raw:
         return []
-    if isinstance(raw, dict):  # RESP3
-        (entries,) = raw.values()
-        return _entries(entries[0] if entries and isinstance(entries[0], list) else entries)
-    return _entries(raw[0][1])
+    if isinstance(raw, dict):
+        items = list(raw.items())
+    else:
+        items = [(item[0], item[1]) for item in raw]
+    out = []
+    for key, entries in items:
+        if (
+            entries
+            and isinstance(entries[0], list)
+            and entries[0]
+            and isinstance(entries[0][0], list | tuple)
+        ):
+            entries = entries[0]  # some RESP3 shapes nest once more
+        out.append((_text(key) or "", _entries(entries)))
+    return out
 
 
 def _error_code(entry: Entry) -> str | None:
@@ -733,39 +772,87 @@ class _Health:
             self.down_since = None
 
 
+class _Follow:
+    """One reader's place in the multiplexed follow of a replica (``RedisStore``)."""
+
+    __slots__ = ("key", "next", "entries", "changed", "error")
+
+    def __init__(self, key: str, next_seq: int) -> None:
+        self.key = key
+        self.next = next_seq  # the seq this reader needs next
+        self.entries: list[Entry] = []
+        self.changed = asyncio.Event()
+        self.error: ResumeStoreError | None = None
+
+    def deliver(self, entries: list[Entry]) -> None:
+        for entry in entries:
+            if entry.seq < self.next:
+                continue  # read for another follower of the same stream, or already had
+            if entry.seq > self.next:
+                self.error = EventsTrimmed(entry.seq)  # trimmed before we got them
+                break
+            self.entries.append(entry)
+            self.next += 1
+        self.changed.set()
+
+    def fail(self, error: ResumeStoreError) -> None:
+        self.error = error
+        self.changed.set()
+
+
 class _RedisReader:
+    """A reader fed by its store's multiplexed ``XREAD`` (``RedisStore._follow_loop``)."""
+
     def __init__(
         self, store: RedisStore, request_id: str, first: list[Entry], finished: bool, after: int
     ) -> None:
         self._store = store
-        self._key = store.keys(request_id)[1]
         self.first = first
         self.finished = finished
-        self._next = (first[-1].seq if first else after) + 1
+        self._follow = _Follow(store.keys(request_id)[1], (first[-1].seq if first else after) + 1)
 
     async def next(self, wait_s: float) -> list[Entry]:
-        args: list[Any] = ["XREAD", "COUNT", READ_BATCH]
-        if wait_s > 0:
-            args += ["BLOCK", max(1, round(wait_s * 1000))]
-        # IDs are 0-<seq+1>: "seq >= next" is "ID > 0-<next>".
-        args += ["STREAMS", self._key, f"0-{self._next}"]
-        out = _xread_entries(await self._store.call(*args))
-        if out:
-            if out[0].seq != self._next:
-                raise EventsTrimmed(out[0].seq)
-            self._next = out[-1].seq + 1
+        follow = self._follow
+        if not follow.entries and follow.error is None:
+            if wait_s <= 0:
+                await self._catch_up()
+            else:
+                follow.changed.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(wait_s):
+                        await follow.changed.wait()
+        if follow.error is not None and not follow.entries:
+            raise follow.error
+        out, follow.entries = follow.entries, []
         return out
+
+    async def _catch_up(self) -> None:
+        """Read directly what is stored beyond this reader (the follow may lag a round)."""
+        follow = self._follow
+        raw = await self._store.call(
+            "XRANGE", follow.key, f"0-{follow.next + 1}", "+", "COUNT", READ_BATCH
+        )
+        follow.deliver(_entries(raw))
+
+    def close(self) -> None:
+        self._store.unfollow(self._follow)
 
 
 class RedisStore:
     """Streams in Redis Streams, shared by every replica (docs/scaling.md).
 
-    Keys per stream (``{request_id}`` is a Redis Cluster hash tag, so one
-    stream's keys share a slot and its scripts may touch them all):
-    ``tw:{id}:s`` the events (stream entries ``0-<seq+1>`` with fields ``t``
+    Keys per stream: ``tw:{id}:s`` the events (stream entries ``0-<seq+1>`` with fields ``t``
     type, ``f`` frame), ``tw:{id}:m`` a hash (status, owner, model, created,
     cancel), ``tw:{id}:l`` the owner's lease, ``tw:{id}:r`` a reader's
     presence. Cancels go out on the channel ``tw:cancel``.
+
+    Readers do not each block on Redis: one task per replica follows every
+    stream read there with a single ``XREAD BLOCK`` over all their keys (on a
+    connection of its own, interrupted with ``CLIENT UNBLOCK`` when a reader
+    joins) and hands each reader its entries. Reader presence is written the
+    same way, once per ``READER_TOUCH_S`` for all of them in one pipeline. One
+    Redis (a primary, with replicas if you like) serves all; Redis Cluster is
+    not supported (that ``XREAD`` spans slots).
 
     ``max_bytes`` is compared with Redis's ``used_memory`` every
     ``HOUSEKEEPING_S``: above it, new streams are served without resume.
@@ -809,8 +896,30 @@ class RedisStore:
             socket_connect_timeout=min(socket_timeout_s, 2.0),
             retry=Retry(NoBackoff(), 1),
             max_connections=max_connections,
+            protocol=2,
         )
         self._listener: asyncio.Task[None] | None = None
+        # The multiplexed follow: its own connection, since XREAD BLOCK holds it.
+        self._follow_client = aioredis.Redis.from_url(
+            url,
+            socket_timeout=socket_timeout_s,
+            socket_connect_timeout=min(socket_timeout_s, 2.0),
+            retry=Retry(NoBackoff(), 0),
+            single_connection_client=True,
+            protocol=2,
+        )
+        # The follow parses XREAD replies itself: redis-py's callback builds a dict
+        # per entry, a good part of a busy replica's CPU.
+        self._follow_client.set_response_callback("XREAD", _raw_reply)
+        self._follows: dict[str, list[_Follow]] = {}
+        self._follower: asyncio.Task[None] | None = None
+        self._follow_wake: asyncio.Event | None = None
+        self._follow_id: int | None = None  # CLIENT ID of that connection
+        self._blocked = False
+        self._touches: set[str] = set()
+        # Loops check this too: a cancel that lands inside a redis-py call is not
+        # always passed on (seen with redis-py 8 on a single-connection client).
+        self._stopping = False
 
     def keys(self, request_id: str) -> tuple[str, str, str, str]:
         """(meta, stream, lease, reader) keys of a stream."""
@@ -874,15 +983,18 @@ class RedisStore:
 
     async def start(self, on_cancel: Callable[[str], None]) -> None:
         if self._listener is None:
+            self._stopping = False
             self._listener = asyncio.get_running_loop().create_task(self._listen(on_cancel))
 
     async def _listen(self, on_cancel: Callable[[str], None]) -> None:
         """Hear cancels published by any replica; reconnect after a failure."""
-        while True:
+        while not self._stopping:
             pubsub = self.redis.pubsub()
             try:
                 await pubsub.subscribe(self.channel)
                 async for message in pubsub.listen():
+                    if self._stopping:
+                        return
                     if message.get("type") == "message":
                         request_id = _text(message.get("data"))
                         if request_id:
@@ -896,12 +1008,116 @@ class RedisStore:
             await asyncio.sleep(1.0)
 
     async def aclose(self) -> None:
+        self._stopping = True
+        follower = self._follower
+        if follower is not None:
+            # Let it stop by itself rather than cancel it in the middle of a command.
+            if self._follow_wake is not None:
+                self._follow_wake.set()
+            if self._blocked and self._follow_id is not None:
+                with contextlib.suppress(ResumeStoreError):
+                    await self.call("CLIENT", "UNBLOCK", self._follow_id)
+            await asyncio.wait([follower], timeout=FOLLOW_BLOCK_S + 1.0)
+            if not follower.done():
+                await _stop(follower)
         if self._listener is not None:
-            self._listener.cancel()
-            await asyncio.wait([self._listener])
-            self._listener = None
+            await _stop(self._listener)
+        self._listener = self._follower = None
+        for follows in self._follows.values():
+            for follow in follows:
+                follow.fail(StoreUnavailable("the store was closed"))
+        self._follows.clear()
+        with contextlib.suppress(Exception):
+            await self._follow_client.aclose()
         with contextlib.suppress(Exception):
             await self.redis.aclose()
+
+    # -- the multiplexed follow ------------------------------------------------------
+
+    async def _follow(self, follow: _Follow) -> None:
+        self._follows.setdefault(follow.key, []).append(follow)
+        if self._follower is None or self._follower.done():
+            self._follow_wake = asyncio.Event()
+            self._follower = asyncio.get_running_loop().create_task(self._follow_loop())
+        assert self._follow_wake is not None
+        self._follow_wake.set()
+        if self._blocked and self._follow_id is not None:
+            # The loop is blocked on the old set of keys: make it start over.
+            with contextlib.suppress(ResumeStoreError):
+                await self.call("CLIENT", "UNBLOCK", self._follow_id)
+
+    def unfollow(self, follow: _Follow) -> None:
+        follows = self._follows.get(follow.key)
+        if follows is not None and follow in follows:
+            follows.remove(follow)
+            if not follows:
+                del self._follows[follow.key]
+
+    async def _follow_loop(self) -> None:
+        """One ``XREAD BLOCK`` at a time for every stream read on this replica."""
+        wake = self._follow_wake
+        assert wake is not None
+        next_touch = 0.0
+        while not self._stopping:
+            if not self._follows:
+                wake.clear()
+                await wake.wait()
+                continue
+            now = time.monotonic()
+            if self._touches and now >= next_touch:
+                next_touch = now + READER_TOUCH_S
+                await self._flush_touches()
+            # Each key from the furthest-behind reader of it; the others skip what they had.
+            starts = {key: min(f.next for f in fs) for key, fs in self._follows.items()}
+            try:
+                if self._follow_id is None:
+                    self._follow_id = await self._follow_command("CLIENT", "ID")
+                self._blocked = True
+                try:
+                    raw = await self._follow_command(
+                        "XREAD",
+                        "COUNT",
+                        READ_BATCH,
+                        "BLOCK",
+                        round(FOLLOW_BLOCK_S * 1000),
+                        "STREAMS",
+                        *starts,
+                        *(f"0-{start}" for start in starts.values()),
+                    )
+                finally:
+                    self._blocked = False
+            except StoreUnavailable as exc:
+                self._follow_id = None
+                if self._stopping:
+                    return
+                for follows in list(self._follows.values()):
+                    for follow in follows:
+                        follow.fail(exc)
+                await asyncio.sleep(0.1)
+                continue
+            delivered = _xread_all(raw)
+            for key, entries in delivered:
+                for follow in self._follows.get(key, ()):
+                    follow.deliver(entries)
+            if delivered:
+                # Busy: let entries gather for a moment, so that one round carries
+                # many (each round costs the whole key list, both ways).
+                await asyncio.sleep(FOLLOW_LINGER_S)
+
+    async def _follow_command(self, *args: Any) -> Any:
+        self.health.check()
+        try:
+            result = await self._follow_client.execute_command(*args)  # type: ignore[no-untyped-call]
+        except _UNREACHABLE as exc:
+            raise _unavailable(self.health, exc) from None
+        self.health.ok()
+        return result
+
+    async def _flush_touches(self) -> None:
+        touches, self._touches = self._touches, set()
+        ttl = round(READER_TTL_S * 1000)
+        with contextlib.suppress(ResumeStoreError):
+            await self._pipeline([["SET", self.keys(i)[3], "1", "PX", ttl] for i in touches])
 
     async def create(self, request_id: str, info: StreamInfo) -> Created:
         if self.full:
@@ -958,7 +1174,9 @@ class RedisStore:
         first = _entries(raw)
         if first and first[0].seq != after + 1:
             raise EventsTrimmed(first[0].seq)
-        return _RedisReader(self, request_id, first, _text(status) != LIVE, after)
+        reader = _RedisReader(self, request_id, first, _text(status) != LIVE, after)
+        await self._follow(reader._follow)
+        return reader
 
     async def state(self, request_id: str) -> StreamState | None:
         meta, _stream, lease, _reader = self.keys(request_id)
@@ -972,8 +1190,11 @@ class RedisStore:
         return bool(await self._eval("cancel", [meta], [self.channel, request_id]) == 1)
 
     async def touch_reader(self, request_id: str) -> None:
-        reader = self.keys(request_id)[3]
-        await self.call("SET", reader, "1", "PX", round(READER_TTL_S * 1000))
+        if not self._touches and not self._follows:
+            # Nobody follows here, so no loop will write it soon: now.
+            await self._pipeline([["SET", self.keys(request_id)[3], "1", "PX", 3000]])
+            return
+        self._touches.add(request_id)
 
     async def readers_seen(self, request_ids: Sequence[str]) -> set[str]:
         if not request_ids:
@@ -1209,14 +1430,14 @@ class ResumeManager:
             await asyncio.wait(tasks, timeout=CLEANUP_S)
         self._closing = True
         if self._ticker is not None:
-            self._ticker.cancel()
-            await asyncio.wait([self._ticker])
+            await _stop(self._ticker)
         if self._flusher is not None:
             # It returns once everything recorded is committed.
             assert self._wake is not None
             self._wake.set()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._flusher, CLEANUP_S)
+            await asyncio.wait([self._flusher], timeout=CLEANUP_S)
+            if not self._flusher.done():
+                await _stop(self._flusher)
         self._loop = self._flusher = self._ticker = self._wake = None
         await self.store.aclose()
 
@@ -1340,7 +1561,7 @@ class ResumeManager:
 
     async def _tick_loop(self) -> None:
         next_beat = next_house = 0.0
-        while True:
+        while not self._closing:
             await asyncio.sleep(TICK_S)
             now = self.clock()
             try:
@@ -1498,6 +1719,22 @@ class ResumeEndpoint:
                 send, 503, "resume_unavailable", "the resume store cannot be reached"
             )
             return
+        try:
+            await self._serve(receive, send, request_id, reader, after, started, head=head)
+        finally:
+            reader.close()
+
+    async def _serve(
+        self,
+        receive: Receive,
+        send: Send,
+        request_id: str,
+        reader: StoreReader,
+        after: int,
+        started: float,
+        *,
+        head: bool,
+    ) -> None:
         if not reader.first and reader.finished:
             await send({"type": "http.response.start", "status": 204, "headers": []})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -1516,7 +1753,7 @@ class ResumeEndpoint:
         finally:
             for task in (follower, watcher):
                 task.cancel()
-            await asyncio.wait([follower, watcher])
+            await asyncio.wait([follower, watcher], timeout=CLEANUP_S)
         complete = (
             follower.done()
             and not follower.cancelled()

@@ -1,0 +1,282 @@
+"""Load: 1,000 concurrent streams of 200 events through one gateway worker, on loopback.
+
+Bounded (a fixed number of streams, each of a fixed length) and loopback only.
+Three runs against one ``tokenwire serve`` worker, each from a raw asyncio client
+(uvloop) in this process holding all its connections open at once:
+
+1. **memory per open stream**, first, while the worker is fresh: 1,000 paced
+   demo streams (16 deltas, 100 ms apart) so that all are open at once while
+   the worker's RSS is sampled;
+2. **demo model, zero delay**: 1,000 streams x 200 events (196 deltas);
+3. **fake upstream**: the same through the ``openai`` provider in front of a
+   ``FakeUpstream("openai")`` process streaming 196 words at zero delay, and the
+   same 1,000 streams sent straight to that upstream, for comparison.
+
+It reports the events/s held, the inter-event gaps a client sees (p50/p99; the
+events of one network read count as gap 0) and, for the upstream, the same
+gaps measured straight against the upstream so that the difference is what
+the gateway adds; memory per open stream; and proof that no stream lost or
+repeated a seq (every body is decoded after the run: seq must run 0..n-1 and
+the lifecycle validator must pass). Rewrites the "## load" section of
+bench/RESULTS.md.
+
+Run: ``.venv/bin/python bench/load.py [--streams 1000] [--events 200] [--no-write]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+import tokenwire
+from _common import header, md_table, write_section
+from tokenwire import _bench as tb
+from tokenwire import events as ev
+from tokenwire.errors import ProtocolError
+
+
+@dataclass
+class Run:
+    name: str
+    streams: int = 0
+    events: int = 0
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    gaps_ms: list[float] = field(default_factory=list)
+    bad_streams: list[str] = field(default_factory=list)
+    peak_open: int = 0
+    rss_idle_mib: float = 0.0
+    rss_peak_mib: float = 0.0
+
+    @property
+    def events_per_s(self) -> float:
+        return self.events / self.wall_s if self.wall_s else 0.0
+
+    def p(self, q: float) -> float:
+        return tb.percentile(self.gaps_ms, q)
+
+
+def check_standard(body: bytes) -> tuple[int, str | None]:
+    """The events of one standard stream, and what is wrong with its seqs (None: nothing)."""
+    try:
+        events = list(tokenwire.iter_events(body))
+    except ProtocolError as exc:
+        return 0, f"undecodable: {exc}"
+    seqs = [e.seq for e in events if not isinstance(e, ev.UnknownEvent)]
+    if seqs != list(range(len(seqs))):
+        lost = sorted(set(range(max(seqs, default=-1) + 1)) - set(seqs))
+        repeated = sorted({s for s in seqs if seqs.count(s) > 1})
+        return len(events), f"seq lost {lost[:5]} repeated {repeated[:5]}"
+    if not events or not isinstance(events[-1], ev.StreamEnd):
+        return len(events), "no stream.end"
+    report = tokenwire.validate([body])
+    if not report.ok:
+        return len(events), f"lifecycle: {report.violations[0]}"
+    return len(events), None
+
+
+def gaps(exchange: tb.Exchange) -> list[float]:
+    """Inter-event gaps (ms) from a stream's arrival timeline; events of one read: 0."""
+    out: list[float] = []
+    previous = None
+    for when, count in exchange.arrivals:
+        if previous is not None:
+            out.append((when - previous) * 1e3)
+        out += [0.0] * (count - 1)
+        previous = when
+    return out
+
+
+async def run_streams(
+    run: Run, port: int, request: bytes, streams: int, pids: list[int] | None, standard: bool
+) -> None:
+    open_now = [0]
+    peak_rss = [0]
+
+    async def one() -> tb.Exchange:
+        reader, writer = await tb.connect(port)
+        open_now[0] += 1
+        run.peak_open = max(run.peak_open, open_now[0])
+        try:
+            first = tb.FIRST_STANDARD if standard else tb.FIRST_OPENAI
+            return await tb.exchange(
+                reader, writer, request, first=first, timeline=True, keep_body=True
+            )
+        finally:
+            open_now[0] -= 1
+            writer.close()
+
+    def sample() -> None:
+        if pids:
+            peak_rss[0] = max(peak_rss[0], tb.rss_kib(pids[-1]))
+
+    cpu0 = tb.cpu_seconds(pids) if pids else 0.0
+    run.rss_idle_mib = tb.rss_kib(pids[-1]) / 1024 if pids else 0.0
+    t0 = time.perf_counter()
+    sampler_done = asyncio.Event()
+
+    async def sampler() -> None:
+        while not sampler_done.is_set():
+            sample()
+            await asyncio.sleep(0.02)
+
+    sampling = asyncio.ensure_future(sampler())
+    results = await asyncio.gather(*(one() for _ in range(streams)))
+    run.wall_s = time.perf_counter() - t0
+    sampler_done.set()
+    await sampling
+    run.cpu_s = (tb.cpu_seconds(pids) - cpu0) if pids else 0.0
+    run.rss_peak_mib = peak_rss[0] / 1024
+    run.streams = len(results)
+    for i, ex in enumerate(results):
+        run.gaps_ms += gaps(ex)
+        if standard:
+            count, problem = check_standard(ex.body)
+            run.events += count
+            if problem:
+                run.bad_streams.append(f"stream {i}: {problem}")
+        else:
+            run.events += ex.frames
+
+
+async def main_async(args: argparse.Namespace) -> list[Run]:
+    deltas = args.events - 4  # + stream.start, content.stop, usage, stream.end
+    runs: list[Run] = []
+    with tb.fake_upstream_process({"load": {"text": tb.words(deltas)}}) as fake:
+        models = {"fake": {"provider": "openai", "base_url": fake.url + "/v1"}}
+        with tb.serve_gateway(tb.gateway_config(models)) as gw:
+            pids = gw.pids()
+            # Warm up both paths.
+            await tb.stream_concurrently(
+                gw.port, tb.standard_request(gw.port, "demo", parameters={"max_tokens": 5}), 20
+            )
+            await tb.stream_concurrently(gw.port, tb.standard_request(gw.port, "fake"), 20)
+
+            paced = Run(f"demo, {args.streams} streams held open (memory)")
+            print(f"{args.streams} paced demo streams (memory per open stream)...", flush=True)
+            request = tb.standard_request(
+                gw.port,
+                "demo",
+                parameters={"max_tokens": 16},
+                extensions={"tokenwire:demo": {"delay_ms": 100}},
+            )
+            await run_streams(paced, gw.port, request, args.streams, pids, standard=True)
+            runs.append(paced)
+
+            demo = Run("demo model, zero delay")
+            request = tb.standard_request(gw.port, "demo", parameters={"max_tokens": deltas})
+            print(f"{args.streams} demo streams...", flush=True)
+            await run_streams(demo, gw.port, request, args.streams, pids, standard=True)
+            runs.append(demo)
+
+            via = Run("openai provider <- fake upstream")
+            print(f"{args.streams} streams through the fake upstream...", flush=True)
+            request = tb.standard_request(gw.port, "fake")
+            await run_streams(via, gw.port, request, args.streams, pids, standard=True)
+            runs.append(via)
+
+            direct = Run("the fake upstream alone (no gateway)")
+            print(f"{args.streams} streams straight to the fake upstream...", flush=True)
+            request = tb.openai_request(fake.port, "load")
+            await run_streams(direct, fake.port, request, args.streams, None, standard=False)
+            runs.append(direct)
+
+    return runs
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--streams", type=int, default=1000, help="concurrent streams per run")
+    ap.add_argument("--events", type=int, default=200, help="events per stream")
+    ap.add_argument("--no-write", action="store_true", help="do not rewrite bench/RESULTS.md")
+    args = ap.parse_args()
+    load_before = tb.loadavg()
+    try:
+        import uvloop
+
+        runs = uvloop.run(main_async(args))
+    except ImportError:
+        runs = asyncio.run(main_async(args))
+    paced, demo, via, direct = runs
+
+    rows = []
+    for run in (demo, via, direct):
+        ok = "yes" if not run.bad_streams else f"**no: {len(run.bad_streams)} bad**"
+        if run is direct:
+            ok = "(not checked: vendor format)"
+        cpu = f"{run.cpu_s / run.events * 1e6:.1f}" if run.cpu_s else "-"
+        rows.append(
+            [
+                run.name,
+                f"{run.streams:,} x {run.events // max(run.streams, 1)}",
+                f"{run.wall_s:.2f}",
+                f"{run.events_per_s:,.0f}",
+                cpu,
+                f"{run.p(0.5):.2f} / {run.p(0.99):.2f}",
+                f"{run.peak_open:,}",
+                ok,
+            ]
+        )
+    table = md_table(
+        [
+            "run",
+            "streams x events",
+            "wall (s)",
+            "events/s held",
+            "gateway CPU µs/event",
+            "inter-event gap p50 / p99 (ms)",
+            "open at once (peak)",
+            "every seq once, in order",
+        ],
+        rows,
+    )
+    per_stream_kib = (paced.rss_peak_mib - paced.rss_idle_mib) * 1024 / max(paced.peak_open, 1)
+    notes = [
+        f"- gap added by the gateway on the upstream path: p50 {via.p(0.5) - direct.p(0.5):+.2f} "
+        f"ms, p99 {via.p(0.99) - direct.p(0.99):+.2f} ms (through the gateway minus straight "
+        "to the upstream, same client, same concurrency).",
+        f"- memory per open stream: {per_stream_kib:.1f} KiB (worker RSS "
+        f"{paced.rss_idle_mib:.1f} -> {paced.rss_peak_mib:.1f} MiB with {paced.peak_open:,} "
+        f"paced streams open at once; {paced.wall_s:.1f} s); during the zero-delay demo run "
+        f"the worker went {demo.rss_idle_mib:.1f} -> {demo.rss_peak_mib:.1f} MiB.",
+        f"- seq check: {sum(r.streams for r in (demo, via, paced)):,} standard streams "
+        "decoded after the run; seq ran 0..n-1 with none lost or repeated, each ended with "
+        "`stream.end` and passed the lifecycle validator"
+        + (
+            ""
+            if not (demo.bad_streams or via.bad_streams or paced.bad_streams)
+            else f" EXCEPT: {(demo.bad_streams + via.bad_streams + paced.bad_streams)[:5]}"
+        )
+        + ".",
+    ]
+    print("\n".join(table))
+    print("\n".join(notes))
+    if not args.no_write:
+        text = [
+            "## load",
+            "",
+            f"{args.streams:,} concurrent streams of {args.events} events through one "
+            "`tokenwire serve` worker (granian, HTTP/1.1, 127.0.0.1), every connection opened "
+            "at once by one raw asyncio client (uvloop) that keeps every body and decodes it "
+            'afterwards. The fake upstream is `FakeUpstream("openai")` in its own process '
+            "(one HTTP chunk per event, zero delay). Client, gateway and upstream share the "
+            "machine's CPUs. *gateway CPU*: user+system CPU of the gateway's processes over "
+            "the run / events. *inter-event gap*: time between consecutive events as the "
+            "client reads them (events of one read count 0).",
+            "",
+            *header("bench/load.py", load_before),
+            "",
+            *table,
+            "",
+            *notes,
+            "",
+        ]
+        write_section("load", "\n".join(text))
+        print("wrote the '## load' section of bench/RESULTS.md")
+    return 1 if (demo.bad_streams or via.bad_streams or paced.bad_streams) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
