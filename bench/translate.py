@@ -25,6 +25,7 @@ import importlib
 import os
 import platform
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -46,7 +47,7 @@ def body(vendor: str, n: int) -> list[bytes]:
     return [raw[i : i + PIECE] for i in range(0, len(raw), PIECE)]
 
 
-def best(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
+def best(fn: Callable[[], object], repeat: int) -> float:
     times = []
     for _ in range(repeat):
         t = time.perf_counter()
@@ -55,39 +56,39 @@ def best(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
     return min(times)
 
 
+def frame_only(pieces: list[bytes]) -> None:
+    dec = sse.Decoder(max_event_bytes=8 << 20)
+    for p in pieces:
+        dec.feed(p)
+    dec.close()
+
+
+def frame_and_json(pieces: list[bytes]) -> None:
+    dec = sse.Decoder(max_event_bytes=8 << 20)
+    decode = msgspec.json.decode
+    for p in pieces:
+        for m in dec.feed(p):
+            if m.data != "[DONE]":
+                decode(m.data)
+    dec.close()
+
+
+def translate(vendor: str, pieces: list[bytes]) -> int:
+    t = translator(vendor, model="bench")
+    out = 0
+    for p in pieces:
+        out += len(t.feed(p))
+    return out + len(t.close())
+
+
 def run(n: int, repeat: int) -> list[tuple[str, int, float, float, float]]:
     rows = []
     for vendor in VENDORS:
         pieces = body(vendor, n)
-        count = 0
-
-        def bare() -> None:
-            dec = sse.Decoder(max_event_bytes=8 << 20)
-            for p in pieces:
-                dec.feed(p)
-            dec.close()
-
-        def bare_json() -> None:
-            dec = sse.Decoder(max_event_bytes=8 << 20)
-            decode = msgspec.json.decode
-            for p in pieces:
-                for m in dec.feed(p):
-                    if m.data != "[DONE]":
-                        decode(m.data)
-            dec.close()
-
-        def translate() -> None:
-            nonlocal count
-            t = translator(vendor, model="bench")
-            out = 0
-            for p in pieces:
-                out += len(t.feed(p))
-            out += len(t.close())
-            count = out
-
-        t_frame = best(bare, repeat)
-        t_bare = best(bare_json, repeat)
-        t_tr = best(translate, repeat)
+        count = translate(vendor, pieces)
+        t_frame = best(lambda p=pieces: frame_only(p), repeat)
+        t_bare = best(lambda p=pieces: frame_and_json(p), repeat)
+        t_tr = best(lambda v=vendor, p=pieces: translate(v, p), repeat)
         rows.append((vendor, count, t_frame, t_bare, t_tr))
     return rows
 

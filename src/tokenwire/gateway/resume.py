@@ -121,8 +121,6 @@ READER_TTL_S: Final = 3.0
 READER_TOUCH_S: Final = 1.0
 #: The longest a follower waits for new events in one read (its idle checks run between).
 FOLLOW_BLOCK_S: Final = 1.0
-#: How long a replica's follow lets new entries gather after a round that found some.
-FOLLOW_LINGER_S: Final = 0.005
 #: Entries per read.
 READ_BATCH: Final = 512
 #: Appends per store commit (one Redis pipeline).
@@ -1095,14 +1093,9 @@ class RedisStore:
                         follow.fail(exc)
                 await asyncio.sleep(0.1)
                 continue
-            delivered = _xread_all(raw)
-            for key, entries in delivered:
+            for key, entries in _xread_all(raw):
                 for follow in self._follows.get(key, ()):
                     follow.deliver(entries)
-            if delivered:
-                # Busy: let entries gather for a moment, so that one round carries
-                # many (each round costs the whole key list, both ways).
-                await asyncio.sleep(FOLLOW_LINGER_S)
 
     async def _follow_command(self, *args: Any) -> Any:
         self.health.check()

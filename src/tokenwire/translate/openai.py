@@ -681,8 +681,6 @@ class _ChoiceState:
                 call.parts.append(fn.arguments)
 
 
-
-
 class Translator(SSETranslator):
     """An OpenAI Chat Completions SSE body -> standard events.
 
