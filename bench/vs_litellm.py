@@ -321,7 +321,16 @@ def main() -> int:
         "the same CPUs).",
         f"- chunks (SSE frames) a client received per stream: tokenwire {tw.frames}, "
         f"LiteLLM {ll.frames}; CPU is divided by the upstream's content chunks.",
-        f"- rounds: {args.rounds} (each figure is the median over rounds).",
+        f"- rounds: {args.rounds} (each figure is the median over rounds); per round, first "
+        "chunk added (ms) tokenwire "
+        + ", ".join(f"{f.added_ms:.2f}" for f in figs if f.name == "tokenwire")
+        + "; LiteLLM "
+        + ", ".join(f"{f.added_ms:.2f}" for f in figs if f.name == "LiteLLM")
+        + "; CPU µs/chunk (sequential) tokenwire "
+        + ", ".join(f"{f.cpu_seq_us:.1f}" for f in figs if f.name == "tokenwire")
+        + "; LiteLLM "
+        + ", ".join(f"{f.cpu_seq_us:.1f}" for f in figs if f.name == "LiteLLM")
+        + ".",
     ]
     print("\n".join(table))
     print("\n".join(notes))

@@ -21,11 +21,13 @@ Every error status, the router's 404 and 405 included, has a JSON body
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections.abc import AsyncIterator
 from typing import Any, Final
 
 import httpx
+import msgspec
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request as HTTPRequest
@@ -76,6 +78,15 @@ class Gateway:
             if resume is not None
             else build_manager(config.resume, keepalive_s=config.server.keepalive_s)
         )
+        if config.resume.backend == "memory" and config.server.workers > 1:
+            # Each worker has its own memory: a resume may land on another one.
+            warning = {
+                "msg": "resume_memory_store_per_worker",
+                "workers": config.server.workers,
+                "effect": "a stream resumes only on the worker that generated it; "
+                'use [resume] backend = "redis" with several workers',
+            }
+            logging.getLogger(logs.LOGGER_NAME).warning(msgspec.json.encode(warning).decode())
         limits: dict[str, Any] = {
             "max_body_bytes": config.server.max_body_bytes,
             "keepalive_s": config.server.keepalive_s,

@@ -79,6 +79,7 @@ __all__ = [
     "CANCEL_MESSAGE",
     "EXTENSION",
     "GRACE_MESSAGE",
+    "LOST_MESSAGE",
     "ORPHAN_MESSAGE",
     "SHUTDOWN_MESSAGE",
     "Append",
@@ -114,6 +115,7 @@ FAILED: Final = "failed"
 CANCEL_MESSAGE: Final = "the stream was cancelled on request (DELETE)"
 GRACE_MESSAGE: Final = "nobody read the stream for {grace_s:g} s; the generation was stopped"
 ORPHAN_MESSAGE: Final = "the gateway replica generating this stream stopped"
+LOST_MESSAGE: Final = "the stream's record was lost, so it cannot be resumed"
 SHUTDOWN_MESSAGE: Final = "the gateway is shutting down"
 
 #: A reader counts as present this long after it last said so (every ``READER_TOUCH_S``).
@@ -1593,9 +1595,15 @@ class ResumeManager:
             return
         for session in due:
             session.next_reader_check = now + READER_TOUCH_S
-        seen = await self.store.readers_seen([s.request_id for s in due])
+        try:
+            seen = await self.store.readers_seen([s.request_id for s in due if s.recording])
+        except ResumeStoreError:
+            seen = set()  # a store that is down has no readers: the grace period runs on
         for session in due:
-            if session.request_id in seen:
+            if not session.recording:
+                # Its record was lost: nobody can resume it, so nobody will read it.
+                session.cancel("cancelled", LOST_MESSAGE)
+            elif session.request_id in seen:
                 session.last_reader = now
             elif now - session.last_reader >= self.grace_s:
                 session.cancel("cancelled", GRACE_MESSAGE.format(grace_s=self.grace_s))

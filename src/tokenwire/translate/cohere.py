@@ -31,7 +31,7 @@ rebuilt with ``data:`` lines only reads the same). The mapping decisions
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, ClassVar, Final
 
 import msgspec
@@ -41,6 +41,7 @@ from .. import sse
 from ..errors import FramingError, InvalidRequest, ProtocolError, TranslationError
 from ..request import AudioPart, DocumentPart, ImagePart, Message, Request, TextPart
 from ._base import SSETranslator, VendorRequest
+from ._request import merge_extensions, sse_headers
 
 __all__ = [
     "ERROR_HINTS",
@@ -413,44 +414,6 @@ _HANDLERS: Final[dict[str, _Handler]] = {
 # --- Request side ------------------------------------------------------------------
 
 
-def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> None:
-    """Deep-merge ``extra`` into ``base``: objects merge, anything else replaces."""
-    for key, value in extra.items():
-        current = base.get(key)
-        if isinstance(current, dict) and isinstance(value, Mapping):
-            _merge(current, value)
-        else:
-            base[key] = value
-
-
-#: Body fields an extension may not change: the translator needs a stream.
-_PROTECTED: Final = ("stream",)
-
-
-def _merge_extensions(body: dict[str, Any], req: Request) -> None:
-    """§4.7: deep-merge each of ``EXTENSION_KEYS`` into ``body``, in order.
-
-    Raises ``InvalidRequest`` (path ``extensions["key"]``) for a value that is
-    not an object.
-    """
-    for key in EXTENSION_KEYS:
-        extra = req.extension(key)
-        if extra is None:
-            continue
-        if not isinstance(extra, Mapping):
-            raise InvalidRequest(
-                "must be an object of vendor request fields", path=f'extensions["{key}"]'
-            )
-        _merge(body, {k: v for k, v in extra.items() if k not in _PROTECTED})
-
-
-def _headers(auth: dict[str, str], headers: dict[str, str] | None) -> dict[str, str]:
-    """JSON in, SSE out, the vendor's auth header, then the caller's headers (lower-cased)."""
-    out = {"content-type": "application/json", "accept": "text/event-stream", **auth}
-    out.update({k.lower(): v for k, v in (headers or {}).items()})
-    return out
-
-
 def _content(message: Message, path: str, *, images: bool) -> str | list[dict[str, Any]]:
     content = message.content
     if content is None:
@@ -564,6 +527,6 @@ def build_request(
             body["p"] = params.top_p
         if params.stop_sequences:
             body["stop_sequences"] = list(params.stop_sequences)
-    _merge_extensions(body, req)
-    head = _headers({"authorization": f"Bearer {api_key}"} if api_key else {}, headers)
+    merge_extensions(body, req, EXTENSION_KEYS)
+    head = sse_headers({"authorization": f"Bearer {api_key}"} if api_key else {}, headers)
     return VendorRequest(url=_endpoint(base_url), headers=head, body=_encode(body))

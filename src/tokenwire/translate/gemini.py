@@ -40,7 +40,7 @@ an error. The mapping decisions (published in ``docs/translation.md``):
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any, ClassVar, Final
 from urllib.parse import quote
 
@@ -51,6 +51,7 @@ from .. import sse
 from ..errors import FramingError, InvalidRequest, ProtocolError, TranslationError
 from ..request import AudioPart, DocumentPart, ImagePart, Message, Request, TextPart
 from ._base import SSETranslator, VendorRequest
+from ._request import merge_extensions, sse_headers
 
 __all__ = [
     "ERROR_STATUSES",
@@ -520,44 +521,6 @@ class Translator(SSETranslator):
 # --- Request side ------------------------------------------------------------------
 
 
-def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> None:
-    """Deep-merge ``extra`` into ``base``: objects merge, anything else replaces."""
-    for key, value in extra.items():
-        current = base.get(key)
-        if isinstance(current, dict) and isinstance(value, Mapping):
-            _merge(current, value)
-        else:
-            base[key] = value
-
-
-#: Body fields an extension may not change: the translator needs a stream.
-_PROTECTED: Final = ()
-
-
-def _merge_extensions(body: dict[str, Any], req: Request) -> None:
-    """§4.7: deep-merge each of ``EXTENSION_KEYS`` into ``body``, in order.
-
-    Raises ``InvalidRequest`` (path ``extensions["key"]``) for a value that is
-    not an object.
-    """
-    for key in EXTENSION_KEYS:
-        extra = req.extension(key)
-        if extra is None:
-            continue
-        if not isinstance(extra, Mapping):
-            raise InvalidRequest(
-                "must be an object of vendor request fields", path=f'extensions["{key}"]'
-            )
-        _merge(body, {k: v for k, v in extra.items() if k not in _PROTECTED})
-
-
-def _headers(auth: dict[str, str], headers: dict[str, str] | None) -> dict[str, str]:
-    """JSON in, SSE out, the vendor's auth header, then the caller's headers (lower-cased)."""
-    out = {"content-type": "application/json", "accept": "text/event-stream", **auth}
-    out.update({k.lower(): v for k, v in (headers or {}).items()})
-    return out
-
-
 def _parts(message: Message, path: str) -> list[dict[str, Any]]:
     content = message.content
     if content is None:
@@ -694,8 +657,8 @@ def build_request(
             config["stopSequences"] = list(params.stop_sequences)
         if config:
             body["generationConfig"] = config
-    _merge_extensions(body, req)
-    head = _headers({"x-goog-api-key": api_key} if api_key else {}, headers)
+    merge_extensions(body, req, EXTENSION_KEYS, protected=())
+    head = sse_headers({"x-goog-api-key": api_key} if api_key else {}, headers)
     return VendorRequest(
         url=_endpoint(base_url, upstream_model or req.model), headers=head, body=_encode(body)
     )

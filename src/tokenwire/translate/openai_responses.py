@@ -41,7 +41,6 @@ dispatches on the JSON ``type``. The mapping decisions (published in
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
 import msgspec
@@ -51,6 +50,7 @@ from .. import sse
 from ..errors import FramingError, InvalidRequest, ProtocolError, TranslationError
 from ..request import AudioPart, DocumentPart, ImagePart, Message, Request, TextPart
 from ._base import SSETranslator, VendorRequest
+from ._request import merge_extensions, sse_headers
 
 __all__ = [
     "ERROR_CODES",
@@ -389,44 +389,6 @@ class Translator(SSETranslator):
 # --- Request side ------------------------------------------------------------------
 
 
-def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> None:
-    """Deep-merge ``extra`` into ``base``: objects merge, anything else replaces."""
-    for key, value in extra.items():
-        current = base.get(key)
-        if isinstance(current, dict) and isinstance(value, Mapping):
-            _merge(current, value)
-        else:
-            base[key] = value
-
-
-#: Body fields an extension may not change: the translator needs a stream.
-_PROTECTED: Final = ("stream",)
-
-
-def _merge_extensions(body: dict[str, Any], req: Request) -> None:
-    """§4.7: deep-merge each of ``EXTENSION_KEYS`` into ``body``, in order.
-
-    Raises ``InvalidRequest`` (path ``extensions["key"]``) for a value that is
-    not an object.
-    """
-    for key in EXTENSION_KEYS:
-        extra = req.extension(key)
-        if extra is None:
-            continue
-        if not isinstance(extra, Mapping):
-            raise InvalidRequest(
-                "must be an object of vendor request fields", path=f'extensions["{key}"]'
-            )
-        _merge(body, {k: v for k, v in extra.items() if k not in _PROTECTED})
-
-
-def _headers(auth: dict[str, str], headers: dict[str, str] | None) -> dict[str, str]:
-    """JSON in, SSE out, the vendor's auth header, then the caller's headers (lower-cased)."""
-    out = {"content-type": "application/json", "accept": "text/event-stream", **auth}
-    out.update({k.lower(): v for k, v in (headers or {}).items()})
-    return out
-
-
 _EXTENSIONS: Final[dict[str, str]] = {
     "application/pdf": "pdf",
     "text/plain": "txt",
@@ -567,6 +529,6 @@ def build_request(
             body["temperature"] = params.temperature
         if params.top_p is not None:
             body["top_p"] = params.top_p
-    _merge_extensions(body, req)
-    head = _headers({"authorization": f"Bearer {api_key}"} if api_key else {}, headers)
+    merge_extensions(body, req, EXTENSION_KEYS)
+    head = sse_headers({"authorization": f"Bearer {api_key}"} if api_key else {}, headers)
     return VendorRequest(url=_endpoint(base_url), headers=head, body=_encode(body))
