@@ -15,8 +15,7 @@ from pathlib import Path
 
 import click
 
-from ..gateway.app import CONFIG_ENV, LOG_CONTENT_ENV
-from ..gateway.config import ConfigError, load
+from ..gateway.config import CONFIG_ENV, LOG_CONTENT_ENV, ConfigError, load
 
 _LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 

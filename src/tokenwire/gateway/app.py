@@ -24,7 +24,7 @@ import contextlib
 import logging
 import os
 from collections.abc import AsyncIterator
-from typing import Any, Final
+from typing import Any
 
 import httpx
 import msgspec
@@ -36,17 +36,13 @@ from starlette.routing import Route
 
 from ..server import HTTP_ERROR_CODES, StreamEndpoint, json_error
 from . import logs, playground
-from .config import Config, load
+from .config import CONFIG_ENV, LOG_CONTENT_ENV, Config, load
 from .ingress import AnthropicMessagesIngress, OpenAIChatIngress
 from .metrics import CONTENT_TYPE, Metrics
 from .providers import build_providers, new_client
 from .resume import ResumeManager, build_manager
 
 __all__ = ["CONFIG_ENV", "LOG_CONTENT_ENV", "Gateway", "app_from_env", "build_app"]
-
-#: How ``tokenwire serve`` hands its settings to the server's worker processes.
-CONFIG_ENV: Final = "TOKENWIRE_GATEWAY_CONFIG"
-LOG_CONTENT_ENV: Final = "TOKENWIRE_LOG_CONTENT"
 
 
 class Gateway:

@@ -50,6 +50,12 @@ __all__ = [
     "parse",
 ]
 
+#: How ``tokenwire serve`` hands its settings to the server's worker processes.
+#: They live here, not in ``app``, so that the serving parent process never
+#: imports the gateway itself (start-up time and RSS: bench/RESULTS.md).
+CONFIG_ENV: Final = "TOKENWIRE_GATEWAY_CONFIG"
+LOG_CONTENT_ENV: Final = "TOKENWIRE_LOG_CONTENT"
+
 DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 8080
 
