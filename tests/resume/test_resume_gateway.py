@@ -10,6 +10,7 @@ load balancer by itself.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import threading
 import time
@@ -376,7 +377,8 @@ def test_a_replica_dies_mid_stream(
     joined = events_of(part + rest.content)
     assert [e.seq for e in joined] == list(range(len(joined)))
     error, end = joined[-2:]
-    assert isinstance(error, ev.ErrorEvent) and error.code == "internal_error"
+    assert isinstance(error, ev.ErrorEvent), (rest.content[-500:], b.stderr()[-3000:])
+    assert error.code == "internal_error"
     assert "replica" in error.message
     assert isinstance(end, ev.StreamEnd)
     assert tokenwire.validate([part + rest.content]).ok
@@ -426,3 +428,18 @@ def test_default_true_makes_streams_resumable(
             assert resume(client, opted_out, None).status_code == 404
     finally:
         gateway.stop()
+
+
+def test_scaling_doc_example_runs(
+    memory_gateway: Gateway, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "scaling.md").read_text()
+    match = re.search(r"<!-- example: resume-client -->\n```python\n(.*?)```", doc, re.S)
+    assert match, "no resume-client example in docs/scaling.md"
+    code = match.group(1).replace("http://127.0.0.1:8080", memory_gateway.url)
+    exec(compile(code, "docs/scaling.md", "exec"), {"__name__": "docs_example"})
+    request_id, _, text = capsys.readouterr().out.partition(" ")
+    with memory_gateway.client(timeout=30.0) as client:
+        stored = resume(client, request_id, None)
+    assert stored.status_code == 200
+    assert text.strip() == text_of(events_of(stored.content)).strip()

@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
+import tomllib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ import tokenwire
 from tokenwire import events as ev
 from tokenwire.gateway import config as gw_config
 from tokenwire.gateway.resume import (
+    ENTRY_OVERHEAD,
     ORPHAN_MESSAGE,
     Append,
     Created,
@@ -112,12 +115,16 @@ def _prefix(last: tuple[int, str] | None) -> list[ev.Event]:
 @pytest.mark.parametrize("case", _vectors("closing.json"), ids=lambda c: c["name"])
 def test_closing_entries(case: dict[str, Any]) -> None:
     last = tuple(case["last"]) if case["last"] is not None else None
-    prefix = _prefix(last)  # type: ignore[arg-type]
-    stored = _entries(prefix)
-    closing = closing_entries("r", INFO, stored[-1] if stored else None, "cancelled", "stop")
+    seen = case.get("seen", -1)
+    stored = _entries(_prefix(last))  # type: ignore[arg-type]
+    closing = closing_entries("r", INFO, stored[-1] if stored else None, "cancelled", "stop", seen)
     assert [[e.seq, e.type] for e in closing] == case["expect"]
     if last is None or last[1] != "stream.end":
-        wire = b"".join(e.frame for e in stored + closing)
+        # What the client has: the stored events, or more when it saw unstored ones.
+        has = stored
+        if seen > (last[0] if last else -1):
+            has = _entries(_prefix((seen, "content.delta")))
+        wire = b"".join(e.frame for e in has + closing)
         report = tokenwire.validate([wire])
         assert report.ok, report.violations
         assert isinstance(
@@ -223,7 +230,7 @@ def test_memory_store_trims_and_expires() -> None:
 def test_memory_store_bytes_limit() -> None:
     async def go() -> None:
         entries = _stream(10)
-        size = sum(len(e.frame) + 120 for e in entries)
+        size = sum(len(e.frame) + ENTRY_OVERHEAD for e in entries)
         store = MemoryStore(max_bytes=size + 1)
         await store.create("done", INFO)
         await store.commit([Append("done", entries, "completed", True)])
@@ -445,6 +452,30 @@ def test_cancelled_before_it_ran() -> None:
     asyncio.run(go())
 
 
+class DownStore(MemoryStore):
+    """Creates streams, then cannot be written to: a store that went down mid-stream."""
+
+    async def commit(self, appends: Sequence[Append]) -> set[str]:
+        raise StoreUnavailable("down")
+
+
+def test_a_lost_record_stops_a_detached_generation() -> None:
+    # Nobody can resume a stream whose record failed: after the hang-up its
+    # generation stops at once instead of running out the grace period.
+    provider = Ticker(count=10_000)
+
+    async def go() -> None:
+        manager = ResumeManager(DownStore(), grace_s=3600.0)
+        endpoint = StreamEndpoint(provider, resumption=manager)
+        await _post(endpoint, _body("lost"), hang_up_after=3)
+        await _until(lambda: "lost" in provider.outcome)
+        assert provider.outcome["lost"] == "cancelled"
+        await _until(lambda: "lost" not in manager.live)
+        await manager.aclose()
+
+    asyncio.run(go())
+
+
 def test_full_store_serves_live_only(caplog: pytest.LogCaptureFixture) -> None:
     provider = Ticker(count=10_000)
 
@@ -637,3 +668,36 @@ def test_redis_unreachable(caplog: pytest.LogCaptureFixture) -> None:
         asyncio.run(go())
     lines = [r.getMessage() for r in caplog.records if "resume_store_unavailable" in r.getMessage()]
     assert len(lines) == 1, lines
+
+
+def test_the_scaling_doc_configs_parse() -> None:
+    doc = Path(__file__).resolve().parents[2] / "docs" / "scaling.md"
+    blocks = re.findall(r"```toml\n(.*?)```", doc.read_text(), re.DOTALL)
+    assert len(blocks) >= 2
+    for block in blocks:
+        gw_config.parse(tomllib.loads(block))
+
+
+def test_redis_store_orphan_closed_after_what_the_reader_has(redis_server: RedisServer) -> None:
+    # The dead replica sent seqs 0-5 to its client but stored only 0-3; the client
+    # resumes after 5 and must get error + stream.end as seqs 6 and 7.
+    async def go() -> None:
+        store = _redis(redis_server, lease_s=0.05)
+        try:
+            await store.create("h", INFO)
+            await store.commit([Append("h", _stream(8)[:4], None, True)])
+            await asyncio.sleep(0.1)
+            reader = await store.open_reader("h", 5)
+            assert reader.first == []
+            assert await store.close_orphan("h", "internal_error", ORPHAN_MESSAGE, seen=5)
+            got = await reader.next(5.0)
+            got += await reader.next(0)
+            reader.close()
+            assert [(e.seq, e.type) for e in got] == [(6, "error"), (7, "stream.end")]
+            # A reader from before the hole cannot get a whole stream any more (410).
+            with pytest.raises(EventsTrimmed):
+                await store.open_reader("h", 2)
+        finally:
+            await store.aclose()
+
+    asyncio.run(go())

@@ -108,7 +108,7 @@ class AsyncClient:
         The request is sent when the stream is entered (``async with``) or
         first iterated. Raises ``TypeError``/``InvalidRequest`` for a bad request.
         """
-        return AsyncStream(self, prepare_request(request, kwargs))
+        return AsyncStream(self, prepare_request(request, kwargs, resume=self.resume))
 
     async def create(self, request: Request | None = None, **kwargs: Any) -> Response:
         """Send a request and read its whole stream: ``await stream(...).final()``."""

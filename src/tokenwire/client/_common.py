@@ -82,11 +82,18 @@ class Timeouts(msgspec.Struct, frozen=True, kw_only=True):
 DEFAULT_TIMEOUTS: Final = Timeouts()
 
 
-def prepare_request(request: Request | None, kwargs: Mapping[str, Any]) -> Request:
+RESUMABLE: Final = "tokenwire:resumable"
+
+
+def prepare_request(
+    request: Request | None, kwargs: Mapping[str, Any], *, resume: bool = False
+) -> Request:
     """The request to send: ``request``, or one built from ``request.build`` kwargs.
 
     A ``metadata.request_id`` (a uuid4) is added when there is none, so the
     stream can be found again for a resume (DESIGN.md) and is echoed (§4.6).
+    With ``resume``, the request also opts in to resumable streams
+    (``"tokenwire:resumable": true``) unless it says otherwise itself.
     Raises ``TypeError`` for both or neither, ``InvalidRequest`` for a request
     that breaks §4 (or a malformed ``tokenwire:side_effects`` extension).
     """
@@ -101,6 +108,9 @@ def prepare_request(request: Request | None, kwargs: Mapping[str, Any]) -> Reque
         metadata = dict(request.metadata or {})
         metadata["request_id"] = str(uuid.uuid4())
         request = msgspec.structs.replace(request, metadata=metadata)
+    if resume and request.extension(RESUMABLE) is None:
+        extensions = {**(request.extensions or {}), RESUMABLE: True}
+        request = msgspec.structs.replace(request, extensions=extensions)
     return request
 
 

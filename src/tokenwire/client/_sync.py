@@ -95,7 +95,7 @@ class Client:
         The request is sent when the stream is entered (``with``) or first
         iterated. Raises ``TypeError``/``InvalidRequest`` for a bad request.
         """
-        return Stream(self, prepare_request(request, kwargs))
+        return Stream(self, prepare_request(request, kwargs, resume=self.resume))
 
     def create(self, request: Request | None = None, **kwargs: Any) -> Response:
         """Send a request and read its whole stream: ``stream(...).final()``."""

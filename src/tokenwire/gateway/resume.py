@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import functools
 import hashlib
 import logging
 import math
@@ -47,15 +48,12 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Final, NamedTuple, Protocol
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 import msgspec
-import redis.asyncio as aioredis
-import redis.exceptions as redis_errors
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
 
 from .. import events as ev
 from ..errors import InvalidRequest, TokenwireError
@@ -75,6 +73,9 @@ from ..server import (
 from .config import ResumeConfig
 from .logs import LOGGER_NAME
 
+if TYPE_CHECKING:  # redis is imported only when a Redis store is made (RedisStore)
+    import redis.asyncio as aioredis
+
 __all__ = [
     "CANCEL_MESSAGE",
     "EXTENSION",
@@ -93,6 +94,7 @@ __all__ = [
     "ResumeStoreError",
     "Store",
     "StoreReader",
+    "StoreRefused",
     "StoreUnavailable",
     "StreamInfo",
     "StreamNotFound",
@@ -134,7 +136,7 @@ HOUSEKEEPING_S: Final = 5.0
 #: Longest ``request_id`` a resumable stream may have (it is part of store keys).
 MAX_REQUEST_ID: Final = 256
 #: Approximate bytes a stored entry costs beyond its frame (the memory store's accounting).
-ENTRY_OVERHEAD: Final = 120
+ENTRY_OVERHEAD: Final = 136
 
 logger = logging.getLogger(LOGGER_NAME)
 _json = msgspec.json.Encoder()
@@ -159,18 +161,23 @@ class StoreUnavailable(ResumeStoreError):
     """The store cannot be reached (Redis down): streams go on, resume does not (503)."""
 
 
+class StoreRefused(ResumeStoreError):
+    """The store answered a command with an error (a bug, or Redis out of memory)."""
+
+
 class StreamNotFound(ResumeStoreError):
     """No stored stream has that ``request_id``: never one, or expired (404)."""
 
 
 class EventsTrimmed(ResumeStoreError):
-    """The events after the requested seq are no longer stored (410).
+    """The events after the requested seq are no longer all stored (410): trimmed
+    (``max_events_per_stream``), or never stored by a replica that died.
 
-    ``first_seq`` is the oldest seq still kept.
+    ``first_seq`` is the next seq that is stored.
     """
 
     def __init__(self, first_seq: int) -> None:
-        super().__init__(f"the oldest event still stored is seq {first_seq}")
+        super().__init__(f"the next event stored is seq {first_seq}")
         self.first_seq = first_seq
 
 
@@ -278,8 +285,10 @@ class Store(Protocol):
         """Renew this owner's leases. Returns (cancel requested, no longer ours)."""
         ...
 
-    async def close_orphan(self, request_id: str, code: str, message: str) -> bool:
-        """End a live stream whose owner is gone with ``error`` + ``stream.end``."""
+    async def close_orphan(self, request_id: str, code: str, message: str, seen: int = -1) -> bool:
+        """End a live stream whose owner is gone with ``error`` + ``stream.end``, after
+        the stored events or after seq ``seen`` (what the asking reader has), whichever
+        is later (``closing_entries``)."""
         ...
 
     async def discard(self, request_id: str) -> None:
@@ -290,16 +299,30 @@ class Store(Protocol):
 
 
 def closing_entries(
-    request_id: str, info: StreamInfo, last: Entry | None, code: str, message: str
+    request_id: str,
+    info: StreamInfo,
+    last: Entry | None,
+    code: str,
+    message: str,
+    seen: int = -1,
 ) -> list[Entry]:
     """The entries that end a stream cut off after ``last``: ``error`` + ``stream.end``.
 
     §5.4: after an error open blocks need no ``content.stop``; a stream that
     already has its ``error`` gets only ``stream.end``; an empty one gets its
     ``stream.start`` too. Returns ``[]`` when ``last`` is already ``stream.end``.
+    ``seen`` is the last seq the reader asking for the end already has: events
+    go to a client before they are stored, so a replica that died may have
+    sent more than it stored, and the end must come after what the client has
+    (§5.2.1: its seqs go on without a gap or a repeat).
     """
     events: list[ev.KnownEvent]
-    if last is None:
+    if seen > (last.seq if last is not None else -1):
+        events = [
+            ev.ErrorEvent(v=ev.VERSION, seq=seen + 1, code=code, message=message),
+            ev.StreamEnd(v=ev.VERSION, seq=seen + 2, request_id=request_id),
+        ]
+    elif last is None:
         events = [
             ev.StreamStart(
                 v=ev.VERSION, seq=0, model=info.model, created=info.created, request_id=request_id
@@ -515,7 +538,7 @@ class MemoryStore:
     async def heartbeat(self, request_ids: Sequence[str]) -> tuple[set[str], set[str]]:
         return set(), set()
 
-    async def close_orphan(self, request_id: str, code: str, message: str) -> bool:
+    async def close_orphan(self, request_id: str, code: str, message: str, seen: int = -1) -> bool:
         return False  # the owner is this process: it never goes away alone
 
     async def discard(self, request_id: str) -> None:
@@ -631,9 +654,6 @@ _SCRIPTS: Final = {
 }
 _SHAS: Final = {name: hashlib.sha1(body.encode()).hexdigest() for name, body in _SCRIPTS.items()}
 
-#: Failures that mean "Redis cannot be reached", as opposed to a refused command.
-_UNREACHABLE = (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError)
-
 
 async def _stop(task: asyncio.Task[Any], timeout: float = 2.0) -> None:
     """Cancel ``task`` and wait for it, a bounded time (its loop also checks a flag)."""
@@ -645,11 +665,14 @@ async def _stop(task: asyncio.Task[Any], timeout: float = 2.0) -> None:
     _log(logging.ERROR, "resume_task_stuck", task=task.get_name())
 
 
-def _unavailable(health: _Health, exc: BaseException) -> StoreUnavailable:
-    """The error for a failed call; only a real outage marks Redis as down."""
-    if isinstance(exc, redis_errors.MaxConnectionsError):
-        return StoreUnavailable(f"no free Redis connection: {exc}")  # busy, not down
-    return health.failed(exc)
+def _redis() -> tuple[ModuleType, ModuleType, tuple[type[BaseException], ...]]:
+    """redis-py's asyncio client, its exceptions, and the ones meaning "cannot reach
+    Redis" (as opposed to a refused command). Imported on first use: a gateway with
+    the memory store never loads redis-py."""
+    import redis.asyncio as client
+    import redis.exceptions as errors
+
+    return client, errors, (errors.ConnectionError, errors.TimeoutError, OSError)
 
 
 def _redacted(url: str) -> str:
@@ -885,12 +908,16 @@ class RedisStore:
         self.idle_ms = self.ttl_ms + self.lease_ms + max(1, round(grace_s * 1000))
         self.prefix = prefix
         self.channel = f"{prefix}:cancel"
+        client, self._errors, self._unreachable = _redis()
+        from redis.asyncio.retry import Retry
+        from redis.backoff import NoBackoff
+
         self.health = _Health(_redacted(url))
         self.full = False
         # Every resume being followed holds a connection in XREAD BLOCK.
         # One quick retry covers a pooled connection that went stale with a
         # Redis restart; anything longer would hold up a stream's start.
-        self.redis = aioredis.Redis.from_url(
+        self.redis: aioredis.Redis = client.Redis.from_url(
             url,
             socket_timeout=socket_timeout_s,
             socket_connect_timeout=min(socket_timeout_s, 2.0),
@@ -900,7 +927,7 @@ class RedisStore:
         )
         self._listener: asyncio.Task[None] | None = None
         # The multiplexed follow: its own connection, since XREAD BLOCK holds it.
-        self._follow_client = aioredis.Redis.from_url(
+        self._follow_client: aioredis.Redis = client.Redis.from_url(
             url,
             socket_timeout=socket_timeout_s,
             socket_connect_timeout=min(socket_timeout_s, 2.0),
@@ -928,13 +955,24 @@ class RedisStore:
 
     # -- plumbing ------------------------------------------------------------------
 
+    def _failure(self, exc: BaseException) -> ResumeStoreError:
+        """A redis-py error as the store's own: only an outage marks Redis as down."""
+        if isinstance(exc, self._errors.MaxConnectionsError):
+            return StoreUnavailable(f"no free Redis connection: {exc}")  # busy, not down
+        if isinstance(exc, self._unreachable):
+            return self.health.failed(exc)
+        return StoreRefused(f"{type(exc).__name__}: {exc}")
+
     async def call(self, *args: Any) -> Any:
-        """One command, with the health check around it."""
+        """One command, with the health check around it. Raises ``ResumeStoreError``."""
+        return await self._command(self.redis, args)
+
+    async def _command(self, client: aioredis.Redis, args: Sequence[Any]) -> Any:
         self.health.check()
         try:
-            result = await self.redis.execute_command(*args)  # type: ignore[no-untyped-call]
-        except _UNREACHABLE as exc:
-            raise _unavailable(self.health, exc) from None
+            result = await client.execute_command(*args)  # type: ignore[no-untyped-call]
+        except (self._errors.RedisError, OSError) as exc:
+            raise self._failure(exc) from None
         self.health.ok()
         return result
 
@@ -947,11 +985,11 @@ class RedisStore:
         self.health.check()
         try:
             results = await self._run_pipeline(commands)
-            if any(isinstance(r, redis_errors.NoScriptError) for r in results):
+            if any(isinstance(r, self._errors.NoScriptError) for r in results):
                 await self._load_scripts()
                 results = await self._run_pipeline(commands)
-        except _UNREACHABLE as exc:
-            raise _unavailable(self.health, exc) from None
+        except (self._errors.RedisError, OSError) as exc:
+            raise self._failure(exc) from None
         self.health.ok()
         return results
 
@@ -961,7 +999,7 @@ class RedisStore:
             pipe.execute_command(*command)
         results: list[Any] = await pipe.execute(raise_on_error=False)
         for result in results:
-            if isinstance(result, _UNREACHABLE):
+            if isinstance(result, self._unreachable):
                 raise result
         return results
 
@@ -976,7 +1014,7 @@ class RedisStore:
     async def _eval(self, name: str, keys: Sequence[str], args: Iterable[Any]) -> Any:
         (result,) = await self._pipeline([self._script(name, keys, args)])
         if isinstance(result, Exception):
-            raise result
+            raise StoreRefused(f"{name}: {result}")
         return result
 
     # -- Store -------------------------------------------------------------------------
@@ -999,7 +1037,7 @@ class RedisStore:
                         request_id = _text(message.get("data"))
                         if request_id:
                             on_cancel(request_id)
-            except _UNREACHABLE as exc:
+            except self._unreachable as exc:
                 self.health.failed(exc)
             finally:
                 with contextlib.suppress(Exception):
@@ -1086,7 +1124,7 @@ class RedisStore:
                     )
                 finally:
                     self._blocked = False
-            except StoreUnavailable as exc:
+            except ResumeStoreError as exc:
                 self._follow_id = None
                 if self._stopping:
                     return
@@ -1100,13 +1138,7 @@ class RedisStore:
                     follow.deliver(entries)
 
     async def _follow_command(self, *args: Any) -> Any:
-        self.health.check()
-        try:
-            result = await self._follow_client.execute_command(*args)  # type: ignore[no-untyped-call]
-        except _UNREACHABLE as exc:
-            raise _unavailable(self.health, exc) from None
-        self.health.ok()
-        return result
+        return await self._command(self._follow_client, args)
 
     async def _flush_touches(self) -> None:
         touches, self._touches = self._touches, set()
@@ -1167,8 +1199,10 @@ class RedisStore:
         if status is None:
             raise StreamNotFound(request_id)
         first = _entries(raw)
-        if first and first[0].seq != after + 1:
-            raise EventsTrimmed(first[0].seq)
+        for expected, entry in enumerate(first, start=after + 1):
+            if entry.seq != expected:
+                # Trimmed, or a hole a dead replica left (events it sent, never stored).
+                raise EventsTrimmed(entry.seq)
         reader = _RedisReader(self, request_id, first, _text(status) != LIVE, after)
         await self._follow(reader._follow)
         return reader
@@ -1210,7 +1244,7 @@ class RedisStore:
         lost = {i for i, r in zip(request_ids, results, strict=True) if r == 0}
         return cancel, lost
 
-    async def close_orphan(self, request_id: str, code: str, message: str) -> bool:
+    async def close_orphan(self, request_id: str, code: str, message: str, seen: int = -1) -> bool:
         meta, stream, lease, _reader = self.keys(request_id)
         for _attempt in range(5):
             fields, top = await self._pipeline(
@@ -1226,7 +1260,8 @@ class RedisStore:
                 return False
             last = _entries(top)
             info = StreamInfo(model or "", int(created or 0), "")
-            entries = closing_entries(request_id, info, last[0] if last else None, code, message)
+            top_entry = last[0] if last else None
+            entries = closing_entries(request_id, info, top_entry, code, message, seen)
             final = end_status(code)
             if last and last[0].type == "stream.end":
                 # Its owner stored the end but died before marking it: mark it as it was.
@@ -1395,6 +1430,7 @@ class ResumeManager:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closing = False
         self._full_logged = False
+        self._discards: set[str] = set()
         self.endpoint = ResumeEndpoint(self)
 
     # -- lifecycle --------------------------------------------------------------------
@@ -1501,13 +1537,20 @@ class ResumeManager:
             return
         session.recording = False
         session.pending = []
-        if self._loop is not None and not self._closing:
-            self._loop.create_task(self._discard(session.request_id))
+        # Its partial record goes (a resume then answers 404), now or once the
+        # store answers again.
+        self._discards.add(session.request_id)
         self.forget_if_done(session)
 
-    async def _discard(self, request_id: str) -> None:
-        with contextlib.suppress(ResumeStoreError, redis_errors.RedisError):
-            await self.store.discard(request_id)
+    async def _discard_lost(self) -> None:
+        for request_id in list(self._discards):
+            try:
+                await self.store.discard(request_id)
+            except StoreUnavailable:
+                return  # the next tick tries again
+            except ResumeStoreError:
+                pass  # refused: nothing more to do about it
+            self._discards.discard(request_id)
 
     def forget_if_done(self, session: _Session) -> None:
         task = session.task
@@ -1541,9 +1584,9 @@ class ResumeManager:
                 try:
                     refused = await self.store.commit([a for _s, a in appends])
                 except StoreUnavailable:
-                    refused = {a.request_id for _s, a in appends}
-                except redis_errors.RedisError as exc:
-                    _log(logging.ERROR, "resume_commit_failed", error=type(exc).__name__)
+                    refused = {a.request_id for _s, a in appends}  # the store logged it
+                except ResumeStoreError as exc:
+                    _log(logging.ERROR, "resume_commit_failed", error=str(exc)[:200])
                     refused = {a.request_id for _s, a in appends}
                 for session, append in appends:
                     if append.request_id in refused:
@@ -1559,19 +1602,24 @@ class ResumeManager:
         while not self._closing:
             await asyncio.sleep(TICK_S)
             now = self.clock()
-            try:
-                self._escalate(now)
-                await self._check_grace(now)
-                if now >= next_beat:
-                    next_beat = now + self.lease_s / 3
-                    await self._heartbeat()
-                if now >= next_house:
-                    next_house = now + HOUSEKEEPING_S
-                    await self.store.housekeeping()
-            except ResumeStoreError:
-                pass  # the store logged it; the next tick tries again
-            except redis_errors.RedisError as exc:
-                _log(logging.ERROR, "resume_housekeeping_failed", error=type(exc).__name__)
+            self._escalate(now)
+            steps: list[Callable[[], Awaitable[None]]] = [functools.partial(self._check_grace, now)]
+            if self._discards:
+                steps.append(self._discard_lost)
+            if now >= next_beat:
+                next_beat = now + self.lease_s / 3
+                steps.append(self._heartbeat)
+            if now >= next_house:
+                next_house = now + HOUSEKEEPING_S
+                steps.append(self.store.housekeeping)
+            for step in steps:
+                # Each on its own: a failing one must not hold up the others.
+                try:
+                    await step()
+                except StoreUnavailable:
+                    pass  # the store logged it; the next tick tries again
+                except ResumeStoreError as exc:
+                    _log(logging.ERROR, "resume_housekeeping_failed", error=str(exc)[:200])
 
     def _escalate(self, now: float) -> None:
         for session in self.live.values():
@@ -1711,8 +1759,8 @@ class ResumeEndpoint:
                 send,
                 410,
                 "events_trimmed",
-                f"the events after seq {after} are no longer stored "
-                f"(the oldest kept is seq {exc.first_seq})",
+                f"the events after seq {after} are no longer all stored "
+                f"(the next one kept is seq {exc.first_seq})",
             )
             return
         except StoreUnavailable:
@@ -1746,7 +1794,7 @@ class ResumeEndpoint:
             return
         sent = [0]
         follower = asyncio.get_running_loop().create_task(
-            self._follow(send, request_id, reader, sent)
+            self._follow(send, request_id, reader, after, sent)
         )
         watcher = asyncio.get_running_loop().create_task(_wait_disconnect(receive))
         try:
@@ -1776,7 +1824,7 @@ class ResumeEndpoint:
         )
 
     async def _follow(
-        self, send: Send, request_id: str, reader: StoreReader, sent: list[int]
+        self, send: Send, request_id: str, reader: StoreReader, after: int, sent: list[int]
     ) -> bool:
         """Send the stored frames, then the live ones. True once ``stream.end`` went out;
         False when the stream cannot continue (the client resumes again, or gives up)."""
@@ -1785,6 +1833,7 @@ class ResumeEndpoint:
         keepalive_s = self.manager.keepalive_s
         last_sent = last_touch = -math.inf
         entries = reader.first
+        seen = after  # the last seq this client has
         while True:
             now = clock()
             if now - last_touch >= READER_TOUCH_S:
@@ -1798,6 +1847,7 @@ class ResumeEndpoint:
                 except OSError:
                     return False
                 sent[0] += len(entries)
+                seen = entries[-1].seq
                 last_sent = clock()
                 if entries[-1].type == "stream.end":
                     return True
@@ -1822,8 +1872,8 @@ class ResumeEndpoint:
                     elif not state.owner_alive and request_id not in self.manager.live:
                         # "Every stream ends" (DESIGN.md): the replica generating it is
                         # gone, so end it here; the next read returns that end.
-                        await store.close_orphan(request_id, "internal_error", ORPHAN_MESSAGE)
-            except (ResumeStoreError, redis_errors.RedisError):
+                        await store.close_orphan(request_id, "internal_error", ORPHAN_MESSAGE, seen)
+            except ResumeStoreError:
                 return False  # gone, trimmed past us, or unreachable: the client resumes again
 
     # -- DELETE ---------------------------------------------------------------------------
