@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit bench clean
+.PHONY: run test lint typecheck unit bench fuzz clean
 
 # (Re)install whenever the project's metadata changes.
 $(STAMP): pyproject.toml
@@ -33,6 +33,11 @@ bench: $(STAMP)
 	$(BIN)/python bench/translate.py
 	$(BIN)/python bench/gateway.py
 	$(BIN)/python bench/client.py
+
+# atheris harnesses for the SSE decoder and the request parser, 60 s each (not in `make test`).
+fuzz: $(STAMP)
+	$(BIN)/python -m pip install -q atheris
+	$(BIN)/python fuzz/run.py --seconds 60
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -43,14 +43,23 @@ from typing import Any, Final
 __all__ = [
     "DecodeResult",
     "Exchange",
+    "FIRST_OPENAI",
+    "FIRST_STANDARD",
     "GatewayResult",
+    "GatewayRow",
+    "MEDIA_TYPE",
     "ServedProcess",
+    "UpstreamProcess",
     "children",
+    "connect",
     "cpu_seconds",
     "decode_bench",
+    "decode_body",
     "exchange",
     "fake_upstream_process",
+    "first_chunk_times",
     "free_port",
+    "gateway_argv",
     "gateway_bench",
     "gateway_config",
     "loadavg",
@@ -63,7 +72,9 @@ __all__ = [
     "serve_gateway",
     "standard_request",
     "status_kib",
+    "stream_concurrently",
     "tree",
+    "words",
 ]
 
 MEDIA_TYPE: Final = "application/llm-request+json"
@@ -371,6 +382,10 @@ try:
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 except ImportError:
     pass
+import functools
+# A listen backlog of 100 (asyncio's default) drops the SYNs of a thousand
+# connections opened at once, and each dropped one costs a 1 s retransmit.
+asyncio.start_server = functools.partial(asyncio.start_server, backlog=4096)
 from tokenwire.testing.upstream import FakeUpstream, Fault, Script
 vendor, specs = sys.argv[1], json.loads(sys.argv[2])
 fault = Fault(**json.loads(sys.argv[3])) if len(sys.argv) > 3 else None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +20,10 @@ from hypothesis import strategies as st
 
 VECTORS = Path(__file__).resolve().parents[1] / "vectors" / "fuzz"
 
-#: Modest and deterministic enough for `make test`; `fuzz/` runs the long searches.
+#: Modest for `make test`; ``TOKENWIRE_FUZZ_EXAMPLES=5000`` searches longer locally,
+#: and `fuzz/` (atheris) runs the long searches.
 FUZZ = settings(
-    max_examples=120,
+    max_examples=int(os.environ.get("TOKENWIRE_FUZZ_EXAMPLES", "120")),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

@@ -438,7 +438,9 @@ def _part_from_openai(part: Any, path: str) -> dict[str, Any]:
 
 def _message_from_openai(msg: Any, path: str) -> dict[str, Any]:
     _want(msg, dict, path, "a message object")
-    role = _ROLES.get(msg.get("role"))
+    raw_role = msg.get("role")
+    # A list or object here is unhashable: not a role (found by tests/fuzz).
+    role = _ROLES.get(raw_role) if isinstance(raw_role, str) else None
     if role is None:
         raise InvalidRequest(f"unsupported role {msg.get('role')!r}", path=f"{path}.role")
     content = msg.get("content")
