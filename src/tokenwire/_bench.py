@@ -461,6 +461,8 @@ def fake_upstream_process(
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 # --- a raw HTTP/1.1 streaming client ------------------------------------------------------
