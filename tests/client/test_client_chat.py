@@ -90,7 +90,7 @@ class Terminal:
     def type(self, text: str) -> None:
         os.write(self.master, text.encode())
 
-    def wait(self, timeout: float = 15.0) -> int:
+    def wait(self, timeout: float = 60.0) -> int:
         deadline = time.monotonic() + timeout
         while self.proc.poll() is None and time.monotonic() < deadline:
             self._read(0.1)

@@ -185,7 +185,9 @@ def test_fault_cut_graceful_ends_the_body_without_the_rest() -> None:
     fault = Fault(kind="cut", after_events=2, graceful=True)
     with FakeUpstream("openai", SCRIPT, fault=fault) as fake:
         r = httpx.post(fake.url + "/v1/chat/completions", json=CHAT)
-        assert fake.completed == 1
+        # The fake counts the response once its writer is done, which may be
+        # just after the client has read the body.
+        assert fake.wait_for(lambda f: f.completed == 1, timeout=10)
     assert r.content == b"".join(rendered(SCRIPT)[:2])
     out = translator("openai", model="m").feed(r.content)
     assert not any(e.type == "stream.end" for e in out)  # no end marker: still open
