@@ -48,20 +48,32 @@ import contextlib
 import time
 from collections.abc import (
     AsyncIterator,
-    Awaitable,
     Callable,
     Iterable,
     Mapping,
-    MutableMapping,
     Sequence,
 )
-from typing import Any, Final, Protocol, TypeAlias, cast, runtime_checkable
-
-import msgspec
+from typing import Final, Protocol, TypeAlias, cast, runtime_checkable
 
 from . import events as ev
 from . import request as rq
-from .errors import InvalidRequest, ProtocolError, RequestTooLarge
+from ._asgi import (
+    HTTP_ERROR_CODES,
+    PROFILE,
+    ClientDisconnected,
+    Receive,
+    Scope,
+    Send,
+    classify_exception,
+    json_error,
+    media_type_essence,
+    read_body,
+    send_json,
+    send_json_error,
+    wants_standard,
+)
+from ._outbox import KEEPALIVE, OUTBOX_HIGH_WATER, Outbox, keep_alive
+from .errors import InvalidRequest, RequestTooLarge
 from .request import Request
 from .writer import Writer
 
@@ -98,10 +110,6 @@ __all__ = [
     "wants_standard",
 ]
 
-Scope: TypeAlias = MutableMapping[str, Any]
-Message: TypeAlias = MutableMapping[str, Any]
-Receive: TypeAlias = Callable[[], Awaitable[Message]]
-Send: TypeAlias = Callable[[Message], Awaitable[None]]
 
 #: An event encoder: one standard event -> the bytes to put on the wire.
 Encode: TypeAlias = Callable[[ev.Event], bytes]
@@ -110,18 +118,8 @@ Encode: TypeAlias = Callable[[ev.Event], bytes]
 DEFAULT_MAX_BODY_BYTES: Final = 4 << 20
 #: Default idle interval before an SSE comment keep-alive.
 DEFAULT_KEEPALIVE_S: Final = 15.0
-#: §7.3: the Accept profile that asks a dual-format route for the standard stream.
-PROFILE: Final = "llm-stream-1.0"
 #: How long a cancelled provider may take to clean up before it is cancelled again.
 CLEANUP_S: Final = 5.0
-#: An SSE comment: ignored by every conforming decoder, but it keeps proxies
-#: and idle timeouts from closing a quiet stream.
-KEEPALIVE: Final = b": keep-alive\n\n"
-#: Encoded frames queued for one client past this make the provider wait until
-#: the sender has handed them to the server: a client that reads slowly gets
-#: backpressure (the provider, and its upstream, pause) instead of a gateway
-#: that buffers the whole reply in memory.
-OUTBOX_HIGH_WATER: Final = 256 * 1024
 
 #: Response headers of every stream. ``no-cache`` and ``X-Accel-Buffering: no``
 #: keep intermediaries (nginx in particular) from buffering the events (§3).
@@ -285,239 +283,6 @@ class StreamRecord:
     def time_to_first_event(self) -> float | None:
         """Seconds from the request's arrival to the provider's first event."""
         return None if self.first_event is None else self.first_event - self.started
-
-
-# --- Small pure helpers ----------------------------------------------------------------
-
-
-def media_type_essence(value: str | bytes | None) -> str:
-    """The lower-cased ``type/subtype`` of a Content-Type value, without parameters."""
-    if value is None:
-        return ""
-    if isinstance(value, bytes):
-        value = value.decode("latin-1")
-    return value.split(";", 1)[0].strip().lower()
-
-
-def wants_standard(accept: str | bytes | None) -> bool:
-    """True when Accept asks for ``text/event-stream; profile="llm-stream-1.0"`` (§7.3)."""
-    if not accept:
-        return False
-    if isinstance(accept, bytes):
-        accept = accept.decode("latin-1")
-    for media_range in accept.split(","):
-        essence, _, params = media_range.partition(";")
-        if essence.strip().lower() != "text/event-stream":
-            continue
-        for param in params.split(";"):
-            key, _, value = param.partition("=")
-            if key.strip().lower() == "profile" and value.strip().strip('"') == PROFILE:
-                return True
-    return False
-
-
-def json_error(code: str, message: str, path: str | None = None) -> bytes:
-    """The JSON error body every error status carries."""
-    return msgspec.json.encode({"error": {"code": code, "message": message, "path": path}})
-
-
-def classify_exception(exc: BaseException) -> tuple[str, str]:
-    """The §5.3.6 ``(code, message)`` a provider failure becomes on the wire.
-
-    A ``ProtocolError`` keeps its own code and message; a ``TimeoutError`` is
-    ``overloaded`` (the work did not finish in time); anything else is
-    ``internal_error`` with a fixed message, so no internal detail leaks.
-    """
-    if isinstance(exc, ProtocolError):
-        return exc.code, exc.message
-    if isinstance(exc, TimeoutError):
-        return "overloaded", "the model did not answer in time"
-    return "internal_error", "internal error"
-
-
-#: HTTP status -> the error code used in JSON error bodies.
-HTTP_ERROR_CODES: Final[dict[int, str]] = {
-    400: "invalid_request",
-    404: "not_found",
-    405: "method_not_allowed",
-    409: "conflict",
-    410: "gone",
-    413: "request_too_large",
-    415: "unsupported_media_type",
-    500: "internal_error",
-    501: "not_implemented",
-    503: "unavailable",
-}
-
-
-# --- ASGI I/O helpers -----------------------------------------------------------------
-
-
-async def send_json(
-    send: Send,
-    status: int,
-    body: bytes,
-    headers: Iterable[tuple[bytes, bytes]] = (),
-) -> None:
-    """Send a whole JSON response."""
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                *headers,
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body, "more_body": False})
-
-
-async def send_json_error(
-    send: Send,
-    status: int,
-    code: str,
-    message: str,
-    path: str | None = None,
-    headers: Iterable[tuple[bytes, bytes]] = (),
-) -> None:
-    """Send an error status with its JSON body ``{"error": {"code", "message", "path"}}``."""
-    await send_json(send, status, json_error(code, message, path), headers)
-
-
-class ClientDisconnected(Exception):
-    """The client went away before its request body was read."""
-
-
-async def read_body(receive: Receive, limit: int, content_length: int | None = None) -> bytes:
-    """Read a request body of at most ``limit`` bytes.
-
-    ``content_length`` (the header, when sent) is checked before anything is
-    read; otherwise the running size is checked after each chunk, so an
-    oversized body is never buffered past ``limit`` plus one chunk.
-
-    Returns the body. Raises ``RequestTooLarge`` over the limit and
-    ``ClientDisconnected`` if the client leaves first.
-    """
-    if content_length is not None and content_length > limit:
-        raise RequestTooLarge(
-            f"body is {content_length} bytes, over the {limit}-byte limit", path="$"
-        )
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ClientDisconnected
-        chunk = message.get("body", b"")
-        if chunk:
-            size += len(chunk)
-            if size > limit:
-                raise RequestTooLarge(f"body is over the {limit}-byte limit", path="$")
-            chunks.append(chunk)
-        if not message.get("more_body", False):
-            break
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
-
-# --- The outbox: events produced, waiting for one send ---------------------------------
-
-
-class _Outbox:
-    """Encoded frames the producer pushed and the sender has not sent yet.
-
-    The producer appends without awaiting; the sender takes everything that
-    piled up during its last ``send`` in one go. That is how a whole network
-    read's worth of events leaves in one ASGI send. ``last_sent`` (loop time)
-    tells the keep-alive task how long the stream has been quiet.
-    """
-
-    __slots__ = ("chunks", "size", "closed", "last_sent", "_waiter", "_drained")
-
-    def __init__(self, now: float) -> None:
-        self.chunks: list[bytes] = []
-        self.size = 0  # bytes in chunks
-        self.closed = False
-        self.last_sent = now
-        self._waiter: asyncio.Future[None] | None = None
-        self._drained: asyncio.Future[None] | None = None
-
-    def _wake(self) -> None:
-        waiter = self._waiter
-        if waiter is not None:
-            self._waiter = None
-            if not waiter.done():
-                waiter.set_result(None)
-
-    def push(self, data: bytes) -> None:
-        if self.closed:
-            # Nobody will send it: the stream is over, or (resumable) its client left.
-            return
-        self.chunks.append(data)
-        self.size += len(data)
-        if self._waiter is not None:
-            self._wake()
-
-    def _release(self) -> None:
-        drained = self._drained
-        if drained is not None:
-            self._drained = None
-            if not drained.done():
-                drained.set_result(None)
-
-    def close(self) -> None:
-        self.closed = True
-        self._wake()
-        self._release()
-
-    def take(self) -> bytes:
-        chunks = self.chunks
-        self.chunks = []
-        self.size = 0
-        if self._drained is not None:
-            self._release()
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
-    async def drained(self) -> None:
-        """Wait until the sender has taken the queued frames, or the stream is over."""
-        if self.size <= OUTBOX_HIGH_WATER or self.closed:
-            return
-        drained: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._drained = drained
-        try:
-            await drained
-        finally:
-            self._drained = None
-
-    async def wait(self) -> None:
-        """Wait until there are frames to send or the stream is over."""
-        if self.chunks or self.closed:
-            return
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiter = waiter
-        try:
-            await waiter
-        finally:
-            self._waiter = None
-
-
-async def _keepalive(outbox: _Outbox, interval: float) -> None:
-    """Push an SSE comment whenever the stream has been quiet for ``interval``.
-
-    One timer per stream and interval, rather than one per send: a paced
-    stream sends often, and a timer per send would cost a heap push and a
-    cancelled entry each time.
-    """
-    loop = asyncio.get_running_loop()
-    while not outbox.closed:
-        quiet = loop.time() - outbox.last_sent
-        if quiet >= interval:
-            if not outbox.chunks:
-                outbox.push(KEEPALIVE)
-            outbox.last_sent = loop.time()
-            quiet = 0.0
-        await asyncio.sleep(interval - quiet)
 
 
 # --- The endpoint -------------------------------------------------------------------------
@@ -723,7 +488,7 @@ class StreamEndpoint:
         tees = self._open_tees(record)
         writer = Writer(model=request.model, request_id=request.request_id)
         loop = asyncio.get_running_loop()
-        outbox = _Outbox(loop.time())
+        outbox = Outbox(loop.time())
         # §5.3.1: stream.start goes out at once, "the endpoint has accepted the request".
         self._emit(writer.start(), encode, outbox, tees)
 
@@ -731,7 +496,7 @@ class StreamEndpoint:
             self._produce(provider, request, writer, encode, outbox, tees, record)
         )
         watcher = loop.create_task(_watch_disconnect(receive, producer, outbox, record))
-        keepalive = loop.create_task(_keepalive(outbox, self.keepalive_s))
+        keepalive = loop.create_task(keep_alive(outbox, self.keepalive_s))
         try:
             await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
             await self._send_loop(send, outbox, record)
@@ -775,7 +540,7 @@ class StreamEndpoint:
         tees = self._open_tees(record)
         writer = Writer(model=request.model, request_id=request.request_id)
         loop = asyncio.get_running_loop()
-        outbox = _Outbox(loop.time())
+        outbox = Outbox(loop.time())
         emit = _recording_emit(session)
         emit(writer.start(), ev.dump, outbox, tees)
         producer = loop.create_task(
@@ -785,7 +550,7 @@ class StreamEndpoint:
         producer.add_done_callback(lambda _task: outbox.close())
         session.run(producer)
         watcher = loop.create_task(_watch_detach(receive, outbox, record, session))
-        keepalive = loop.create_task(_keepalive(outbox, self.keepalive_s))
+        keepalive = loop.create_task(keep_alive(outbox, self.keepalive_s))
         try:
             await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
             await self._send_loop(send, outbox, record)
@@ -808,7 +573,7 @@ class StreamEndpoint:
         request: Request,
         writer: Writer,
         emit: _Emit,
-        outbox: _Outbox,
+        outbox: Outbox,
         tees: list[Tee],
         record: StreamRecord,
         session: ResumeSession,
@@ -837,7 +602,7 @@ class StreamEndpoint:
             session.close()
 
     @staticmethod
-    def _emit(batch: list[ev.Event], encode: Encode, outbox: _Outbox, tees: list[Tee]) -> None:
+    def _emit(batch: list[ev.Event], encode: Encode, outbox: Outbox, tees: list[Tee]) -> None:
         # The one place every event passes through on its way out: a resume
         # store tees here (it sees stamped events, so seq can serve Last-Event-ID).
         for tee in tees:
@@ -858,7 +623,7 @@ class StreamEndpoint:
         request: Request,
         writer: Writer,
         encode: Encode,
-        outbox: _Outbox,
+        outbox: Outbox,
         tees: list[Tee],
         record: StreamRecord,
         *,
@@ -917,7 +682,7 @@ class StreamEndpoint:
             outbox.close()
 
     @staticmethod
-    async def _send_loop(send: Send, outbox: _Outbox, record: StreamRecord) -> None:
+    async def _send_loop(send: Send, outbox: Outbox, record: StreamRecord) -> None:
         now = asyncio.get_running_loop().time
         while True:
             await outbox.wait()
@@ -933,14 +698,14 @@ class StreamEndpoint:
 
 
 #: How a stream's events are recorded, encoded and queued (``StreamEndpoint._emit``).
-_Emit: TypeAlias = Callable[[list[ev.Event], Encode, _Outbox, list[Tee]], None]
+_Emit: TypeAlias = Callable[[list[ev.Event], Encode, Outbox, list[Tee]], None]
 
 
 def _recording_emit(session: ResumeSession) -> _Emit:
     """``_emit`` for a resumable stream: each event is encoded once, as the
     standard frame that goes out and into the store (its SSE ``id:`` is its seq)."""
 
-    def emit(batch: list[ev.Event], encode: Encode, outbox: _Outbox, tees: list[Tee]) -> None:
+    def emit(batch: list[ev.Event], encode: Encode, outbox: Outbox, tees: list[Tee]) -> None:
         frames = [ev.dump(event) for event in batch]
         session.record(batch, frames)
         for tee in tees:
@@ -955,7 +720,7 @@ def _recording_emit(session: ResumeSession) -> _Emit:
 
 
 async def _watch_detach(
-    receive: Receive, outbox: _Outbox, record: StreamRecord, session: ResumeSession
+    receive: Receive, outbox: Outbox, record: StreamRecord, session: ResumeSession
 ) -> None:
     """On hang-up, stop sending but let the generation go on (resumable streams)."""
     while True:
@@ -968,7 +733,7 @@ async def _watch_detach(
 
 
 async def _watch_disconnect(
-    receive: Receive, producer: asyncio.Task[None], outbox: _Outbox, record: StreamRecord
+    receive: Receive, producer: asyncio.Task[None], outbox: Outbox, record: StreamRecord
 ) -> None:
     """Cancel the producer the moment the client hangs up."""
     while True:

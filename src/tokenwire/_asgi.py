@@ -1,0 +1,155 @@
+"""ASGI plumbing shared by the stream endpoint, the gateway's routes and the resume endpoint.
+
+Pure helpers (media types, JSON error bodies, exception classification) and the
+few I/O helpers every route needs (send a JSON response, read a bounded body).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from typing import Any, Final, TypeAlias
+
+import msgspec
+
+from .errors import ProtocolError, RequestTooLarge
+
+Scope: TypeAlias = MutableMapping[str, Any]
+Message: TypeAlias = MutableMapping[str, Any]
+Receive: TypeAlias = Callable[[], Awaitable[Message]]
+Send: TypeAlias = Callable[[Message], Awaitable[None]]
+
+#: §7.3: the Accept profile that asks a dual-format route for the standard stream.
+PROFILE: Final = "llm-stream-1.0"
+
+# --- Small pure helpers ----------------------------------------------------------------
+
+
+def media_type_essence(value: str | bytes | None) -> str:
+    """The lower-cased ``type/subtype`` of a Content-Type value, without parameters."""
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        value = value.decode("latin-1")
+    return value.split(";", 1)[0].strip().lower()
+
+
+def wants_standard(accept: str | bytes | None) -> bool:
+    """True when Accept asks for ``text/event-stream; profile="llm-stream-1.0"`` (§7.3)."""
+    if not accept:
+        return False
+    if isinstance(accept, bytes):
+        accept = accept.decode("latin-1")
+    for media_range in accept.split(","):
+        essence, _, params = media_range.partition(";")
+        if essence.strip().lower() != "text/event-stream":
+            continue
+        for param in params.split(";"):
+            key, _, value = param.partition("=")
+            if key.strip().lower() == "profile" and value.strip().strip('"') == PROFILE:
+                return True
+    return False
+
+
+def json_error(code: str, message: str, path: str | None = None) -> bytes:
+    """The JSON error body every error status carries."""
+    return msgspec.json.encode({"error": {"code": code, "message": message, "path": path}})
+
+
+def classify_exception(exc: BaseException) -> tuple[str, str]:
+    """The §5.3.6 ``(code, message)`` a provider failure becomes on the wire.
+
+    A ``ProtocolError`` keeps its own code and message; a ``TimeoutError`` is
+    ``overloaded`` (the work did not finish in time); anything else is
+    ``internal_error`` with a fixed message, so no internal detail leaks.
+    """
+    if isinstance(exc, ProtocolError):
+        return exc.code, exc.message
+    if isinstance(exc, TimeoutError):
+        return "overloaded", "the model did not answer in time"
+    return "internal_error", "internal error"
+
+
+#: HTTP status -> the error code used in JSON error bodies.
+HTTP_ERROR_CODES: Final[dict[int, str]] = {
+    400: "invalid_request",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    410: "gone",
+    413: "request_too_large",
+    415: "unsupported_media_type",
+    500: "internal_error",
+    501: "not_implemented",
+    503: "unavailable",
+}
+
+
+# --- ASGI I/O helpers -----------------------------------------------------------------
+
+
+async def send_json(
+    send: Send,
+    status: int,
+    body: bytes,
+    headers: Iterable[tuple[bytes, bytes]] = (),
+) -> None:
+    """Send a whole JSON response."""
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def send_json_error(
+    send: Send,
+    status: int,
+    code: str,
+    message: str,
+    path: str | None = None,
+    headers: Iterable[tuple[bytes, bytes]] = (),
+) -> None:
+    """Send an error status with its JSON body ``{"error": {"code", "message", "path"}}``."""
+    await send_json(send, status, json_error(code, message, path), headers)
+
+
+class ClientDisconnected(Exception):
+    """The client went away before its request body was read."""
+
+
+async def read_body(receive: Receive, limit: int, content_length: int | None = None) -> bytes:
+    """Read a request body of at most ``limit`` bytes.
+
+    ``content_length`` (the header, when sent) is checked before anything is
+    read; otherwise the running size is checked after each chunk, so an
+    oversized body is never buffered past ``limit`` plus one chunk.
+
+    Returns the body. Raises ``RequestTooLarge`` over the limit and
+    ``ClientDisconnected`` if the client leaves first.
+    """
+    if content_length is not None and content_length > limit:
+        raise RequestTooLarge(
+            f"body is {content_length} bytes, over the {limit}-byte limit", path="$"
+        )
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnected
+        chunk = message.get("body", b"")
+        if chunk:
+            size += len(chunk)
+            if size > limit:
+                raise RequestTooLarge(f"body is over the {limit}-byte limit", path="$")
+            chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
