@@ -1,8 +1,9 @@
-"""What the benches under bench/ share, on top of ``tokenwire._bench``.
+"""What the benches under bench/ share, on top of ``tokenwire.testing``.
 
-``tokenwire._bench`` holds the measuring tools (``/proc`` probes, server
-processes, the fake upstream process, the raw streaming client) so that the
-installed ``tokenwire bench`` command has them too; this module adds what only
+``tokenwire.testing.processes`` (``/proc`` probes, server processes, the fake
+upstream process) and ``tokenwire.testing.loadgen`` (the raw streaming client)
+hold the measuring tools, so that the installed ``tokenwire bench`` command has
+them too; this module adds what only
 the repository's benches need: the RESULTS.md section writer and the header
 lines every section carries (date, machine, load, command).
 """
@@ -17,7 +18,7 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from tokenwire._bench import loadavg, machine
+from tokenwire.testing.processes import loadavg, machine
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "RESULTS.md"

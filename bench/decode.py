@@ -39,7 +39,7 @@ from openai._streaming import SSEDecoder as OpenAISSEDecoder
 import tokenwire
 from _common import RESULTS, ROOT, header, md_table, pkg_version, write_section
 from tokenwire import events, sse
-from tokenwire._bench import loadavg
+from tokenwire.testing.processes import loadavg
 
 SEED = 20240601
 

@@ -32,9 +32,10 @@ from dataclasses import dataclass, field
 
 import tokenwire
 from _common import header, md_table, write_section
-from tokenwire import _bench as tb
 from tokenwire import events as ev
 from tokenwire.errors import ProtocolError
+from tokenwire.testing import loadgen as lg
+from tokenwire.testing import processes as tb
 
 
 @dataclass
@@ -86,7 +87,7 @@ def check_standard(body: bytes, errors: dict[str, int]) -> tuple[int, str | None
     return len(events), None
 
 
-def gaps(exchange: tb.Exchange) -> list[float]:
+def gaps(exchange: lg.Exchange) -> list[float]:
     """The waits (ms) between a stream's deliveries: consecutive reads carrying events.
 
     Per delivery rather than per event: a gateway that batches hands over many
@@ -102,13 +103,13 @@ async def run_streams(
     open_now = [0]
     peak_rss = [0]
 
-    async def one() -> tb.Exchange:
-        reader, writer = await tb.connect(port)
+    async def one() -> lg.Exchange:
+        reader, writer = await lg.connect(port)
         open_now[0] += 1
         run.peak_open = max(run.peak_open, open_now[0])
         try:
-            first = tb.FIRST_STANDARD if standard else tb.FIRST_OPENAI
-            return await tb.exchange(
+            first = lg.FIRST_STANDARD if standard else lg.FIRST_OPENAI
+            return await lg.exchange(
                 reader, writer, request, first=first, timeline=True, keep_body=True
             )
         finally:
@@ -156,14 +157,14 @@ async def main_async(args: argparse.Namespace) -> list[Run]:
         with tb.serve_gateway(tb.gateway_config(models)) as gw:
             pids = gw.pids()
             # Warm up both paths.
-            await tb.stream_concurrently(
-                gw.port, tb.standard_request(gw.port, "demo", parameters={"max_tokens": 5}), 20
+            await lg.stream_concurrently(
+                gw.port, lg.standard_request(gw.port, "demo", parameters={"max_tokens": 5}), 20
             )
-            await tb.stream_concurrently(gw.port, tb.standard_request(gw.port, "fake"), 20)
+            await lg.stream_concurrently(gw.port, lg.standard_request(gw.port, "fake"), 20)
 
             paced = Run(f"demo, {args.streams} streams held open (memory)")
             print(f"{args.streams} paced demo streams (memory per open stream)...", flush=True)
-            request = tb.standard_request(
+            request = lg.standard_request(
                 gw.port,
                 "demo",
                 parameters={"max_tokens": 16},
@@ -173,20 +174,20 @@ async def main_async(args: argparse.Namespace) -> list[Run]:
             runs.append(paced)
 
             demo = Run("demo model, zero delay")
-            request = tb.standard_request(gw.port, "demo", parameters={"max_tokens": deltas})
+            request = lg.standard_request(gw.port, "demo", parameters={"max_tokens": deltas})
             print(f"{args.streams} demo streams...", flush=True)
             await run_streams(demo, gw.port, request, args.streams, pids, standard=True)
             runs.append(demo)
 
             via = Run("openai provider <- fake upstream")
             print(f"{args.streams} streams through the fake upstream...", flush=True)
-            request = tb.standard_request(gw.port, "fake")
+            request = lg.standard_request(gw.port, "fake")
             await run_streams(via, gw.port, request, args.streams, pids, standard=True)
             runs.append(via)
 
             direct = Run("the fake upstream alone (no gateway)")
             print(f"{args.streams} streams straight to the fake upstream...", flush=True)
-            request = tb.openai_request(fake.port, "load")
+            request = lg.openai_request(fake.port, "load")
             await run_streams(direct, fake.port, request, args.streams, None, standard=False)
             runs.append(direct)
 

@@ -51,7 +51,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from _common import ROOT, header, md_table, write_section
-from tokenwire import _bench as tb
+from tokenwire.testing import loadgen as lg
+from tokenwire.testing import processes as tb
 
 VENV = ROOT / "bench" / ".venv-litellm"
 LITELLM = VENV / "bin" / "litellm"
@@ -150,32 +151,32 @@ def litellm_server(upstream: str, workdir: Path) -> tb.ServedProcess:
 async def measure(
     fig: Figures, port: int, pids: Callable[[], list[int]], fake: tb.UpstreamProcess, ttfe_n: int
 ) -> None:
-    first = tb.FIRST_OPENAI
-    reader, writer = await tb.connect(port)
+    first = lg.FIRST_OPENAI
+    reader, writer = await lg.connect(port)
     try:
         # Warm up: imports, pools, caches on both sides.
         for name in ("short", "c200", "short"):
-            request = tb.openai_request(port, name, headers=AUTH)
-            ex = await tb.exchange(reader, writer, request, first=first)
+            request = lg.openai_request(port, name, headers=AUTH)
+            ex = await lg.exchange(reader, writer, request, first=first)
             fig.frames[name] = ex.frames
         await asyncio.sleep(0.5)
         fig.warm_rss_mib = tb.rss_kib(pids()) / 1024
 
         # Time to first chunk, minus the upstream's own (measured right before),
         # first, while nothing else has run through the gateway but the warm-up.
-        direct = await tb.first_chunk_times(
-            fake.port, tb.openai_request(fake.port, "short"), ttfe_n, first=first
+        direct = await lg.first_chunk_times(
+            fake.port, lg.openai_request(fake.port, "short"), ttfe_n, first=first
         )
-        request = tb.openai_request(port, "short", headers=AUTH)
-        via = await tb.first_chunk_times(port, request, ttfe_n, first=first)
+        request = lg.openai_request(port, "short", headers=AUTH)
+        via = await lg.first_chunk_times(port, request, ttfe_n, first=first)
         fig.direct_ms = statistics.median(direct) * 1e3
         fig.ttfe_ms = statistics.median(via) * 1e3
 
         # CPU per chunk: three 2,000-chunk streams, one after the other.
         cpu0 = tb.cpu_seconds(pids())
         for _ in range(3):
-            request = tb.openai_request(port, "c2000", headers=AUTH)
-            ex = await tb.exchange(reader, writer, request, first=first)
+            request = lg.openai_request(port, "c2000", headers=AUTH)
+            ex = await lg.exchange(reader, writer, request, first=first)
             fig.frames["c2000"] = ex.frames
         fig.cpu_seq_us = (tb.cpu_seconds(pids()) - cpu0) / (3 * SCRIPTS["c2000"]) * 1e6
     finally:
@@ -189,8 +190,8 @@ async def measure(
         peak[0] = max(peak[0], tb.rss_kib(procs))
 
     cpu0 = tb.cpu_seconds(procs)
-    results, fig.conc_wall_s = await tb.stream_concurrently(
-        port, tb.openai_request(port, "c200", headers=AUTH), 100, first=first, on_sample=sample
+    results, fig.conc_wall_s = await lg.stream_concurrently(
+        port, lg.openai_request(port, "c200", headers=AUTH), 100, first=first, on_sample=sample
     )
     fig.cpu_conc_us = (tb.cpu_seconds(procs) - cpu0) / (100 * SCRIPTS["c200"]) * 1e6
     fig.peak_rss_mib = peak[0] / 1024

@@ -1,6 +1,6 @@
 """The fault-injection suite's gateway: a real ``tokenwire serve`` in front of broken upstreams.
 
-One session gateway (``tokenwire._bench.serve_gateway``: its own process group
+One session gateway (``tokenwire.processes.serve_gateway``: its own process group
 on a free 127.0.0.1 port, always stopped) serves:
 
 ==================  ==========================================================
@@ -33,8 +33,8 @@ import httpx
 import pytest
 from tests.faults.raw_upstream import RawUpstream
 
-from tokenwire import _bench
 from tokenwire import events as ev
+from tokenwire.testing import processes
 from tokenwire.testing.upstream import FakeUpstream, Fault, Script
 
 HERE = Path(__file__).resolve().parent
@@ -54,7 +54,7 @@ class Faults:
     """The session's upstreams and gateway."""
 
     def __init__(self) -> None:
-        long_text = _bench.words(200)
+        long_text = processes.words(200)
         self.fakes: dict[str, FakeUpstream] = {
             "stall-before": FakeUpstream(
                 "openai", fault=Fault(kind="stall_before_first_byte", stall_s=30)
@@ -78,7 +78,7 @@ class Faults:
             "huge": FakeUpstream(
                 "openai", Script(text=long_text), fault=Fault(kind="huge_event", size=64 << 20)
             ),
-            "paced": FakeUpstream("openai", Script(text=_bench.words(400), delay_s=0.002)),
+            "paced": FakeUpstream("openai", Script(text=processes.words(400), delay_s=0.002)),
         }
         self.raws: dict[str, RawUpstream] = {
             "mid-event-drop": RawUpstream(HALF_EVENT, end="drop"),
@@ -95,7 +95,7 @@ class Faults:
             models[name] = {"provider": "openai", "base_url": raw.url + "/v1"}
         models["probe"] = {"provider": "python", "factory": "fault_plugins:Probe"}  # debug only
         models["firehose"] = {"provider": "python", "factory": "fault_plugins:Firehose"}
-        return _bench.gateway_config(models)
+        return processes.gateway_config(models)
 
     def start(self) -> None:
         for fake in self.fakes.values():
@@ -121,10 +121,10 @@ def faults() -> Iterator[Faults]:
 
 
 @pytest.fixture(scope="session")
-def gateway(faults: Faults) -> Iterator[_bench.ServedProcess]:
+def gateway(faults: Faults) -> Iterator[processes.ServedProcess]:
     """``tokenwire serve`` (one worker) for the fault models, with ``fault_plugins`` importable."""
     path = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
-    with _bench.serve_gateway(faults.config(), env={"PYTHONPATH": path}) as gw:
+    with processes.serve_gateway(faults.config(), env={"PYTHONPATH": path}) as gw:
         yield gw
 
 
@@ -135,7 +135,7 @@ def request_body(model: str, text: str = "Hello", **fields: Any) -> bytes:
     return json.dumps(body).encode()
 
 
-def stream(gw: _bench.ServedProcess, model: str, **fields: Any) -> tuple[bytes, list[ev.Event]]:
+def stream(gw: processes.ServedProcess, model: str, **fields: Any) -> tuple[bytes, list[ev.Event]]:
     """POST one standard request and read the whole stream: ``(raw body, typed events)``."""
     import tokenwire
 
@@ -150,7 +150,7 @@ def stream(gw: _bench.ServedProcess, model: str, **fields: Any) -> tuple[bytes, 
     return raw, list(tokenwire.iter_events(raw))
 
 
-def probe(gw: _bench.ServedProcess) -> dict[str, Any]:
+def probe(gw: processes.ServedProcess) -> dict[str, Any]:
     """The worker's ``{"tasks", "sockets", "threads", "pool", "pid"}`` (``probe`` model)."""
     _raw, events = stream(gw, "probe")
     texts = [e.delta.text for e in events if isinstance(e, ev.ContentDelta)]

@@ -1,6 +1,6 @@
 """``tokenwire bench`` runs end to end on this machine (tiny sizes; figures not judged).
 
-It shares ``tokenwire._bench`` (server processes, the fake upstream process,
+It shares ``tokenwire.testing.processes`` (server processes, the fake upstream process,
 the raw client) with this suite, and must work from the installed package.
 """
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from tests.faults.conftest import MEDIA_TYPE, Faults, probe, request_body
 
-from tokenwire import _bench
+from tokenwire.testing import processes
 
 CYCLES = 1000
 POINTS = ("body", "request", "head", "start", "first", "middle")
@@ -108,7 +108,7 @@ def _settled(faults: Faults, deadline_s: float = 60.0) -> bool:
 
 
 def test_a_thousand_hangups_leak_no_task_socket_or_upstream(
-    gateway: _bench.ServedProcess, faults: Faults
+    gateway: processes.ServedProcess, faults: Faults
 ) -> None:
     fake = faults.fakes["paced"]
     # Warm up every path once, so lazily made objects count in the baseline.

@@ -18,19 +18,19 @@ import time
 import httpx
 from tests.faults.conftest import MEDIA_TYPE, request_body
 
-from tokenwire import _bench
+from tokenwire.testing import processes
 
 SECONDS = 12
 
 
-def test_a_slow_reader_gets_bounded_buffering(gateway: _bench.ServedProcess) -> None:
+def test_a_slow_reader_gets_bounded_buffering(gateway: processes.ServedProcess) -> None:
     worker = gateway.worker()
     body = request_body("firehose")
     head = (
         f"POST /v1/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: {MEDIA_TYPE}\r\n"
         f"Content-Length: {len(body)}\r\n\r\n"
     ).encode()
-    baseline = _bench.rss_kib(worker)
+    baseline = processes.rss_kib(worker)
     samples: list[float] = []
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
@@ -41,7 +41,7 @@ def test_a_slow_reader_gets_bounded_buffering(gateway: _bench.ServedProcess) -> 
         received = b""
         for _ in range(SECONDS):
             received += sock.recv(1)
-            samples.append((_bench.rss_kib(worker) - baseline) / 1024)
+            samples.append((processes.rss_kib(worker) - baseline) / 1024)
             time.sleep(1)
     finally:
         sock.close()

@@ -14,8 +14,8 @@ import pytest
 from tests.faults.conftest import Faults, probe, stream
 
 import tokenwire
-from tokenwire import _bench
 from tokenwire import events as ev
+from tokenwire.testing import processes
 
 
 def _check_failed_stream(raw: bytes, events: list[ev.Event], codes: set[str]) -> ev.ErrorEvent:
@@ -36,7 +36,7 @@ def _text(events: list[ev.Event]) -> str:
 
 @pytest.mark.parametrize("model", ["stall-before", "stall-after"])
 def test_a_stalled_upstream_times_out_and_the_gateway_stays_responsive(
-    gateway: _bench.ServedProcess, faults: Faults, model: str
+    gateway: processes.ServedProcess, faults: Faults, model: str
 ) -> None:
     # The stalled stream runs in the background; meanwhile other requests are
     # served to the end, so the stall blocks nothing but its own stream.
@@ -75,7 +75,7 @@ def test_a_stalled_upstream_times_out_and_the_gateway_stays_responsive(
     ],
 )
 def test_a_broken_stream_ends_in_an_error_after_what_came_through(
-    gateway: _bench.ServedProcess, model: str, before: str
+    gateway: processes.ServedProcess, model: str, before: str
 ) -> None:
     raw, events = stream(gateway, model)
     _check_failed_stream(raw, events, {"internal_error"})
@@ -83,17 +83,17 @@ def test_a_broken_stream_ends_in_an_error_after_what_came_through(
 
 
 def test_a_64_mib_event_trips_the_size_limit_without_being_buffered(
-    gateway: _bench.ServedProcess, faults: Faults
+    gateway: processes.ServedProcess, faults: Faults
 ) -> None:
     fake = faults.fakes["huge"]
     worker = gateway.worker()
-    rss_before = _bench.rss_kib(worker)
+    rss_before = processes.rss_kib(worker)
     peak = [rss_before]
     done = threading.Event()
 
     def sample() -> None:
         while not done.wait(0.005):
-            peak[0] = max(peak[0], _bench.rss_kib(worker))
+            peak[0] = max(peak[0], processes.rss_kib(worker))
 
     sampler = threading.Thread(target=sample)
     sampler.start()

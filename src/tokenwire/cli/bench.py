@@ -7,12 +7,39 @@ scripts under ``bench/`` in the repository; this command needs none of them.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import platform
+import random
+import statistics
 import sys
-from typing import Any
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
 
 import click
+
+from ..testing.loadgen import (
+    FIRST_OPENAI,
+    connect,
+    exchange,
+    first_chunk_times,
+    openai_request,
+    standard_request,
+)
+from ..testing.processes import (
+    UpstreamProcess,
+    cpu_seconds,
+    fake_upstream_process,
+    gateway_config,
+    loadavg,
+    machine,
+    rss_kib,
+    serve_gateway,
+    words,
+)
 
 
 @click.command()
@@ -44,8 +71,6 @@ def command(
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
-    from .. import _bench
-
     console = Console(stderr=as_json)
     phases = 2 + (6 if upstream else 4)
     progress = Progress(
@@ -58,7 +83,7 @@ def command(
     )
     with progress:
         task = progress.add_task("decode: tokenwire.iter_events", total=phases)
-        decode = _bench.decode_bench(events=events)
+        decode = decode_bench(events=events)
         progress.advance(task)
 
         def step(label: str) -> None:
@@ -66,7 +91,7 @@ def command(
             progress.advance(task)
 
         try:
-            gateway = _bench.gateway_bench(
+            gateway = gateway_bench(
                 seconds=seconds, conns=conns, requests=requests, upstream=upstream, step=step
             )
         except RuntimeError as exc:
@@ -78,8 +103,8 @@ def command(
         return
 
     console.print(
-        f"[bold]tokenwire bench[/] - {_bench.machine()}, Python {platform.python_version()}, "
-        f"load average {_bench.loadavg()}"
+        f"[bold]tokenwire bench[/] - {machine()}, Python {platform.python_version()}, "
+        f"load average {loadavg()}"
     )
     table = Table(title="decode (sse.Decoder + events.parse)")
     for name in ("events", "bytes", "events/s", "MB/s", "split + json.loads floor"):
@@ -140,3 +165,220 @@ def _as_dict(decode: Any, gateway: Any) -> dict[str, Any]:
             ],
         },
     }
+
+
+# --- tokenwire bench: decode --------------------------------------------------------------
+
+#: Short tokens as an LLM emits them: ASCII words, punctuation, a JSON escape, non-ASCII.
+_TOKENS: Final = [
+    " the",
+    " model",
+    " stream",
+    "ing",
+    ",",
+    ".",
+    "\n",
+    ' "SSE"',
+    " café",
+    " 東京",
+    " 🙂",
+]
+
+
+@dataclass
+class DecodeResult:
+    """Decoding one standard body with ``tokenwire.iter_events`` (best of ``repeat``)."""
+
+    events: int
+    body_bytes: int
+    best_s: float
+    baseline_s: float  # split on blank lines + json.loads: the floor for any SSE+JSON reader
+
+    @property
+    def events_per_s(self) -> float:
+        return self.events / self.best_s
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.body_bytes / self.best_s / 1e6
+
+
+def decode_body(events: int, seed: int = 20240601) -> tuple[bytes, list[bytes]]:
+    """A standard body of ``events`` content deltas (plus framing events), and the same
+    body cut into random 1-4096-byte chunks with a fixed seed."""
+    from ..events import dump
+    from ..writer import Writer
+
+    rng = random.Random(seed)
+    writer = Writer(model="bench", request_id="bench-1")
+    out = writer.start()
+    for _ in range(events):
+        out += writer.text(rng.choice(_TOKENS), 0)
+    out += writer.stop(0, "end_turn") + writer.usage(10, events) + writer.end()
+    body = b"".join(dump(event) for event in out)
+    chunks, pos = [], 0
+    while pos < len(body):
+        step = rng.randint(1, 4096)
+        chunks.append(body[pos : pos + step])
+        pos += step
+    return body, chunks
+
+
+def decode_bench(events: int = 20_000, repeat: int = 3) -> DecodeResult:
+    """Time ``tokenwire.iter_events`` over a body of ``events`` deltas in random chunks."""
+    from .._iter import iter_events
+
+    body, chunks = decode_body(events)
+    best = baseline = float("inf")
+    count = 0
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        count = sum(1 for _ in iter_events(chunks))
+        best = min(best, time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        for block in b"".join(chunks).split(b"\n\n"):
+            i = block.find(b"data: ")
+            if i >= 0:
+                json.loads(block[i + 6 :])
+        baseline = min(baseline, time.perf_counter() - t0)
+    return DecodeResult(events=count, body_bytes=len(body), best_s=best, baseline_s=baseline)
+
+
+# --- tokenwire bench: gateway -------------------------------------------------------------
+
+
+@dataclass
+class GatewayRow:
+    """One path through the gateway: throughput, CPU, first-chunk time."""
+
+    path: str
+    events: int = 0
+    seconds: float = 0.0
+    cpu_s: float = 0.0
+    ttfe_ms: list[float] = field(default_factory=list)
+    direct_ms: list[float] = field(default_factory=list)
+
+    @property
+    def events_per_s(self) -> float:
+        return self.events / self.seconds if self.seconds else 0.0
+
+    @property
+    def cpu_us_per_event(self) -> float:
+        return self.cpu_s / self.events * 1e6 if self.events else 0.0
+
+    @property
+    def ttfe_p50_ms(self) -> float:
+        return statistics.median(self.ttfe_ms) if self.ttfe_ms else 0.0
+
+    @property
+    def added_ms(self) -> float:
+        """First-chunk time via the gateway minus the upstream's own (the demo: all of it)."""
+        direct = statistics.median(self.direct_ms) if self.direct_ms else 0.0
+        return self.ttfe_p50_ms - direct
+
+
+@dataclass
+class GatewayResult:
+    """What ``gateway_bench`` measured."""
+
+    start_s: float = 0.0
+    idle_rss_kib: int = 0
+    rows: list[GatewayRow] = field(default_factory=list)
+
+
+async def _throughput(
+    port: int, request: bytes, conns: int, seconds: float, pids: Sequence[int]
+) -> tuple[int, float, float]:
+    """Frames received, wall seconds and gateway CPU seconds while ``conns`` connections
+    stream back to back for ``seconds`` (a stream cut at the deadline counts what arrived)."""
+    received = [0]
+
+    async def worker() -> None:
+        reader, writer = await connect(port)
+        try:
+            while True:
+                await exchange(reader, writer, request, counter=received)
+        finally:
+            writer.close()
+
+    tasks = [asyncio.ensure_future(worker()) for _ in range(conns)]
+    await asyncio.sleep(0.3)  # every connection is streaming
+    cpu0, n0, t0 = cpu_seconds(pids), received[0], time.perf_counter()
+    await asyncio.sleep(seconds)
+    cpu1, n1, t1 = cpu_seconds(pids), received[0], time.perf_counter()
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return n1 - n0, t1 - t0, cpu1 - cpu0
+
+
+def gateway_bench(
+    *,
+    seconds: float = 2.0,
+    conns: int = 8,
+    requests: int = 50,
+    upstream: bool = True,
+    step: Callable[[str], None] = lambda _label: None,
+) -> GatewayResult:
+    """Run ``tokenwire serve`` (one worker) and measure it, quickly.
+
+    Start-up time and idle RSS (server + worker); for the demo model at zero
+    delay and, with ``upstream``, the OpenAI translator in front of a fake
+    upstream process: frames/s over ``conns`` connections for ``seconds``, gateway
+    CPU µs per frame, and the first content frame's time (median of
+    ``requests``; for the upstream path also the upstream called directly).
+    ``step(label)`` is called as each phase begins (for a progress display).
+    """
+    result = GatewayResult()
+    with contextlib.ExitStack() as stack:
+        models: dict[str, dict[str, Any]] = {}
+        fake: UpstreamProcess | None = None
+        if upstream:
+            step("starting a fake OpenAI upstream")
+            fake = stack.enter_context(
+                fake_upstream_process(
+                    {"bulk": {"text": words(2000)}, "short": {"text": "Hello there, friend."}}
+                )
+            )
+            for name in ("bulk", "short"):
+                models[f"fake-{name}"] = {
+                    "provider": "openai",
+                    "base_url": fake.url + "/v1",
+                    "upstream_model": name,
+                }
+        step("starting tokenwire serve")
+        gw = stack.enter_context(serve_gateway(gateway_config(models) if models else None))
+        result.start_s = gw.started_s
+        time.sleep(0.3)
+        result.idle_rss_kib = rss_kib(gw.pids())
+        pids = gw.pids()
+
+        async def run() -> None:
+            demo = GatewayRow("demo model, zero delay")
+            step("demo: throughput")
+            bulk = standard_request(gw.port, "demo", parameters={"max_tokens": 2000})
+            demo.events, demo.seconds, demo.cpu_s = await _throughput(
+                gw.port, bulk, conns, seconds, pids
+            )
+            step("demo: time to first chunk")
+            one = standard_request(gw.port, "demo", parameters={"max_tokens": 1})
+            demo.ttfe_ms = [t * 1e3 for t in await first_chunk_times(gw.port, one, requests)]
+            result.rows.append(demo)
+            if fake is None:
+                return
+            row = GatewayRow("openai translator <- fake upstream")
+            step("upstream: throughput")
+            bulk = standard_request(gw.port, "fake-bulk")
+            row.events, row.seconds, row.cpu_s = await _throughput(
+                gw.port, bulk, conns, seconds, pids
+            )
+            step("upstream: time to first chunk")
+            short = standard_request(gw.port, "fake-short")
+            row.ttfe_ms = [t * 1e3 for t in await first_chunk_times(gw.port, short, requests)]
+            direct = openai_request(fake.port, "short")
+            times = await first_chunk_times(fake.port, direct, requests, first=FIRST_OPENAI)
+            row.direct_ms = [t * 1e3 for t in times]
+            result.rows.append(row)
+
+        asyncio.run(run())
+    return result
