@@ -316,7 +316,8 @@ def _http_problem(s: _Stream) -> str | None:
     if s.exchange.error and s.status is None:
         return s.exchange.error
     if s.status != 200:
-        return f"HTTP {s.status}: {s.exchange.response_body[:200]!r}"
+        hint = _refusal_hint(s.status)
+        return f"HTTP {s.status}{hint}: {s.exchange.response_body[:200]!r}"
     if not s.content_type.startswith("text/event-stream"):
         return f"Content-Type is {s.content_type!r}, not text/event-stream"
     return None
