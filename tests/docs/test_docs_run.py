@@ -78,7 +78,7 @@ def env() -> dict[str, str]:
 
 
 def report(block: Block, script: str, proc: subprocess.CompletedProcess[str]) -> str:
-    script = script.removeprefix(_PRELUDE)  # the harness's own lines say nothing
+    script = script.removeprefix(PRELUDE)  # the harness's own lines say nothing
     return (
         f"\n{block.where}: ```{block.language} block failed (exit {proc.returncode})\n"
         f"--- as run (in a scratch copy of the checkout) ---\n{script}\n"
@@ -120,7 +120,7 @@ def rewrite_port(text: str, doc_port: int, port: int) -> str:
 
 # -- shell blocks ---------------------------------------------------------------------
 
-_PRELUDE = """set -e -o pipefail
+PRELUDE = """set -e -o pipefail
 __tw_pids=()
 __tw_stop() { for p in "${__tw_pids[@]}"; do kill -INT "$p" 2>/dev/null || true; done; wait; }
 trap __tw_stop EXIT
@@ -184,7 +184,7 @@ def shell_script(block: Block, gateway_port: int) -> tuple[str, list[str]]:
             lines.append(f"__tw_wait http://127.0.0.1:{port} {log}")
             continue
         lines.append(rewrite_port(line, doc_port, port))
-    return _PRELUDE + "\n".join(lines) + "\n", makes
+    return PRELUDE + "\n".join(lines) + "\n", makes
 
 
 def run_shell(block: Block, gateway: Gateway, cwd: Path) -> None:
