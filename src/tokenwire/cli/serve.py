@@ -30,9 +30,7 @@ _LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 )
 @click.option("--host", help="Address to bind. [default: config, else 127.0.0.1]")
 @click.option(
-    "--port",
-    type=click.IntRange(0, 65535),
-    help="Port to bind, 0 for any free one. [default: config, else 8080]",
+    "--port", type=click.IntRange(0, 65535), help="Port to bind. [default: config, else 8080]"
 )
 @click.option(
     "--workers", type=click.IntRange(min=1), help="Worker processes. [default: config, else 1]"
