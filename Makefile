@@ -13,8 +13,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev,peers]'
 	touch $(STAMP)
 
+# `make run PORT=9000 HOST=0.0.0.0` serves elsewhere; PORT=0 takes any free port.
+HOST ?= 127.0.0.1
+PORT ?= 8080
 run: $(STAMP)
-	$(BIN)/tokenwire serve --host 127.0.0.1 --port 8080
+	$(BIN)/tokenwire serve --host $(HOST) --port $(PORT)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import msgspec
@@ -27,7 +28,18 @@ from .lifecycle import RULES, Validator, Violation
 from .request import MEDIA_TYPE, Request
 from .request import parse as parse_request
 
-__all__ = ["PROBES", "Exchange", "ProbeResult", "Target", "run"]
+__all__ = [
+    "PROBES",
+    "REDACTED",
+    "SECRET_HEADERS",
+    "Exchange",
+    "ProbeResult",
+    "Target",
+    "redact_headers",
+    "redact_url",
+    "reachable",
+    "run",
+]
 
 Verdict = Literal["pass", "fail", "warn", "not-exercised"]
 
@@ -46,8 +58,47 @@ WEATHER_TOOL: Final[dict[str, Any]] = {
 }
 
 
+#: Headers that carry credentials: never written into a report or a saved exchange.
+SECRET_HEADERS: Final = frozenset(
+    {
+        "authorization",
+        "proxy-authorization",
+        "x-api-key",
+        "x-goog-api-key",
+        "api-key",
+        "cookie",
+        "set-cookie",
+    }
+)
+#: URL query parameters that carry credentials (Gemini's ``?key=``...).
+_SECRET_QUERY: Final = frozenset({"key", "api_key", "apikey", "access_token", "token"})
+REDACTED: Final = "[redacted]"
+
+
+def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """``headers`` with the value of every credential header replaced by ``[redacted]``."""
+    return {k: REDACTED if k.lower() in SECRET_HEADERS else v for k, v in headers.items()}
+
+
+def redact_url(url: str) -> str:
+    """``url`` with credential query parameters and ``user:password@`` redacted."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = f"{REDACTED}@{netloc.rpartition('@')[2]}"
+    query = "&".join(
+        f"{name}={REDACTED}" if name.lower() in _SECRET_QUERY else f"{name}{sep}{value}"
+        for name, sep, value in (item.partition("=") for item in parts.query.split("&") if item)
+    )
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
 class Exchange(msgspec.Struct, kw_only=True):
-    """One HTTP exchange, as sent and as received (for ``--save``)."""
+    """One HTTP exchange, as sent and as received (for ``--save``).
+
+    Credentials are redacted when it is built (``redact_headers``,
+    ``redact_url``), so no report or saved file can carry them.
+    """
 
     method: str
     url: str
@@ -120,8 +171,8 @@ class _Ctx:
         headers = {**self.target.headers, "content-type": content_type, "accept": accept}
         exchange = Exchange(
             method="POST",
-            url=self.target.url,
-            request_headers=headers,
+            url=redact_url(self.target.url),
+            request_headers=redact_headers(headers),
             request_body=raw.decode("utf-8", "replace"),
         )
         req: Request | None = None
@@ -142,7 +193,7 @@ class _Ctx:
             with self.client.stream("POST", self.target.url, content=raw, headers=headers) as r:
                 status = r.status_code
                 exchange.status = status
-                exchange.response_headers = dict(r.headers)
+                exchange.response_headers = redact_headers(r.headers)
                 content_type_seen = r.headers.get("content-type", "")
                 streaming = status == 200 and content_type_seen.startswith("text/event-stream")
                 for chunk in r.iter_raw():
@@ -166,7 +217,7 @@ class _Ctx:
         except FramingError as exc:
             validator.violations.append(_framing(exc))
         except httpx.HTTPError as exc:
-            exchange.error = f"{type(exc).__name__}: {exc}"
+            exchange.error = _transport_error(exc)
         exchange.response_body = bytes(received).decode("utf-8", "replace")
         return _Stream(
             exchange=exchange,
@@ -177,6 +228,18 @@ class _Ctx:
             ttfe_ms=ttfe,
             duration_s=time.perf_counter() - t0,
         )
+
+
+def _transport_error(exc: httpx.HTTPError) -> str:
+    # httpx messages can quote the URL, and with it a ?key= credential.
+    text = str(exc) or "no detail"
+    try:
+        url = str(exc.request.url)
+    except RuntimeError:  # an error raised before a request existed
+        url = ""
+    if url:
+        text = text.replace(url, redact_url(url))
+    return f"{type(exc).__name__}: {text}"
 
 
 def _framing(exc: FramingError) -> Violation:
@@ -253,7 +316,8 @@ def _http_problem(s: _Stream) -> str | None:
     if s.exchange.error and s.status is None:
         return s.exchange.error
     if s.status != 200:
-        return f"HTTP {s.status}: {s.exchange.response_body[:200]!r}"
+        hint = _refusal_hint(s.status)
+        return f"HTTP {s.status}{hint}: {s.exchange.response_body[:200]!r}"
     if not s.content_type.startswith("text/event-stream"):
         return f"Content-Type is {s.content_type!r}, not text/event-stream"
     return None
@@ -449,8 +513,13 @@ def probe_tool_result(ctx: _Ctx) -> ProbeResult:
     user = {"role": "user", "content": "What is the weather in Vienna?"}
     first = ctx.post(ctx.body(messages=[user], tools=[WEATHER_TOOL]))
     calls = [e for e in first.events if isinstance(e, ev.ToolCall)]
+    problem = _http_problem(first)
+    if problem is not None:  # no stream at all is a failure, not "not exercised"
+        return _result(
+            "tool-result", "tool result completes with text", "4.8", "must", False, problem, first
+        )
     if not calls:
-        seen = _http_problem(first) or "the model did not call the tool"
+        seen = "the model did not call the tool"
         return _result("tool-result", "tool result completes with text", "4.8", "must", None, seen)
     call = calls[0]
     messages = [
@@ -478,11 +547,25 @@ def probe_tool_result(ctx: _Ctx) -> ProbeResult:
 def probe_hang_up(ctx: _Ctx) -> ProbeResult:
     cut = ctx.post(ctx.body(), read_events=1)
     s = ctx.post(ctx.body())
-    problem = _http_problem(s) or _first_problem(s)
+    # No stream to hang up on is a failure too, not a survived hang-up.
+    problem = _http_problem(cut) or _http_problem(s) or _first_problem(s)
     seen = problem or "after a hang-up mid-stream, the next request is served"
     return _result(
         "hang-up", "survives a client hang-up", "3", "must", problem is None, seen, cut, s
     )
+
+
+#: The answers that judge an envelope invalid: 400 (what tokenwire sends, naming the
+#: field), 413 (over a size limit) and 422 (what some frameworks send for a bad body).
+_ENVELOPE_REFUSALS: Final = frozenset({400, 413, 422})
+
+
+def _refusal_hint(status: int | None) -> str:
+    if status in (404, 405):
+        return " (the URL does not serve POST: is it the stream URL?)"
+    if status == 415:
+        return " (the standard's media type is refused)"
+    return ""
 
 
 @_probe
@@ -498,12 +581,32 @@ def probe_invalid_envelope(ctx: _Ctx) -> ProbeResult:
     for label, raw in cases:
         s = ctx.post(raw)
         streams.append(s)
-        if s.status is None or not 400 <= s.status < 500:
-            bad.append(f"{label}: HTTP {s.status}")
+        # A 404, 405 or 415 says the URL or the media type is not served at
+        # all, not that this envelope is invalid: it must not pass the probe.
+        if s.status not in _ENVELOPE_REFUSALS:
+            bad.append(f"{label}: HTTP {s.status}{_refusal_hint(s.status)}")
     seen = "; ".join(bad) if bad else "each invalid envelope got a 4xx"
     return _result(
         "invalid-envelope", "invalid envelopes get a 4xx", "4.2", "must", not bad, seen, *streams
     )
+
+
+def reachable(target: Target, *, client: httpx.Client | None = None) -> str | None:
+    """``None`` when something answers HTTP at ``target.url``, else why not (one line).
+
+    Any status counts as an answer (a ``GET`` on a stream URL gets 405); only
+    a connection that cannot be made, or no answer in ``timeout_s``, does not.
+    """
+    own = client is None
+    http = client or httpx.Client(timeout=httpx.Timeout(target.timeout_s))
+    try:
+        http.get(target.url).close()  # no credentials needed to learn that
+    except httpx.TransportError as exc:
+        return _transport_error(exc)
+    finally:
+        if own:
+            http.close()
+    return None
 
 
 def run(

@@ -1,4 +1,9 @@
-"""``tokenwire check URL``: the conformance suite, as a table, JSON and JUnit."""
+"""``tokenwire check URL``: the conformance suite, as a table, JSON and JUnit.
+
+URL is the endpoint's base URL or its stream URL (``_urls.stream_url``).
+Credentials given with ``--header`` are sent, never written: reports and saved
+exchanges carry ``[redacted]`` instead (``conformance.redact_headers``).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,8 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
-from ..conformance import PROBES, ProbeResult, Target, run
+from ..conformance import PROBES, ProbeResult, Target, reachable, redact_url, run
+from ._urls import stream_url
 
 _STYLE = {"pass": "green", "fail": "bold red", "warn": "yellow", "not-exercised": "dim"}
 
@@ -26,7 +32,12 @@ def _header(value: str) -> tuple[str, str]:
 @click.command()
 @click.argument("url")
 @click.option("--model", default="demo", show_default=True, help="Model to request.")
-@click.option("--header", "headers", multiple=True, help="Extra header 'K: V' (repeatable).")
+@click.option(
+    "--header",
+    "headers",
+    multiple=True,
+    help="Extra header 'K: V' (repeatable); credentials are never written to reports.",
+)
 @click.option("--only", multiple=True, help=f"Run only these probes: {', '.join(PROBES)}.")
 @click.option("--strict", is_flag=True, help="SHOULD failures fail the run too.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write a JSON report.")
@@ -46,9 +57,21 @@ def command(
 ) -> None:
     """Judge the endpoint at URL against the LLM-Stream draft.
 
-    Exits 1 when a MUST fails (or, with --strict, a SHOULD), else 0.
+    URL is a base URL (http://127.0.0.1:8080) or the stream URL
+    (http://127.0.0.1:8080/v1/stream). Exits 1 when a MUST fails (or, with
+    --strict, a SHOULD), 2 when nothing answers at URL, else 0.
     """
+    try:
+        url = stream_url(url)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="URL") from None
     target = Target(url=url, model=model, headers=dict(map(_header, headers)), timeout_s=timeout)
+    unreachable = reachable(target)
+    if unreachable is not None:
+        # One line instead of a table of identical failures.
+        click.echo(f"tokenwire check: cannot reach {redact_url(url)}: {unreachable}", err=True)
+        sys.exit(2)
+    url = redact_url(url)  # as shown in the table and the JUnit suite name
     console = Console(stderr=False)
     results: list[ProbeResult] = []
     try:

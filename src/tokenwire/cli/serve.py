@@ -16,6 +16,7 @@ from pathlib import Path
 import click
 
 from ..gateway.config import CONFIG_ENV, LOG_CONTENT_ENV, ConfigError, load
+from ._ports import claim_port
 
 _LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 
@@ -87,6 +88,10 @@ def command(
     os.environ[CONFIG_ENV] = os.path.abspath(config_path) if config_path else ""
     os.environ[LOG_CONTENT_ENV] = "1" if (log_content or settings.log_content) else "0"
 
+    # A taken port fails here, in one line, instead of being shared (granian
+    # binds with SO_REUSEPORT) or failing later with a traceback; --port 0
+    # becomes the port the kernel picked, which is what gets announced.
+    port = claim_port(host, port)
     scheme = "https" if certfile else "http"
     shown = f"[{host}]" if ":" in host else host
     names = ", ".join(config.model_names)

@@ -37,8 +37,11 @@ import msgspec
 from .. import server
 
 __all__ = [
+    "BINDING_KEYS",
+    "BINDING_PROVIDERS",
     "DEFAULT_HOST",
     "DEFAULT_PORT",
+    "MAPPINGS",
     "PROVIDERS",
     "Config",
     "ConfigError",
@@ -68,8 +71,33 @@ HTTP_VENDORS: Final = frozenset(
 )
 
 #: Bindings with a provider of their own (WebSocket; Connect with its idle end and
-#: one connection per call), configured through ``options``; see docs/bindings.md.
+#: one connection per call), configured by keys of their model entry; docs/bindings.md.
 BINDING_PROVIDERS: Final = frozenset({"signalr", "connect"})
+
+#: The model keys that only a binding provider reads, and which providers read them.
+BINDING_KEYS: Final[dict[str, frozenset[str]]] = {
+    "hub_url": frozenset({"signalr"}),
+    "method": frozenset({"signalr"}),
+    "negotiate": frozenset({"signalr"}),
+    "server_timeout_s": frozenset({"signalr"}),
+    "keepalive_s": frozenset({"signalr"}),
+    "max_record_bytes": frozenset({"signalr"}),
+    "service_path": frozenset({"connect"}),
+    "codec": frozenset({"connect"}),
+    "http2": frozenset({"connect"}),
+    "h2c": frozenset({"connect"}),
+    "idle_timeout_s": frozenset({"connect"}),
+    "compression": frozenset({"connect"}),
+    "max_message_bytes": frozenset({"connect"}),
+    "mapping": BINDING_PROVIDERS,
+    "headers": BINDING_PROVIDERS,
+}
+#: The values each binding's ``mapping`` may take (the first is the default).
+MAPPINGS: Final = {"signalr": ("stream", "copilot"), "connect": ("text", "standard")}
+#: Headers that carry credentials: never literal in the file (``api_key_env`` instead).
+_SECRET_HEADERS: Final = frozenset(
+    {"authorization", "proxy-authorization", "x-api-key", "x-goog-api-key", "api-key", "cookie"}
+)
 
 #: Every ``provider`` value a model may name.
 PROVIDERS: Final = BUILTIN_PROVIDERS | HTTP_VENDORS | BINDING_PROVIDERS
@@ -107,8 +135,17 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     - ``demo``: ``delay_ms``;
     - ``python``: ``factory = "module:callable"``, called with ``options`` as
       keyword arguments, returning a provider (docs/gateway.md, "Plugins");
-    - ``signalr`` / ``connect``: ``options`` (``hub_url``, ``method``, ``mapping``;
-      ``service_path``, ``codec``, ``mapping``...), see docs/bindings.md.
+    - ``signalr``: ``hub_url`` (required), ``method``, ``mapping``, ``negotiate``,
+      ``api_key_env`` (the Bearer access token), ``server_timeout_s``,
+      ``keepalive_s``, ``connect_timeout_s``, ``headers``, ``reasoning``,
+      ``max_record_bytes``;
+    - ``connect``: ``base_url`` (required), ``service_path``, ``codec``,
+      ``mapping``, ``http2``, ``h2c``, ``idle_timeout_s``, ``timeout_s``,
+      ``connect_timeout_s``, ``compression``, ``api_key_env``, ``headers``,
+      ``reasoning``, ``max_message_bytes`` (docs/bindings.md, "Gateway providers").
+
+    For ``signalr`` and ``connect``, ``parse`` folds the keys that are set into
+    ``options``, which is what their provider receives.
     """
 
     name: str
@@ -122,6 +159,22 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     delay_ms: float = 0.0
     factory: str | None = None
     options: dict[str, Any] = {}
+    # signalr and connect (BINDING_KEYS); None: the provider's default.
+    hub_url: str | None = None
+    method: str | None = None
+    mapping: str | None = None
+    negotiate: bool | None = None
+    server_timeout_s: float | None = None
+    keepalive_s: float | None = None
+    max_record_bytes: int | None = None
+    service_path: str | None = None
+    codec: str | None = None
+    http2: bool | None = None
+    h2c: bool | None = None
+    idle_timeout_s: float | None = None
+    compression: str | None = None
+    max_message_bytes: int | None = None
+    headers: dict[str, str] = {}
 
     def api_key(self, environ: Mapping[str, str] = os.environ) -> str | None:
         """The key from the environment variable ``api_key_env`` names, or ``None``."""
@@ -196,6 +249,97 @@ def _check_model(i: int, model: ModelConfig) -> None:
             raise _fail(f"{where}.{key}", "must be a number > 0")
     if not (math.isfinite(model.delay_ms) and model.delay_ms >= 0):
         raise _fail(f"{where}.delay_ms", "must be a number >= 0")
+    if model.provider in BINDING_PROVIDERS:
+        _check_binding(where, model)
+
+
+def _check_binding(where: str, model: ModelConfig) -> None:
+    """The keys of a ``signalr`` or ``connect`` entry (docs/bindings.md)."""
+    provider = model.provider
+    if provider == "signalr":
+        if model.base_url is not None:
+            raise _fail(f"{where}.base_url", 'not used by provider "signalr": set hub_url')
+        if not model.hub_url:
+            raise _fail(f"{where}.hub_url", 'required for provider "signalr"')
+        if not model.hub_url.startswith(("http://", "https://", "ws://", "wss://")):
+            raise _fail(f"{where}.hub_url", "must be an http(s):// or ws(s):// URL")
+    else:
+        if not model.base_url:
+            raise _fail(f"{where}.base_url", 'required for provider "connect"')
+        if not model.base_url.startswith(("http://", "https://")):
+            raise _fail(f"{where}.base_url", "must be an http:// or https:// URL")
+        if model.service_path is not None and not model.service_path.startswith("/"):
+            raise _fail(f"{where}.service_path", 'must start with "/"')
+        if model.codec is not None and model.codec not in ("json", "proto"):
+            raise _fail(f"{where}.codec", f"must be json or proto, got {model.codec!r}")
+        if model.compression is not None and model.compression not in ("gzip", "identity"):
+            raise _fail(
+                f"{where}.compression", f"must be gzip or identity, got {model.compression!r}"
+            )
+    mappings = MAPPINGS[provider]
+    if model.mapping is not None and model.mapping not in mappings:
+        raise _fail(
+            f"{where}.mapping",
+            f"must be {' or '.join(mappings)} for provider {provider!r}, got {model.mapping!r}",
+        )
+    for key in ("server_timeout_s", "keepalive_s", "idle_timeout_s"):
+        value = getattr(model, key)
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise _fail(f"{where}.{key}", "must be a number > 0")
+    for key in ("max_record_bytes", "max_message_bytes"):
+        value = getattr(model, key)
+        if value is not None and value < 1:
+            raise _fail(f"{where}.{key}", "must be >= 1")
+    for name in model.headers:
+        if name.lower() in _SECRET_HEADERS:
+            raise _fail(
+                f"{where}.headers.{name}",
+                "credentials are never written in the config: name an environment "
+                "variable with api_key_env",
+            )
+
+
+def _binding_options(model: ModelConfig) -> dict[str, Any]:
+    """What a ``signalr``/``connect`` provider receives: the keys set, by its names."""
+    keys = [k for k, providers in BINDING_KEYS.items() if model.provider in providers]
+    options: dict[str, Any] = {k: getattr(model, k) for k in keys}
+    if model.provider == "signalr":
+        # The connect provider gets these from the entry itself (providers.build_provider).
+        options |= {
+            "hub_url": model.hub_url,
+            "api_key_env": model.api_key_env,
+            "connect_timeout_s": model.connect_timeout_s,
+            "reasoning": model.reasoning,
+        }
+    return {k: v for k, v in options.items() if v is not None and v != {}}
+
+
+def _lift_binding_options(i: int, entry: Any) -> Any:
+    """A ``signalr``/``connect`` entry's ``[models.options]`` read as keys of the entry.
+
+    The keys of the entry are the documented form; an options table (the
+    earlier form) names the same settings, so it is checked the same way.
+    """
+    if not isinstance(entry, Mapping) or entry.get("provider") not in BINDING_PROVIDERS:
+        return entry
+    options = entry.get("options")
+    if not isinstance(options, Mapping):
+        return entry
+    both = sorted(set(options) & set(entry))
+    if both:
+        raise _fail(f"models[{i}].options.{both[0]}", "also set as a key of the model entry")
+    lifted = {k: v for k, v in entry.items() if k != "options"}
+    return lifted | dict(options)
+
+
+def _check_keys(i: int, entry: Mapping[str, Any]) -> None:
+    """A binding key on a model whose provider does not read it is an error, not ignored."""
+    provider = entry.get("provider")
+    for key in entry:
+        providers = BINDING_KEYS.get(key)
+        if providers is not None and provider not in providers:
+            only = " or ".join(repr(p) for p in sorted(providers))
+            raise _fail(f"models[{i}].{key}", f"only for provider {only}, not {provider!r}")
 
 
 def _check_server(cfg: ServerConfig) -> None:
@@ -236,13 +380,21 @@ def parse(data: Mapping[str, Any]) -> Config:
     Returns the config, with the built-in ``demo`` model added when no entry
     is named ``demo``. Raises ``ConfigError`` naming the offending key.
     """
-    for i, entry in enumerate(data.get("models", []) or []):
-        if isinstance(entry, Mapping) and "api_key" in entry:
-            raise _fail(
-                f"models[{i}].api_key",
-                "keys are never written in the config: name an environment variable "
-                "with api_key_env",
-            )
+    models = data.get("models", []) or []
+    if isinstance(models, list):
+        models = [_lift_binding_options(i, entry) for i, entry in enumerate(models)]
+        data = {**data, "models": models}
+    for i, entry in enumerate(models):
+        if not isinstance(entry, Mapping):
+            continue
+        for secret in ("api_key", "access_token"):
+            if secret in entry:
+                raise _fail(
+                    f"models[{i}].{secret}",
+                    "keys are never written in the config: name an environment variable "
+                    "with api_key_env",
+                )
+        _check_keys(i, entry)
     try:
         config = msgspec.convert(data, Config, strict=True)
     except msgspec.ValidationError as exc:
@@ -259,6 +411,15 @@ def parse(data: Mapping[str, Any]) -> Config:
         if model.name in seen:
             raise _fail(f"models[{i}].name", f"duplicate model name {model.name!r}")
         seen.add(model.name)
+    config = msgspec.structs.replace(
+        config,
+        models=[
+            msgspec.structs.replace(m, options=_binding_options(m))
+            if m.provider in BINDING_PROVIDERS
+            else m
+            for m in config.models
+        ],
+    )
     if "demo" not in seen:
         demo = ModelConfig(name="demo", provider="demo")
         config = msgspec.structs.replace(config, models=[*config.models, demo])
