@@ -157,8 +157,9 @@ def _convert(value: Any, kind: type[Any], where: str) -> Any:
         text = str(exc)
         message, _, at = text.rpartition(" - at `$")
         if message:
-            field = at.rstrip("`").lstrip(".")
-            return _raise(f"{where}.{field}" if field else where, message)
+            field = at.rstrip("`")
+            joined = where + (field if field.startswith((".", "[")) or not field else f".{field}")
+            return _raise(joined, message)
         return _raise(where, text)
 
 
@@ -302,3 +303,16 @@ def attach(config: _C, production: ProductionConfig) -> _C:
     for model in whole.models:
         deployment_models(model, production.routing_for(model.name))
     return msgspec.structs.replace(config, production=production)
+
+
+_LOOPBACK: Final = frozenset({"127.0.0.1", "::1", "localhost"})
+
+
+def bind_warning(production: ProductionConfig, host: str) -> str | None:
+    """The one warning line for an open gateway on a non-loopback address, or ``None``."""
+    if production.keys or host in _LOOPBACK or host.startswith("127."):
+        return None
+    return (
+        f"warning: binding {host} with no [[keys]] configured: anyone who can reach this "
+        "address can spend the configured provider keys (tokenwire keys create)"
+    )
