@@ -221,7 +221,7 @@ class RoutedProvider:
             if outcome == "ok":
                 ctx.served_by = deployment.label
         if self.on_attempt is not None:
-            self.on_attempt(model, deployment.label, outcome)
+            self.on_attempt(model or self.name, deployment.label, outcome)
 
     async def generate(self, request: Request) -> AsyncIterator[ev.Event]:
         """Stream from the first deployment that produces a token (see module doc)."""
