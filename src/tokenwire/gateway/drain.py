@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 from collections.abc import Callable
 from typing import Any
@@ -40,6 +41,7 @@ class Drain:
         self._idle.set()
         self._runner: asyncio.Task[None] | None = None
         self._previous: dict[int, Any] = {}
+        self._exit: asyncio.Task[None] | None = None
 
     # -- RoutedProvider's hook ---------------------------------------------------
 
@@ -89,6 +91,14 @@ class Drain:
             await self._runner
         await self._idle.wait()
 
+    def _exit_after_drain(self, signum: int) -> None:
+        async def finish() -> None:
+            await self.wait()
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+
+        self._exit = asyncio.get_running_loop().create_task(finish())
+
     def install(self, signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)) -> None:
         """Start the drain on ``signals``, keeping whatever handler was there."""
         loop = asyncio.get_running_loop()
@@ -110,7 +120,10 @@ class Drain:
     def _handler(self, loop: asyncio.AbstractEventLoop, previous: Any) -> Callable[..., None]:
         def handle(signum: int, frame: Any) -> None:
             loop.call_soon_threadsafe(self.begin)
-            if callable(previous) and previous not in (signal.SIG_DFL, signal.SIG_IGN):
+            if previous == signal.SIG_DFL:
+                # Nobody else handles it: terminate as the default would, after the drain.
+                loop.call_soon_threadsafe(self._exit_after_drain, signum)
+            elif callable(previous) and previous != signal.SIG_IGN:
                 previous(signum, frame)
 
         return handle
