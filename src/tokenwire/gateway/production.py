@@ -8,8 +8,8 @@ and uses four seams, each a few lines there:
 - ``ProductionMiddleware``: an ASGI middleware that gives each request its
   ``RequestContext``, refuses while draining, and checks the inbound key, the
   key's models and its limits before the endpoint reads the request;
-- ``observer``: a stream ``Observer`` charging usage tokens to the key and
-  ending the request's span;
+- ``observer``: a stream ``Observer`` ending the request's span (the key's
+  usage tokens are charged by ``RoutedProvider.on_usage``);
 - ``request_log``: the request log line with ``key_id`` and ``attempts``.
 """
 
@@ -54,7 +54,7 @@ _model_of = msgspec.json.Decoder(_ModelOnly).decode
 
 
 class _UsageTee:
-    """Sees a stream's events: its usage (for the key's limits) and stop reasons (the span)."""
+    """Sees a stream's events for its span: usage, stop reasons, the text with log_content."""
 
     __slots__ = ("production", "record", "ctx", "usage", "stop_reasons", "text")
 
@@ -80,11 +80,6 @@ class _UsageTee:
 
     def close(self) -> None:
         production, ctx = self.production, self.ctx
-        key = ctx.key
-        if key is not None and key.counts_tokens and self.usage is not None:
-            production.spawn(
-                production.limits.charge(key, self.usage.input_tokens + self.usage.output_tokens)
-            )
         telemetry = production.telemetry
         if telemetry is not None and ctx.span is not None:
             span, ctx.span = ctx.span, None
@@ -208,9 +203,18 @@ class Production:
         for name, provider in routed.items():
             provider.fallbacks = [routed[f] for f in settings.routing_for(name).fallbacks]
             provider.drain = self.drain
+            if self.keys:
+                provider.on_usage = self._charge
         out: dict[str, Provider] = dict(providers)
         out.update(routed)
         return out
+
+    def _charge(self, usage: ev.Usage) -> None:
+        """Charge a finished stream's usage to the request's key (in the background)."""
+        ctx = current()
+        key = ctx.key if ctx is not None else None
+        if key is not None and key.counts_tokens:
+            self.spawn(self.limits.charge(key, usage.input_tokens + usage.output_tokens))
 
     def install_client_hooks(self, client: httpx.AsyncClient) -> None:
         """Send the W3C trace context upstream: the stream's span, else the client's own."""
@@ -352,10 +356,9 @@ class _Observer:
         if ctx is None:
             return None
         production = self.production
-        if production.telemetry is not None:
-            ctx.span = production.telemetry.start(record, ctx)
-        elif ctx.key is None or not ctx.key.counts_tokens:
-            return None
+        if production.telemetry is None:
+            return None  # the key's usage is charged by RoutedProvider, no tee needed
+        ctx.span = production.telemetry.start(record, ctx)
         return _UsageTee(production, record, ctx)
 
     def closed(self, record: StreamRecord) -> None:

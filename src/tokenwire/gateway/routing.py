@@ -34,7 +34,7 @@ import random
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Final, Protocol
+from typing import Final, Protocol, cast
 
 import msgspec
 
@@ -201,7 +201,9 @@ class RoutedProvider:
         self.on_attempt = on_attempt
         self.rng = rng if rng is not None else random.Random()
         self.sleep = sleep
-        #: Set by ``drain.Drain.wrap``: ends this model's streams when the drain time is over.
+        #: Called with the stream's ``usage`` event when the stream is over.
+        self.on_usage: Callable[[ev.Usage], None] | None = None
+        #: Set by ``Production.wrap_providers``: ends the streams left when a drain is over.
         self.drain: DrainHook | None = None
 
     def pick(self, tried: set[int]) -> Deployment | None:
@@ -271,19 +273,26 @@ class RoutedProvider:
                         continue
                     if first is None:
                         return
+                    usage: ev.Usage | None = first if first.__class__ is ev.Usage else None
                     yield first
                     # Committed: a failure from here on is the client's error event.
                     try:
                         async for event in iterator:
-                            if event.__class__ is ev.ErrorEvent:
+                            cls = event.__class__
+                            if cls is ev.Usage:
+                                usage = cast(ev.Usage, event)
+                            elif cls is ev.ErrorEvent:
                                 deployment.breaker.failure()
-                                code = event.code
+                                code = cast(ev.ErrorEvent, event).code
                                 self._record(label, deployment, "failed", code)
                             yield event
                     except Exception as exc:
                         deployment.breaker.failure()
                         self._record(label, deployment, "failed", classify_exception(exc)[0])
                         raise
+                    finally:
+                        if usage is not None and self.on_usage is not None:
+                            self.on_usage(usage)  # the key's token limits (production.py)
                     return
                 finally:
                     aclose = getattr(iterator, "aclose", None)
