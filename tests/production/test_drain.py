@@ -12,6 +12,9 @@ import httpx
 import msgspec
 from tests.gateway.gateway_http import MEDIA, body
 from tests.production.conftest import start, table
+from tests.resume.redis_proc import RedisServer
+from tests.resume.resume_http import events_of as resume_events_of
+from tests.resume.resume_http import new_id, payload, read_part, resume
 
 import tokenwire
 from tokenwire import events as ev
@@ -136,3 +139,39 @@ def test_requests_arriving_while_draining_get_503() -> None:
             assert (await client.get("/healthz")).status_code == 200
 
     asyncio.run(run())
+
+
+def test_a_drained_resumable_stream_stays_resumable_from_another_replica(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    config = "\n".join(
+        [
+            table("server", {"drain_s": 1.0}),
+            table("resume", {"backend": "redis", "url": redis_server.url}),
+            _recorder("endless", tmp_path, interval_ms=50),
+        ]
+    )
+    a = start(tmp_path, config)
+    b = start(tmp_path, config)
+    try:
+        request_id = new_id("drained")
+        with a.client(timeout=20.0) as client:
+            # Read a few events, then hang up: the stream goes on, recorded in Redis.
+            part = read_part(client, payload("endless", request_id=request_id), 3)
+        assert len(resume_events_of(part)) == 3
+        assert a.proc is not None
+        a.proc.send_signal(signal.SIGTERM)
+        a.proc.wait(timeout=30)
+        assert "drain_time_over" in a.stderr()
+        with b.client(timeout=20.0) as client:
+            response = resume(client, request_id, 0)
+        assert response.status_code == 200
+        events = resume_events_of(response.content)
+        assert isinstance(events[-1], ev.StreamEnd)
+        error = events[-2]
+        assert isinstance(error, ev.ErrorEvent) and error.code == "overloaded"
+        assert "shutting down" in error.message
+        assert len([e for e in events if isinstance(e, ev.ContentDelta)]) >= 2
+    finally:
+        a.stop()
+        b.stop()
