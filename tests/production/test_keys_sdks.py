@@ -169,6 +169,9 @@ def test_standard_route_answers_the_standard_json_error(gateway: Gateway) -> Non
         assert client.get("/metrics").status_code == 200
         assert client.get("/v1/models").status_code == 401
         assert client.get("/v1/models", headers=auth).status_code == 200
+        metrics = client.get("/metrics").text
+        assert 'tokenwire_requests_refused_total{code="unauthorized",status="401"}' in metrics
+        assert 'tokenwire_requests_refused_total{code="rate_limited",status="429"}' in metrics
 
 
 def test_token_budget_is_spent_by_usage(gateway: Gateway) -> None:

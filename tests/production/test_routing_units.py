@@ -199,3 +199,29 @@ def test_all_breakers_open_moves_on_to_the_fallback() -> None:
     assert _text(events) == "backup" and primary.calls == 0
     events, _ctx = _run(_route(Deployment("p", primary, 1.0, breaker)))
     assert isinstance(events[0], ev.ErrorEvent) and events[0].code == "overloaded"
+
+
+class Hanging:
+    """Never answers: the client leaves while it waits."""
+
+    async def generate(self, request: Request) -> AsyncIterator[ev.Event]:
+        await asyncio.Event().wait()
+        yield _delta("never")
+
+
+def test_a_trial_cut_short_by_the_client_frees_the_half_open_breaker() -> None:
+    clock = Clock()
+    breaker = CircuitBreaker(threshold=1, cooldown_s=10.0, clock=clock)
+    breaker.failure()
+    clock.now = 10.0
+    provider = _route(Deployment("d", Hanging(), 1.0, breaker), retries=0)
+
+    async def go() -> None:
+        task = asyncio.ensure_future(anext(aiter(provider.generate(REQUEST))))
+        while not breaker.trial:
+            await asyncio.sleep(0)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(go())
+    assert breaker.state == "half-open" and not breaker.trial and breaker.acquire()

@@ -150,6 +150,16 @@ class Production:
                 ["model", "deployment", "outcome"],
                 registry=registry,
             )
+        self._refused: Any = None
+        if registry is not None:
+            from prometheus_client import Counter as _Counter
+
+            self._refused = _Counter(
+                "tokenwire_requests_refused",
+                "Requests refused by keys, limits or the drain, by status and code.",
+                ["status", "code"],
+                registry=registry,
+            )
         self.observer = _Observer(self)
 
     # -- providers -------------------------------------------------------------
@@ -398,6 +408,9 @@ class ProductionMiddleware:
             elif protected and self.guarded:
                 refusal, receive = await production.admit(scope, receive, ctx)
             if refusal is not None:
+                code = refusal.code or auth.standard_code(refusal.status)
+                if production._refused is not None:
+                    production._refused.labels(str(refusal.status), code).inc()
                 ingress = auth.ingress_of(path)
                 await send(
                     {
@@ -415,7 +428,7 @@ class ProductionMiddleware:
                             "msg": "request",
                             "route": path,
                             "status": refusal.status,
-                            "error_code": refusal.code or auth.standard_code(refusal.status),
+                            "error_code": code,
                             "key_id": ctx.key.id if ctx.key is not None else None,
                         }
                     ).decode()

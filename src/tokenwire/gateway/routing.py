@@ -109,6 +109,10 @@ class CircuitBreaker:
             return True
         return False
 
+    def release(self) -> None:
+        """The call ended with no verdict (the client left): free the half-open trial."""
+        self.trial = False
+
     def success(self) -> None:
         self.failures, self.opened_at, self.trial = 0, None, False
 
@@ -326,6 +330,9 @@ class RoutedProvider:
                 self._record(model, deployment, "ok", None)
                 return event
         except _Failed:
+            raise
+        except (asyncio.CancelledError, GeneratorExit):
+            deployment.breaker.release()
             raise
         except Exception as exc:
             deployment.breaker.failure()
