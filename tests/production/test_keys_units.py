@@ -59,6 +59,22 @@ def test_key_config_errors_name_the_key() -> None:
         gwconfig.parse({"keys": [{**good, "colour": "red"}]})
     with pytest.raises(gwconfig.ConfigError, match=r"limits\.url"):
         gwconfig.parse({"limits": {"backend": "redis"}})
+    with pytest.raises(gwconfig.ConfigError, match=r"limits\.cluster"):
+        gwconfig.parse({"limits": {"cluster": True}})
+    with pytest.raises(gwconfig.ConfigError, match=r"limits\.backend"):
+        gwconfig.parse({"limits": {"backend": "etcd"}})
+    with pytest.raises(gwconfig.ConfigError, match=r"^production"):
+        gwconfig.parse({"production": {}})
+    with pytest.raises(gwconfig.ConfigError, match=r"server\.drain_s"):
+        gwconfig.parse({"server": {"drain_s": -1}})
+    # The [resume] url serves the limits too.
+    shared = gwconfig.parse(
+        {
+            "resume": {"backend": "redis", "url": "redis://127.0.0.1:1/0"},
+            "limits": {"backend": "redis"},
+        }
+    )
+    assert shared.production.limits.url is None and shared.resume.url
 
 
 def test_keys_create_prints_the_key_once_and_its_hash() -> None:

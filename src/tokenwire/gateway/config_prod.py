@@ -173,6 +173,8 @@ def split(data: Mapping[str, Any]) -> tuple[dict[str, Any], ProductionConfig]:
     Raises ``ConfigProblem`` naming the key for an invalid production setting.
     """
     rest = dict(data)
+    if "production" in rest:
+        _raise("production", "unknown table (the production keys live in [[keys]], [limits]...)")
     keys = _convert(rest.pop("keys", []), list[KeyConfig], "keys")
     limits = _convert(rest.pop("limits", {}), LimitsConfig, "limits")
     telemetry = _convert(rest.pop("telemetry", {}), TelemetryConfig, "telemetry")
@@ -237,6 +239,8 @@ def check(production: ProductionConfig, model_names: list[str], resume_url: str 
     url = limits.url or ""
     if url and not url.startswith(("redis://", "rediss://", "unix://")):
         _raise("limits.url", "must be a redis://, rediss:// or unix:// URL")
+    if limits.cluster and limits.backend != "redis":
+        _raise("limits.cluster", 'needs backend = "redis"')
     if "{" in limits.prefix or "}" in limits.prefix:
         _raise("limits.prefix", "must not contain braces (the key id is the hash tag)")
     telemetry = production.telemetry
