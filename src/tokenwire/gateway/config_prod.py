@@ -45,6 +45,8 @@ from typing import Any, Final, TypeVar
 
 import msgspec
 
+from ..errors import TokenwireError
+
 __all__ = [
     "KeyConfig",
     "LimitsConfig",
@@ -77,7 +79,7 @@ _HASH: Final = re.compile(r"^sha256:[0-9a-f]{64}$")
 _C = TypeVar("_C", bound=msgspec.Struct)
 
 
-class ConfigProblem(ValueError):
+class ConfigProblem(TokenwireError, ValueError):
     """One invalid production setting; the message names the key."""
 
 

@@ -40,6 +40,7 @@ import msgspec
 
 from .. import events as ev
 from .._asgi import classify_exception
+from ..errors import TokenwireError
 from ..request import Request
 from ..server import Provider
 from .context import Attempt, current
@@ -169,7 +170,7 @@ def _error(code: str, message: str) -> ev.ErrorEvent:
     return ev.ErrorEvent(v=ev.VERSION, seq=0, code=code, message=message)
 
 
-class _Failed(Exception):
+class _Failed(TokenwireError):
     """An attempt failed before its first token."""
 
     def __init__(self, error: ev.ErrorEvent, retry: bool) -> None:
