@@ -21,6 +21,7 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "convert": ("convert", "Turn a captured vendor response into the standard stream."),
     "check": ("check", "Run the conformance suite against a live endpoint."),
     "bench": ("bench", "Run the decode and gateway benchmarks on this machine."),
+    "keys": ("keys", "Create inbound keys for the gateway ([[keys]] in its config)."),
 }
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import click
 
 from ..gateway.config import CONFIG_ENV, LOG_CONTENT_ENV, ConfigError, load
+from ..gateway.config_prod import bind_warning
 from ._ports import claim_port
 
 _LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
@@ -96,6 +97,9 @@ def command(
     shown = f"[{host}]" if ":" in host else host
     names = ", ".join(config.model_names)
     click.echo(f"tokenwire gateway on {scheme}://{shown}:{port}  (models: {names})")
+    warning = bind_warning(config.production, host)  # production: docs/gateway.md
+    if warning is not None:
+        click.echo(warning, err=True)
     sys.stdout.flush()
 
     server = Server(

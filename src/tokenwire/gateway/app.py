@@ -30,6 +30,7 @@ import httpx
 import msgspec
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request as HTTPRequest
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -39,6 +40,7 @@ from . import logs, playground
 from .config import CONFIG_ENV, LOG_CONTENT_ENV, Config, load
 from .ingress import AnthropicMessagesIngress, OpenAIChatIngress
 from .metrics import CONTENT_TYPE, Metrics
+from .production import Production, ProductionMiddleware  # production (docs/gateway.md)
 from .providers import build_providers, new_client
 from .resume import ResumeManager, build_manager
 
@@ -68,7 +70,12 @@ class Gateway:
         self.providers = build_providers(config, self.client)
         self.metrics = Metrics(self.providers)
         content = config.server.log_content if log_content is None else log_content
-        self.log = logs.RequestLog(log_content=content)
+        # -- production: keys, limits, routing, drain, telemetry (production.py) --
+        self.production = Production(config, log_content=content, registry=self.metrics.registry)
+        self.providers = self.production.wrap_providers(self.providers, self.client)
+        self.production.install_client_hooks(self.client)
+        self.log = self.production.request_log(log_content=content)
+        # -- end production --
         self.resume = (
             resume
             if resume is not None
@@ -86,7 +93,7 @@ class Gateway:
         limits: dict[str, Any] = {
             "max_body_bytes": config.server.max_body_bytes,
             "keepalive_s": config.server.keepalive_s,
-            "observers": (self.metrics, self.log),
+            "observers": (self.metrics, self.log, self.production.observer),
             "resumption": self.resume,
         }
         self.stream = StreamEndpoint(self.providers, route="/v1/stream", **limits)
@@ -121,10 +128,12 @@ class Gateway:
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
         """Starts the resume manager; at shutdown stops it and closes the upstream client."""
         await self.resume.start()
+        await self.production.start()
         try:
             yield
         finally:
             try:
+                await self.production.aclose()  # the drain runs before resume closes
                 await self.resume.aclose()
             finally:
                 await self.client.aclose()
@@ -145,6 +154,7 @@ class Gateway:
         app = Starlette(
             routes=routes,
             lifespan=self.lifespan,
+            middleware=[Middleware(ProductionMiddleware, production=self.production)],
             exception_handlers={HTTPException: _http_error, Exception: _server_error},
         )
         app.state.gateway = self

@@ -35,6 +35,7 @@ from typing import Any, Final
 import msgspec
 
 from .. import server
+from . import config_prod  # production keys (docs/gateway.md, "Production")
 
 __all__ = [
     "BINDING_KEYS",
@@ -213,6 +214,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     server: ServerConfig = ServerConfig()
     models: list[ModelConfig] = []
     resume: ResumeConfig = ResumeConfig()
+    #: [[keys]], [limits], [telemetry], routing keys, [server] drain_s (config_prod).
+    production: config_prod.ProductionConfig = config_prod.ProductionConfig()
 
     def model(self, name: str) -> ModelConfig | None:
         """The entry for model ``name``, or ``None``."""
@@ -380,6 +383,10 @@ def parse(data: Mapping[str, Any]) -> Config:
     Returns the config, with the built-in ``demo`` model added when no entry
     is named ``demo``. Raises ``ConfigError`` naming the offending key.
     """
+    try:
+        data, production = config_prod.split(data)
+    except config_prod.ConfigProblem as exc:
+        raise ConfigError(str(exc)) from None
     models = data.get("models", []) or []
     if isinstance(models, list):
         models = [_lift_binding_options(i, entry) for i, entry in enumerate(models)]
@@ -423,6 +430,10 @@ def parse(data: Mapping[str, Any]) -> Config:
     if "demo" not in seen:
         demo = ModelConfig(name="demo", provider="demo")
         config = msgspec.structs.replace(config, models=[*config.models, demo])
+    try:
+        config = config_prod.attach(config, production)
+    except config_prod.ConfigProblem as exc:
+        raise ConfigError(str(exc)) from None
     return config
 
 

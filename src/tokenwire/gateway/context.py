@@ -1,0 +1,63 @@
+"""What the production layers know about one request, shared through a ``ContextVar``.
+
+The middleware (``production.ProductionMiddleware``) sets a fresh
+``RequestContext`` for each request before the endpoint runs. The stream's
+producer task is created inside that request, so it sees the same object:
+the routing wrapper appends its attempts there, the usage tee reads the key,
+the upstream client's request hook reads the trace context, and the request
+log adds the key id and the attempts to its line.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from typing import Any
+
+__all__ = ["CURRENT", "Attempt", "RequestContext", "current"]
+
+
+class Attempt:
+    """One try of one deployment: its label, the outcome and, for a failure, the code."""
+
+    __slots__ = ("model", "deployment", "outcome", "code")
+
+    def __init__(self, model: str, deployment: str, outcome: str, code: str | None) -> None:
+        self.model = model
+        self.deployment = deployment
+        #: ok | retry (failed before the first token) | failed (after it) | refused
+        self.outcome = outcome
+        self.code = code
+
+    def as_dict(self) -> dict[str, Any]:
+        """The attempt as a log-line field."""
+        out: dict[str, Any] = {"deployment": self.deployment, "outcome": self.outcome}
+        if self.model:
+            out["model"] = self.model
+        if self.code is not None:
+            out["code"] = self.code
+        return out
+
+
+class RequestContext:
+    """One request's production state. ``key`` is a ``keys.KeyRecord`` or ``None``."""
+
+    __slots__ = ("key", "attempts", "traceparent", "tracestate", "span", "served_by")
+
+    def __init__(self) -> None:
+        self.key: Any = None
+        self.attempts: list[Attempt] = []
+        #: The client's W3C trace context (``traceparent``/``tracestate`` headers).
+        self.traceparent: str | None = None
+        self.tracestate: str | None = None
+        #: The request's OpenTelemetry span, when telemetry is on.
+        self.span: Any = None
+        #: The deployment that served the stream (``gen_ai.response.model`` source).
+        self.served_by: str | None = None
+
+
+CURRENT: ContextVar[RequestContext | None] = ContextVar("tokenwire_request", default=None)
+
+
+def current() -> RequestContext | None:
+    """This request's context, or ``None`` outside a request."""
+    return CURRENT.get()
