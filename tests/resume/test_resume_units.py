@@ -34,14 +34,15 @@ from tokenwire.gateway.resume import (
     EventsTrimmed,
     MemoryStore,
     RedisStore,
+    ResumeEndpoint,
     ResumeManager,
     StoreUnavailable,
     StreamInfo,
     StreamNotFound,
-    _redacted,
     closing_entries,
     parse_after,
 )
+from tokenwire.gateway.resume.redis_scripts import redacted
 from tokenwire.request import Request
 from tokenwire.server import StreamEndpoint, StreamRecord
 from tokenwire.writer import Writer
@@ -134,9 +135,9 @@ def test_closing_entries(case: dict[str, Any]) -> None:
 
 
 def test_redacted_url() -> None:
-    assert _redacted("redis://:secret@host:6380/0") == "redis://:***@host:6380/0"
-    assert _redacted("redis://user:secret@host/1") == "redis://user:***@host/1"
-    assert _redacted("redis://host:6379/0") == "redis://host:6379/0"
+    assert redacted("redis://:secret@host:6380/0") == "redis://:***@host:6380/0"
+    assert redacted("redis://user:secret@host/1") == "redis://user:***@host/1"
+    assert redacted("redis://host:6379/0") == "redis://host:6379/0"
 
 
 @pytest.mark.parametrize(
@@ -312,7 +313,7 @@ async def _get(manager: ResumeManager, request_id: str, after: int | None = None
     headers = {} if after is None else {"last-event-id": str(after)}
     exchange = Exchange(b"", method="GET", content_type=None, headers=headers)
     exchange.scope["path_params"] = {"request_id": request_id}
-    await manager.endpoint(exchange.scope, exchange.receive, exchange.send)
+    await ResumeEndpoint(manager)(exchange.scope, exchange.receive, exchange.send)
     return exchange
 
 

@@ -40,7 +40,7 @@ from .config import CONFIG_ENV, LOG_CONTENT_ENV, Config, load
 from .ingress import AnthropicMessagesIngress, OpenAIChatIngress
 from .metrics import CONTENT_TYPE, Metrics
 from .providers import build_providers, new_client
-from .resume import ResumeManager, build_manager
+from .resume import ResumeEndpoint, ResumeManager, build_manager
 
 __all__ = ["CONFIG_ENV", "LOG_CONTENT_ENV", "Gateway", "app_from_env", "build_app"]
 
@@ -96,6 +96,7 @@ class Gateway:
         self.messages = StreamEndpoint(
             self.providers, ingress=AnthropicMessagesIngress(), route="/v1/messages", **limits
         )
+        self.streams = ResumeEndpoint(self.resume)
 
     # -- plain routes -----------------------------------------------------------------
 
@@ -135,7 +136,7 @@ class Gateway:
             Route("/v1/stream", self.stream, methods=["POST"]),
             Route("/v1/chat/completions", self.chat_completions, methods=["POST"]),
             Route("/v1/messages", self.messages, methods=["POST"]),
-            Route("/v1/streams/{request_id}", self.resume.endpoint, methods=["GET", "DELETE"]),
+            Route("/v1/streams/{request_id}", self.streams, methods=["GET", "DELETE"]),
             Route("/v1/models", self.models, methods=["GET"]),
             Route("/healthz", self.healthz, methods=["GET"]),
             Route("/metrics", self.metrics_text, methods=["GET"]),
