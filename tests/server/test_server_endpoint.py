@@ -11,11 +11,12 @@ import pytest
 from tests.server.server_asgi import Exchange
 
 import tokenwire
+from tokenwire import _asgi, server
 from tokenwire import events as ev
 from tokenwire import request as rq
-from tokenwire import server
+from tokenwire._outbox import KEEPALIVE
 from tokenwire.errors import ProtocolError
-from tokenwire.server import KEEPALIVE, StreamEndpoint, StreamRecord
+from tokenwire.server import StreamEndpoint, StreamRecord
 
 
 def _body(model: str = "m", **fields: Any) -> bytes:
@@ -407,19 +408,19 @@ def test_ingress_route_takes_standard_bodies() -> None:
     ],
 )
 def test_wants_standard(accept: str | None, expected: bool) -> None:
-    assert server.wants_standard(accept) is expected
+    assert _asgi.wants_standard(accept) is expected
     if accept is not None:
-        assert server.wants_standard(accept.encode()) is expected
+        assert _asgi.wants_standard(accept.encode()) is expected
 
 
 def test_media_type_essence() -> None:
-    assert server.media_type_essence(b"Application/JSON ; charset=x") == "application/json"
-    assert server.media_type_essence(None) == ""
+    assert _asgi.media_type_essence(b"Application/JSON ; charset=x") == "application/json"
+    assert _asgi.media_type_essence(None) == ""
 
 
 def test_classify_exception() -> None:
-    assert server.classify_exception(KeyError("x")) == ("internal_error", "internal error")
-    assert server.classify_exception(TimeoutError())[0] == "overloaded"
+    assert _asgi.classify_exception(KeyError("x")) == ("internal_error", "internal error")
+    assert _asgi.classify_exception(TimeoutError())[0] == "overloaded"
 
 
 def test_non_http_scope_is_refused() -> None:

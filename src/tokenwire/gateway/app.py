@@ -34,7 +34,8 @@ from starlette.requests import Request as HTTPRequest
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..server import HTTP_ERROR_CODES, StreamEndpoint, json_error
+from .._asgi import HTTP_ERROR_CODES, json_error
+from ..server import StreamEndpoint
 from . import logs, playground
 from .config import CONFIG_ENV, LOG_CONTENT_ENV, Config, load
 from .ingress import AnthropicMessagesIngress, OpenAIChatIngress
