@@ -303,14 +303,25 @@ def _body(request_id: str | None = None, resumable: bool | None = True) -> bytes
     return msgspec.json.encode(body)
 
 
+#: request_id -> the resume token of its POST answer.
+TOKENS: dict[str, str] = {}
+
+
 async def _post(endpoint: StreamEndpoint, body: bytes, hang_up_after: int | None) -> Exchange:
     exchange = Exchange(body, hang_up_after=hang_up_after)
     await endpoint(exchange.scope, exchange.receive, exchange.send)
+    token = exchange.headers.get("tokenwire-resume-token")
+    if exchange.status == 200 and token is not None:
+        start = exchange.events()[0]
+        assert isinstance(start, ev.StreamStart) and start.request_id is not None
+        TOKENS[start.request_id] = token
     return exchange
 
 
 async def _get(manager: ResumeManager, request_id: str, after: int | None = None) -> Exchange:
     headers = {} if after is None else {"last-event-id": str(after)}
+    if request_id in TOKENS:
+        headers["tokenwire-resume-token"] = TOKENS[request_id]
     exchange = Exchange(b"", method="GET", content_type=None, headers=headers)
     exchange.scope["path_params"] = {"request_id": request_id}
     await ResumeEndpoint(manager)(exchange.scope, exchange.receive, exchange.send)
@@ -433,6 +444,9 @@ def test_cancelled_before_it_ran() -> None:
         request = msgspec.json.decode(_body("early"), type=Request)
         request, session = await manager.open(request, StreamRecord("/v1/stream"))
         assert session is not None
+        ((name, token),) = session.headers
+        assert name == b"tokenwire-resume-token"
+        TOKENS["early"] = token.decode()
         w = Writer(model="m", request_id="early")
         events = w.start()
         session.record(events, [ev.dump(e) for e in events])

@@ -25,6 +25,7 @@ import msgspec
 from ..._asgi import Receive, Scope, Send, json_error, send_json, send_json_error
 from ..._outbox import KEEPALIVE
 from ...server import CLEANUP_S, SSE_HEADERS
+from .access import allowed
 from .manager import ResumeManager
 from .store import (
     CANCEL_MESSAGE,
@@ -93,7 +94,7 @@ class ResumeEndpoint:
         """Whether the request has the stream's token and its creator's credential.
         Raises ``StoreUnavailable`` (503, whether or not the stream exists)."""
         info = await self.manager.store.info(request_id)
-        return info is not None
+        return info is not None and allowed(info, scope.get("headers", ()))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
