@@ -3,9 +3,12 @@
 A resumable stream's POST answer carries ``tokenwire-resume-token: <token>``
 (``secrets.token_urlsafe(32)``: 256 random bits). ``GET`` and ``DELETE
 /v1/streams/{request_id}`` must send it back in ``Tokenwire-Resume-Token``, and,
-when the POST carried a credential (``Authorization``, ``x-api-key`` or
-``x-goog-api-key``), the same credential. The store keeps digests only, never
-the token or the credential (docs/scaling.md "Security"). Pure functions.
+when the POST carried a credential, the same credential. A credential is an API
+key the way the SDKs send one (``Authorization: Bearer``, ``x-api-key``,
+``x-goog-api-key``; the same key in another of them is the same caller), or any
+other ``Authorization`` value as it is. The store keeps digests
+only, never the token or the credential (docs/scaling.md "Security"). Pure
+functions.
 """
 
 from __future__ import annotations
@@ -19,9 +22,9 @@ from typing import Final
 from .store import StreamInfo
 
 __all__ = [
-    "CREDENTIAL_HEADERS",
     "TOKEN_HEADER",
     "allowed",
+    "credential",
     "credential_digest",
     "new_token",
     "presented_token",
@@ -31,9 +34,6 @@ __all__ = [
 
 #: The header of the POST answer (and of a resume or cancel request) with the token.
 TOKEN_HEADER: Final = b"tokenwire-resume-token"
-#: The request headers that identify a caller, where the gateway sits behind auth
-#: (OpenAI and Anthropic style, and Gemini's key header).
-CREDENTIAL_HEADERS: Final = frozenset({b"authorization", b"x-api-key", b"x-goog-api-key"})
 
 Headers = Iterable[tuple[bytes, bytes]]
 
@@ -49,20 +49,38 @@ def token_digest(token: str | bytes) -> str:
     return hashlib.sha256(b"tokenwire-resume-token\0" + raw).hexdigest()
 
 
-def credential_digest(headers: Headers) -> str:
-    """The SHA-256 of the credential headers in ``headers`` (``""`` when there are none).
+def credential(headers: Headers) -> bytes | None:
+    """The caller's credential, or ``None``.
 
-    Names and values are length-prefixed, so no two different sets of headers
-    give the same input.
+    A bearer token, else ``x-api-key``, else ``x-goog-api-key``: the key itself,
+    whichever header it came in, as the gateway's API keys read it. Another
+    ``Authorization`` scheme (Basic, say) counts as its whole value. (A key in
+    the query string is not a credential here: the token alone binds.)
     """
-    found = sorted((name, value) for name, value in headers if name in CREDENTIAL_HEADERS)
-    if not found:
+    bearer = other = api_key = goog_key = None
+    for name, value in headers:
+        if name == b"authorization":
+            scheme, _, rest = value.strip().partition(b" ")
+            if scheme.lower() == b"bearer" and rest.strip():
+                bearer = bearer or rest.strip()
+            elif value.strip():
+                other = other or value.strip()
+        elif name == b"x-api-key" and value.strip():
+            api_key = api_key or value.strip()
+        elif name == b"x-goog-api-key" and value.strip():
+            goog_key = goog_key or value.strip()
+    found = bearer or api_key or goog_key
+    if found is not None:
+        return b"key\0" + found
+    return None if other is None else b"authorization\0" + other
+
+
+def credential_digest(headers: Headers) -> str:
+    """The SHA-256 of the caller's ``credential`` (``""`` when it has none)."""
+    found = credential(headers)
+    if found is None:
         return ""
-    digest = hashlib.sha256(b"tokenwire-credential\0")
-    for name, value in found:
-        for part in (name, value):
-            digest.update(len(part).to_bytes(4, "big") + part)
-    return digest.hexdigest()
+    return hashlib.sha256(b"tokenwire-credential\0" + found).hexdigest()
 
 
 def presented_token(headers: Headers) -> bytes | None:
@@ -79,7 +97,8 @@ def allowed(info: StreamInfo, headers: Headers) -> bool:
     if token is None or not info.token:
         return False
     token_ok = hmac.compare_digest(token_digest(token), info.token)
-    credential_ok = hmac.compare_digest(credential_digest(headers), info.credential)
+    digest = credential_digest(headers)
+    credential_ok = hmac.compare_digest(digest, info.credential)
     return token_ok and credential_ok
 
 
