@@ -356,6 +356,26 @@ def test_hang_up_does_not_cancel_a_resumable_stream() -> None:
     asyncio.run(go())
 
 
+def test_a_failed_send_detaches_a_resumable_stream() -> None:
+    # The ASGI server reports a vanished client by failing send(): for a
+    # resumable stream that is a hang-up too, so the generation goes on.
+    provider = Ticker(count=10)
+
+    async def go() -> None:
+        manager = ResumeManager(MemoryStore(), grace_s=30.0)
+        endpoint = StreamEndpoint(provider, resumption=manager)
+        exchange = Exchange(_body("sf1"), send_error_after=2)
+        await endpoint(exchange.scope, exchange.receive, exchange.send)
+        TOKENS["sf1"] = exchange.headers["tokenwire-resume-token"]
+        await _until(lambda: "sf1" in provider.outcome)
+        rest = await _get(manager, "sf1")
+        await manager.aclose()
+        assert provider.outcome["sf1"] == "completed"
+        assert tokenwire.validate([rest.body]).ok
+
+    asyncio.run(go())
+
+
 def test_hang_up_cancels_a_plain_stream_at_once() -> None:
     provider = Ticker(count=1000)
 

@@ -484,3 +484,24 @@ def test_a_failing_tee_does_not_break_the_stream() -> None:
         "content.stop",
         "stream.end",
     ]
+
+
+@pytest.mark.parametrize("hang_up_after", [None, 3])
+def test_nothing_outlives_the_request(hang_up_after: int | None) -> None:
+    # The sending and the hang-up watcher race (starlette's StreamingResponse):
+    # whichever ends first cancels the other, and the provider, its keep-alive
+    # and the watcher are all over when the request returns.
+    provider = Script([_delta("a"), _delta("b")], forever=hang_up_after is not None)
+    left: list[set[asyncio.Task[Any]]] = []
+
+    async def go() -> None:
+        x = Exchange(_body(), hang_up_after=hang_up_after)
+        await StreamEndpoint(provider, keepalive_s=0.01)(x.scope, x.receive, x.send)
+        left.append(asyncio.all_tasks() - {asyncio.current_task()})  # type: ignore[operator]
+        if hang_up_after is None:
+            assert isinstance(x.events()[-1], ev.StreamEnd)
+            assert not x.gone.is_set()  # the client never hung up: the watcher was cancelled
+
+    asyncio.run(go())
+    assert left == [set()]
+    assert provider.closed
