@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .redis_follow import Follower, RedisReader
 from .redis_scripts import (
     SCRIPTS,
     SHAS,
@@ -28,17 +28,12 @@ from .redis_scripts import (
     raw_reply,
     redacted,
     text_of,
-    xread_all,
 )
 from .store import (
-    FOLLOW_BLOCK_S,
     LIVE,
     READ_BATCH,
-    READER_TOUCH_S,
-    READER_TTL_S,
     Append,
     Created,
-    Entry,
     EventsTrimmed,
     ResumeStoreError,
     StoreReader,
@@ -56,72 +51,6 @@ if TYPE_CHECKING:  # redis is imported only when a Redis store is made
     import redis.asyncio as aioredis
 
 __all__ = ["RedisStore"]
-
-
-class _Follow:
-    """One reader's place in the multiplexed follow of a replica (``RedisStore``)."""
-
-    __slots__ = ("key", "next", "entries", "changed", "error")
-
-    def __init__(self, key: str, next_seq: int) -> None:
-        self.key = key
-        self.next = next_seq  # the seq this reader needs next
-        self.entries: list[Entry] = []
-        self.changed = asyncio.Event()
-        self.error: ResumeStoreError | None = None
-
-    def deliver(self, entries: list[Entry]) -> None:
-        for entry in entries:
-            if entry.seq < self.next:
-                continue  # read for another follower of the same stream, or already had
-            if entry.seq > self.next:
-                self.error = EventsTrimmed(entry.seq)  # trimmed before we got them
-                break
-            self.entries.append(entry)
-            self.next += 1
-        self.changed.set()
-
-    def fail(self, error: ResumeStoreError) -> None:
-        self.error = error
-        self.changed.set()
-
-
-class _RedisReader:
-    """A reader fed by its store's multiplexed ``XREAD`` (``RedisStore._follow_loop``)."""
-
-    def __init__(
-        self, store: RedisStore, request_id: str, first: list[Entry], finished: bool, after: int
-    ) -> None:
-        self._store = store
-        self.first = first
-        self.finished = finished
-        self._follow = _Follow(store.keys(request_id)[1], (first[-1].seq if first else after) + 1)
-
-    async def next(self, wait_s: float) -> list[Entry]:
-        follow = self._follow
-        if not follow.entries and follow.error is None:
-            if wait_s <= 0:
-                await self._catch_up()
-            else:
-                follow.changed.clear()
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(wait_s):
-                        await follow.changed.wait()
-        if follow.error is not None and not follow.entries:
-            raise follow.error
-        out, follow.entries = follow.entries, []
-        return out
-
-    async def _catch_up(self) -> None:
-        """Read directly what is stored beyond this reader (the follow may lag a round)."""
-        follow = self._follow
-        raw = await self._store.call(
-            "XRANGE", follow.key, f"0-{follow.next + 1}", "+", "COUNT", READ_BATCH
-        )
-        follow.deliver(entries_of(raw))
-
-    def close(self) -> None:
-        self._store.unfollow(self._follow)
 
 
 class RedisStore:
@@ -204,12 +133,7 @@ class RedisStore:
         # The follow parses XREAD replies itself: redis-py's callback builds a dict
         # per entry, a good part of a busy replica's CPU.
         self._follow_client.set_response_callback("XREAD", raw_reply)
-        self._follows: dict[str, list[_Follow]] = {}
-        self._follower: asyncio.Task[None] | None = None
-        self._follow_wake: asyncio.Event | None = None
-        self._follow_id: int | None = None  # CLIENT ID of that connection
-        self._blocked = False
-        self._touches: set[str] = set()
+        self.follower = Follower(self, self._follow_client)
         # Loops check this too: a cancel that lands inside a redis-py call is not
         # always passed on (seen with redis-py 8 on a single-connection client).
         self._stopping = False
@@ -232,6 +156,14 @@ class RedisStore:
     async def call(self, *args: Any) -> Any:
         """One command, with the health check around it. Raises ``ResumeStoreError``."""
         return await self._command(self.redis, args)
+
+    async def command(self, client: aioredis.Redis, args: Sequence[Any]) -> Any:
+        """One command on ``client``, with the health check around it."""
+        return await self._command(client, args)
+
+    async def pipeline(self, commands: Sequence[Sequence[Any]]) -> list[Any]:
+        """``commands`` in one round trip (see ``_pipeline``)."""
+        return await self._pipeline(commands)
 
     async def _command(self, client: aioredis.Redis, args: Sequence[Any]) -> Any:
         self.health.check()
@@ -319,104 +251,14 @@ class RedisStore:
 
     async def aclose(self) -> None:
         self._stopping = True
-        follower = self._follower
-        if follower is not None:
-            # Let it stop by itself rather than cancel it in the middle of a command.
-            if self._follow_wake is not None:
-                self._follow_wake.set()
-            if self._blocked and self._follow_id is not None:
-                with contextlib.suppress(ResumeStoreError):
-                    await self.call("CLIENT", "UNBLOCK", self._follow_id)
-            await asyncio.wait([follower], timeout=FOLLOW_BLOCK_S + 1.0)
-            if not follower.done():
-                await stop_task(follower)
+        await self.follower.aclose()
         if self._listener is not None:
             await stop_task(self._listener)
-        self._listener = self._follower = None
-        for follows in self._follows.values():
-            for follow in follows:
-                follow.fail(StoreUnavailable("the store was closed"))
-        self._follows.clear()
+        self._listener = None
         with contextlib.suppress(Exception):
             await self._follow_client.aclose()
         with contextlib.suppress(Exception):
             await self.redis.aclose()
-
-    # -- the multiplexed follow ------------------------------------------------------
-
-    async def _follow(self, follow: _Follow) -> None:
-        self._follows.setdefault(follow.key, []).append(follow)
-        if self._follower is None or self._follower.done():
-            self._follow_wake = asyncio.Event()
-            self._follower = asyncio.get_running_loop().create_task(self._follow_loop())
-        assert self._follow_wake is not None
-        self._follow_wake.set()
-        if self._blocked and self._follow_id is not None:
-            # The loop is blocked on the old set of keys: make it start over.
-            with contextlib.suppress(ResumeStoreError):
-                await self.call("CLIENT", "UNBLOCK", self._follow_id)
-
-    def unfollow(self, follow: _Follow) -> None:
-        follows = self._follows.get(follow.key)
-        if follows is not None and follow in follows:
-            follows.remove(follow)
-            if not follows:
-                del self._follows[follow.key]
-
-    async def _follow_loop(self) -> None:
-        """One ``XREAD BLOCK`` at a time for every stream read on this replica."""
-        wake = self._follow_wake
-        assert wake is not None
-        next_touch = 0.0
-        while not self._stopping:
-            if not self._follows:
-                wake.clear()
-                await wake.wait()
-                continue
-            now = time.monotonic()
-            if self._touches and now >= next_touch:
-                next_touch = now + READER_TOUCH_S
-                await self._flush_touches()
-            # Each key from the furthest-behind reader of it; the others skip what they had.
-            starts = {key: min(f.next for f in fs) for key, fs in self._follows.items()}
-            try:
-                if self._follow_id is None:
-                    self._follow_id = await self._follow_command("CLIENT", "ID")
-                self._blocked = True
-                try:
-                    raw = await self._follow_command(
-                        "XREAD",
-                        "COUNT",
-                        READ_BATCH,
-                        "BLOCK",
-                        round(FOLLOW_BLOCK_S * 1000),
-                        "STREAMS",
-                        *starts,
-                        *(f"0-{start}" for start in starts.values()),
-                    )
-                finally:
-                    self._blocked = False
-            except ResumeStoreError as exc:
-                self._follow_id = None
-                if self._stopping:
-                    return
-                for follows in list(self._follows.values()):
-                    for follow in follows:
-                        follow.fail(exc)
-                await asyncio.sleep(0.1)
-                continue
-            for key, entries in xread_all(raw):
-                for follow in self._follows.get(key, ()):
-                    follow.deliver(entries)
-
-    async def _follow_command(self, *args: Any) -> Any:
-        return await self._command(self._follow_client, args)
-
-    async def _flush_touches(self) -> None:
-        touches, self._touches = self._touches, set()
-        ttl = round(READER_TTL_S * 1000)
-        with contextlib.suppress(ResumeStoreError):
-            await self._pipeline([["SET", self.keys(i)[3], "1", "PX", ttl] for i in touches])
 
     async def create(self, request_id: str, info: StreamInfo) -> Created:
         if self.full:
@@ -480,8 +322,9 @@ class RedisStore:
             if entry.seq != expected:
                 # Trimmed, or a hole a dead replica left (events it sent, never stored).
                 raise EventsTrimmed(entry.seq)
-        reader = _RedisReader(self, request_id, first, text_of(status) != LIVE, after)
-        await self._follow(reader._follow)
+        reader = RedisReader(self, self.follower, stream, first, text_of(status) != LIVE)
+        reader.start_after(after)
+        await self.follower.add(reader.follow)
         return reader
 
     async def state(self, request_id: str) -> StreamState | None:
@@ -525,11 +368,11 @@ class RedisStore:
         return bool(await self._eval("cancel", [meta], [self.channel, request_id]) == 1)
 
     async def touch_reader(self, request_id: str) -> None:
-        if not self._touches and not self._follows:
+        if self.follower.idle:
             # Nobody follows here, so no loop will write it soon: now.
             await self._pipeline([["SET", self.keys(request_id)[3], "1", "PX", 3000]])
             return
-        self._touches.add(request_id)
+        self.follower.touches.add(request_id)
 
     async def readers_seen(self, request_ids: Sequence[str]) -> set[str]:
         if not request_ids:
