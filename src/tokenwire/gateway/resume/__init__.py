@@ -6,6 +6,7 @@
 ``memory``             ``MemoryStore``: one process (the default)
 ``redis``              ``RedisStore``: Redis Streams, any number of replicas
 ``redis_scripts``      its Lua scripts, reply parsing and health
+``redis_follow``       its multiplexed follow (one ``XREAD BLOCK`` per replica)
 ``access``             resume tokens and credential binding (who may resume)
 ``session``            one stream's state machine (``State`` x ``Input`` table)
 ``manager``            ``ResumeManager``: which streams are resumable, the flusher,
