@@ -47,8 +47,8 @@ __all__ = ["CONFIG_ENV", "LOG_CONTENT_ENV", "Gateway", "app_from_env", "build_ap
 
 
 class Gateway:
-    """The gateway's parts: providers, metrics, request log, the three stream endpoints
-    and the resume manager (``[resume]``, docs/scaling.md).
+    """The gateway's parts: providers, metrics, request log, the three stream endpoints,
+    the resume manager (``[resume]``, docs/scaling.md) and its route (``streams``).
 
     ``log_content`` overrides ``config.server.log_content``. ``client`` is the
     shared upstream ``httpx.AsyncClient`` (one is made when omitted; it is
