@@ -64,7 +64,7 @@ from ._asgi import (
     wants_standard,
 )
 from ._outbox import OUTBOX_HIGH_WATER, Outbox, keep_alive
-from .errors import InvalidRequest, RequestTooLarge
+from .errors import InvalidRequest, RequestTooLarge, TokenwireError
 from .request import Request
 from .writer import Writer
 
@@ -143,7 +143,7 @@ class Observer(Protocol):
     def closed(self, record: StreamRecord) -> None: ...
 
 
-class ResumeConflict(Exception):
+class ResumeConflict(TokenwireError):
     """A resumable request's ``request_id`` already names a stored stream (409)."""
 
 
