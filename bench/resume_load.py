@@ -193,17 +193,24 @@ def _post(port: int, body: bytes) -> bytes:
     return head.encode() + body
 
 
-def _get(port: int, request_id: str, after: int) -> bytes:
+def _get(port: int, request_id: str, after: int, token: str) -> bytes:
     return (
         f"GET /v1/streams/{request_id} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
-        f"Accept: text/event-stream\r\nLast-Event-ID: {after}\r\n\r\n"
+        f"Accept: text/event-stream\r\nLast-Event-ID: {after}\r\n"
+        f"Tokenwire-Resume-Token: {token}\r\n\r\n"
     ).encode()
 
 
 async def _status(reader: asyncio.StreamReader) -> int:
     """Read one HTTP/1.1 response head; returns its status (the body is read by the caller)."""
+    return (await _head(reader))[0]
+
+
+async def _head(reader: asyncio.StreamReader) -> tuple[int, str]:
+    """Read one HTTP/1.1 response head: its status and its resume token (or "")."""
     head = await reader.readuntil(b"\r\n\r\n")
-    return int(head.split(b" ", 2)[1])
+    token = re.search(rb"(?im)^tokenwire-resume-token: *(\S+)", head)
+    return int(head.split(b" ", 2)[1]), token.group(1).decode() if token else ""
 
 
 async def _read_chunk(reader: asyncio.StreamReader) -> bytes | None:
@@ -252,7 +259,7 @@ async def one_stream(
     raw = b""
     try:
         writer.write(_post(port, body))
-        status = await _status(reader)
+        status, token = await _head(reader)
         if status != 200:
             outcome.problem = f"POST answered {status}"
             return
@@ -271,7 +278,7 @@ async def one_stream(
     await asyncio.sleep(rng.uniform(0, 0.3))
     reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=1 << 22)
     try:
-        writer.write(_get(port, outcome.request_id, int(ids[-1])))
+        writer.write(_get(port, outcome.request_id, int(ids[-1]), token))
         outcome.status = await _status(reader)
         if outcome.status != 200:
             outcome.problem = f"resume answered {outcome.status}"

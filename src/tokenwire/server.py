@@ -46,68 +46,42 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import (
-    AsyncIterator,
-    Callable,
-    Iterable,
-    Mapping,
-    Sequence,
-)
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Final, Protocol, TypeAlias, cast, runtime_checkable
 
 from . import events as ev
 from . import request as rq
 from ._asgi import (
     HTTP_ERROR_CODES,
-    PROFILE,
     ClientDisconnected,
     Receive,
     Scope,
     Send,
     classify_exception,
-    json_error,
     media_type_essence,
     read_body,
-    send_json,
     send_json_error,
     wants_standard,
 )
-from ._outbox import KEEPALIVE, OUTBOX_HIGH_WATER, Outbox, keep_alive
-from .errors import InvalidRequest, RequestTooLarge
+from ._outbox import OUTBOX_HIGH_WATER, Outbox, keep_alive
+from .errors import InvalidRequest, RequestTooLarge, TokenwireError
 from .request import Request
 from .writer import Writer
 
 __all__ = [
-    "CLEANUP_S",
     "DEFAULT_KEEPALIVE_S",
     "DEFAULT_MAX_BODY_BYTES",
-    "HTTP_ERROR_CODES",
-    "KEEPALIVE",
-    "OUTBOX_HIGH_WATER",
-    "PROFILE",
-    "SSE_HEADERS",
-    "ClientDisconnected",
-    "ResumeConflict",
-    "ResumeSession",
-    "Resumption",
     "Encode",
     "Ingress",
     "Observer",
     "Provider",
     "ProviderLookup",
-    "Receive",
-    "Scope",
-    "Send",
+    "ResumeConflict",
+    "ResumeSession",
+    "Resumption",
     "StreamEndpoint",
     "StreamRecord",
     "Tee",
-    "classify_exception",
-    "json_error",
-    "media_type_essence",
-    "read_body",
-    "send_json",
-    "send_json_error",
-    "wants_standard",
 ]
 
 
@@ -169,20 +143,24 @@ class Observer(Protocol):
     def closed(self, record: StreamRecord) -> None: ...
 
 
-class ResumeConflict(Exception):
+class ResumeConflict(TokenwireError):
     """A resumable request's ``request_id`` already names a stored stream (409)."""
 
 
 class ResumeSession(Protocol):
     """One resumable stream's link to a resume store, for the generation's lifetime.
 
-    The endpoint calls ``record`` with every event it emits (stamped, in
+    The endpoint sends ``headers`` with the stream's answer (the gateway's
+    resume token); it calls ``record`` with every event it emits (stamped, in
     order) and that event's SSE frame; ``run`` hands over the generation's task,
     which the session may cancel (explicit cancel, grace period over) after
     setting ``cancel_reason``; ``detach`` says that the client that made the
-    request is gone (the generation goes on); ``close`` runs once when the
-    generation is over and every event has been recorded.
+    request is gone (the generation goes on; it may be said more than once);
+    ``close`` runs once when the generation is over and every event has been
+    recorded.
     """
+
+    headers: Sequence[tuple[bytes, bytes]]
 
     def record(self, events: list[ev.Event], frames: list[bytes]) -> None: ...
 
@@ -199,10 +177,12 @@ class Resumption(Protocol):
     """Decides which streams are resumable and opens their sessions."""
 
     async def open(
-        self, request: Request, record: StreamRecord
+        self, request: Request, record: StreamRecord, headers: Iterable[tuple[bytes, bytes]]
     ) -> tuple[Request, ResumeSession | None]:
         """The request to serve (its ``request_id`` filled in when it is resumable)
         and its session, or ``None`` for a stream served the classic way.
+        ``headers`` are the request's (a resume store may bind the stream to
+        the caller's credential).
 
         Raises ``ResumeConflict`` when the ``request_id`` is taken, and
         ``InvalidRequest`` for a ``request_id`` a store cannot keep.
@@ -439,11 +419,14 @@ class StreamEndpoint:
                 path="model",
             )
             return
+        session: ResumeSession | None = None
         if self.resumption is not None and encode is ev.dump:
             # Only a stream answered in the standard can be resumed: the resume
             # route replays standard events.
             try:
-                request, session = await self.resumption.open(request, record)
+                request, session = await self.resumption.open(
+                    request, record, scope.get("headers", ())
+                )
             except ResumeConflict as exc:
                 await self._reject(
                     send,
@@ -458,10 +441,7 @@ class StreamEndpoint:
                 await self._reject(send, record, 400, exc.reason, path=exc.path)
                 return
             record.request = request
-            if session is not None:
-                await self._stream_resumable(receive, send, record, request, provider, session)
-                return
-        await self._stream(scope, receive, send, record, request, provider, encode)
+        await self._stream(receive, send, record, request, provider, encode, session)
 
     # -- the stream ----------------------------------------------------------------
 
@@ -476,168 +456,62 @@ class StreamEndpoint:
 
     async def _stream(
         self,
-        scope: Scope,
         receive: Receive,
         send: Send,
         record: StreamRecord,
         request: Request,
         provider: Provider,
         encode: Encode,
+        session: ResumeSession | None,
     ) -> None:
+        """Serve one stream. Who owns its generation decides what a hang-up does:
+        the request (it cancels the generation) or a resume session (it only
+        detaches; the generation goes on, recorded, docs/scaling.md)."""
         record.status = 200
-        tees = self._open_tees(record)
         writer = Writer(model=request.model, request_id=request.request_id)
         loop = asyncio.get_running_loop()
         outbox = Outbox(loop.time())
+        owner: _Owner = (
+            _RequestOwns(outbox, self._open_tees(record), encode)
+            if session is None
+            else _SessionOwns(outbox, self._open_tees(record), session)
+        )
         # §5.3.1: stream.start goes out at once, "the endpoint has accepted the request".
-        self._emit(writer.start(), encode, outbox, tees)
-
-        producer = loop.create_task(
-            self._produce(provider, request, writer, encode, outbox, tees, record)
-        )
-        watcher = loop.create_task(_watch_disconnect(receive, producer, outbox, record))
+        owner.emit(writer.start())
+        producer = loop.create_task(self._produce(provider, request, writer, owner, record))
+        # Done callbacks run even for a task cancelled before its first step,
+        # which runs none of its own cleanup.
+        producer.add_done_callback(lambda _task: owner.finished(writer))
+        owner.adopt(producer)
         keepalive = loop.create_task(keep_alive(outbox, self.keepalive_s))
+        hung_up = True
         try:
-            await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-            await self._send_loop(send, outbox, record)
+            headers = [*SSE_HEADERS, *owner.headers]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            hung_up = await _until_disconnect(self._send_loop(send, outbox), receive)
         except OSError:
-            # The ASGI server reports a vanished client by failing send().
-            record.disconnected = True
+            pass  # the ASGI server reports a vanished client by failing send()
         finally:
-            watcher.cancel()
             keepalive.cancel()
-            # Cancel once. A second cancel would interrupt the provider's own
-            # cleanup (closing its upstream response), leaving the upstream
-            # connection open; a provider gets CLEANUP_S to finish it.
-            if not producer.done() and not producer.cancelling():
-                producer.cancel()
-            await asyncio.wait([producer], timeout=CLEANUP_S)
-            if not producer.done():
-                producer.cancel()
-                await asyncio.wait([producer])
-            await asyncio.wait([watcher, keepalive])
+            await owner.release(producer, record, hung_up=hung_up)
+            await asyncio.wait([keepalive])
             record.events = writer.next_seq
-            for tee in tees:
-                with contextlib.suppress(Exception):
-                    tee.close()
-
-    async def _stream_resumable(
-        self,
-        receive: Receive,
-        send: Send,
-        record: StreamRecord,
-        request: Request,
-        provider: Provider,
-        session: ResumeSession,
-    ) -> None:
-        """Like ``_stream``, but the generation belongs to ``session``, not to the request.
-
-        A hang-up only detaches the request: the generation goes on, every event
-        is recorded, and the session's runner decides when it stops (its end,
-        an explicit cancel, or the grace period without readers).
-        """
-        record.status = 200
-        tees = self._open_tees(record)
-        writer = Writer(model=request.model, request_id=request.request_id)
-        loop = asyncio.get_running_loop()
-        outbox = Outbox(loop.time())
-        emit = _recording_emit(session)
-        emit(writer.start(), ev.dump, outbox, tees)
-        producer = loop.create_task(
-            self._produce_resumable(provider, request, writer, emit, outbox, tees, record, session)
-        )
-        # A task cancelled before its first step never runs its own cleanup.
-        producer.add_done_callback(lambda _task: outbox.close())
-        session.run(producer)
-        watcher = loop.create_task(_watch_detach(receive, outbox, record, session))
-        keepalive = loop.create_task(keep_alive(outbox, self.keepalive_s))
-        try:
-            await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-            await self._send_loop(send, outbox, record)
-        except OSError:
-            record.disconnected = True
-        finally:
-            watcher.cancel()
-            keepalive.cancel()
-            if not producer.done():
-                # Disconnect is not cancel (docs/scaling.md): the session owns it now.
-                record.disconnected = True
-                outbox.close()
-                session.detach()
-            await asyncio.wait([watcher, keepalive])
-            record.events = writer.next_seq
-
-    async def _produce_resumable(
-        self,
-        provider: Provider,
-        request: Request,
-        writer: Writer,
-        emit: _Emit,
-        outbox: Outbox,
-        tees: list[Tee],
-        record: StreamRecord,
-        session: ResumeSession,
-    ) -> None:
-        try:
-            await self._produce(
-                provider,
-                request,
-                writer,
-                ev.dump,
-                outbox,
-                tees,
-                record,
-                emit=emit,
-                cancelled=session.cancel_reason,
-            )
-        finally:
-            if not writer.ended:
-                # "Every stream ends", the stored one too, whoever is reading.
-                code, message = session.cancel_reason() or ("internal_error", "internal error")
-                with contextlib.suppress(Exception):
-                    emit(writer.fail(code, message), ev.dump, outbox, tees)
-            for tee in tees:
-                with contextlib.suppress(Exception):
-                    tee.close()
-            session.close()
-
-    @staticmethod
-    def _emit(batch: list[ev.Event], encode: Encode, outbox: Outbox, tees: list[Tee]) -> None:
-        # The one place every event passes through on its way out: a resume
-        # store tees here (it sees stamped events, so seq can serve Last-Event-ID).
-        for tee in tees:
-            try:
-                tee.write(batch)
-            except Exception:  # a broken observer must not break the stream
-                pass
-        if len(batch) == 1:
-            data = encode(batch[0])
-        else:
-            data = b"".join([encode(event) for event in batch])
-        if data:
-            outbox.push(data)
 
     async def _produce(
         self,
         provider: Provider,
         request: Request,
         writer: Writer,
-        encode: Encode,
-        outbox: Outbox,
-        tees: list[Tee],
+        owner: _Owner,
         record: StreamRecord,
-        *,
-        emit: _Emit | None = None,
-        cancelled: Callable[[], tuple[str, str] | None] | None = None,
     ) -> None:
         """Drive the provider; every event goes through the writer, then out.
 
-        ``cancelled`` (resumable streams) gives the ``(code, message)`` of a
-        deliberate cancel, which still ends the stream with ``error`` +
-        ``stream.end`` for whoever reads it.
+        A deliberate cancel (``owner.cancel_reason()``: a DELETE, a grace period
+        over) still ends the stream with ``error`` + ``stream.end`` for whoever
+        reads it.
         """
-        emit = self._emit if emit is None else emit
-        add = writer.add
+        emit, outbox, add = owner.emit, owner.outbox, writer.add
         try:
             iterator = provider.generate(request)
             try:
@@ -650,7 +524,7 @@ class StreamEndpoint:
                     if cls is ev.ErrorEvent and record.error_code is None:
                         record.error_code = cast(ev.ErrorEvent, event).code
                         record.error_message = cast(ev.ErrorEvent, event).message
-                    emit(add(event), encode, outbox, tees)
+                    emit(add(event))
                     if writer.ended:
                         break
                     if outbox.size > OUTBOX_HIGH_WATER:
@@ -660,16 +534,16 @@ class StreamEndpoint:
                 if aclose is not None:
                     await aclose()
             if not writer.ended:
-                emit(writer.end(), encode, outbox, tees)
+                emit(writer.end())
         except asyncio.CancelledError:
             task = asyncio.current_task()
-            reason = cancelled() if cancelled is not None else None
+            reason = owner.cancel_reason()
             if reason is not None:
-                emit(writer.fail(*reason), encode, outbox, tees)
+                emit(writer.fail(*reason))
             elif task is not None and not task.cancelling() and not record.disconnected:
                 # The provider raised CancelledError on its own: the client is
                 # still there and still gets a complete stream.
-                emit(writer.fail("internal_error", "internal error"), encode, outbox, tees)
+                emit(writer.fail("internal_error", "internal error"))
             raise
         except Exception as exc:
             # §5.3.6: a failure becomes error + stream.end, never a broken stream.
@@ -677,17 +551,15 @@ class StreamEndpoint:
             record.exception = exc
             if record.error_code is None and not writer.errored:
                 record.error_code, record.error_message = code, message
-            emit(writer.fail(code, message), encode, outbox, tees)
+            emit(writer.fail(code, message))
         finally:
             outbox.close()
 
     @staticmethod
-    async def _send_loop(send: Send, outbox: Outbox, record: StreamRecord) -> None:
+    async def _send_loop(send: Send, outbox: Outbox) -> None:
         now = asyncio.get_running_loop().time
         while True:
             await outbox.wait()
-            if record.disconnected:
-                return
             last = outbox.closed
             data = outbox.take()
             # Everything produced while the previous send was in flight leaves now.
@@ -697,51 +569,158 @@ class StreamEndpoint:
                 return
 
 
-#: How a stream's events are recorded, encoded and queued (``StreamEndpoint._emit``).
-_Emit: TypeAlias = Callable[[list[ev.Event], Encode, Outbox, list[Tee]], None]
+# --- Who owns a stream's generation --------------------------------------------------------
 
 
-def _recording_emit(session: ResumeSession) -> _Emit:
-    """``_emit`` for a resumable stream: each event is encoded once, as the
-    standard frame that goes out and into the store (its SSE ``id:`` is its seq)."""
+class _Owner:
+    """The part of a stream that depends on who owns its generation.
 
-    def emit(batch: list[ev.Event], encode: Encode, outbox: Outbox, tees: list[Tee]) -> None:
-        frames = [ev.dump(event) for event in batch]
-        session.record(batch, frames)
-        for tee in tees:
+    ``emit`` is the one place every event passes through on its way out (the
+    tees see stamped events, so seq can serve Last-Event-ID); ``release`` runs
+    when the request is over, hung up or not.
+    """
+
+    headers: Sequence[tuple[bytes, bytes]] = ()
+
+    def __init__(self, outbox: Outbox, tees: list[Tee]) -> None:
+        self.outbox = outbox
+        self.tees = tees
+
+    def _tee(self, batch: list[ev.Event]) -> None:
+        for tee in self.tees:
             try:
                 tee.write(batch)
             except Exception:  # a broken observer must not break the stream
                 pass
-        if frames:
-            outbox.push(frames[0] if len(frames) == 1 else b"".join(frames))
 
-    return emit
+    def _close_tees(self) -> None:
+        for tee in self.tees:
+            with contextlib.suppress(Exception):
+                tee.close()
+
+    def emit(self, batch: list[ev.Event]) -> None:
+        raise NotImplementedError
+
+    def cancel_reason(self) -> tuple[str, str] | None:
+        return None
+
+    def adopt(self, producer: asyncio.Task[None]) -> None:
+        pass
+
+    def finished(self, writer: Writer) -> None:
+        """The producer's task is over (its done callback)."""
+
+    async def release(
+        self, producer: asyncio.Task[None], record: StreamRecord, *, hung_up: bool
+    ) -> None:
+        raise NotImplementedError
 
 
-async def _watch_detach(
-    receive: Receive, outbox: Outbox, record: StreamRecord, session: ResumeSession
-) -> None:
-    """On hang-up, stop sending but let the generation go on (resumable streams)."""
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
+class _RequestOwns(_Owner):
+    """The request owns the generation: a hang-up cancels it at once."""
+
+    def __init__(self, outbox: Outbox, tees: list[Tee], encode: Encode) -> None:
+        super().__init__(outbox, tees)
+        self.encode = encode
+
+    def emit(self, batch: list[ev.Event]) -> None:
+        self._tee(batch)
+        encode = self.encode
+        data = encode(batch[0]) if len(batch) == 1 else b"".join([encode(e) for e in batch])
+        if data:
+            self.outbox.push(data)
+
+    async def release(
+        self, producer: asyncio.Task[None], record: StreamRecord, *, hung_up: bool
+    ) -> None:
+        if hung_up:
             record.disconnected = True
-            outbox.close()
-            session.detach()
-            return
-
-
-async def _watch_disconnect(
-    receive: Receive, producer: asyncio.Task[None], outbox: Outbox, record: StreamRecord
-) -> None:
-    """Cancel the producer the moment the client hangs up."""
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            record.disconnected = True
+            self.outbox.close()
+        # Cancel once. A second cancel would interrupt the provider's own
+        # cleanup (closing its upstream response), leaving the upstream
+        # connection open; a provider gets CLEANUP_S to finish it.
+        if not producer.done() and not producer.cancelling():
             producer.cancel()
-            outbox.close()
+        await asyncio.wait([producer], timeout=CLEANUP_S)
+        if not producer.done():
+            producer.cancel()
+            await asyncio.wait([producer])
+        self._close_tees()
+
+
+class _SessionOwns(_Owner):
+    """A resume session owns the generation: a hang-up only detaches the request.
+
+    Each event is encoded once, as the standard frame that goes out and into
+    the store (its SSE ``id:`` is its seq). The session's runner decides when
+    the generation stops: its end, an explicit cancel, or the grace period.
+    """
+
+    def __init__(self, outbox: Outbox, tees: list[Tee], session: ResumeSession) -> None:
+        super().__init__(outbox, tees)
+        self.session = session
+        self.headers = session.headers
+
+    def emit(self, batch: list[ev.Event]) -> None:
+        frames = [ev.dump(event) for event in batch]
+        self.session.record(batch, frames)
+        self._tee(batch)
+        if frames:
+            self.outbox.push(frames[0] if len(frames) == 1 else b"".join(frames))
+
+    def cancel_reason(self) -> tuple[str, str] | None:
+        return self.session.cancel_reason()
+
+    def adopt(self, producer: asyncio.Task[None]) -> None:
+        self.session.run(producer)
+
+    def finished(self, writer: Writer) -> None:
+        self.outbox.close()
+        if not writer.ended:
+            # "Every stream ends", the stored one too, whoever is reading.
+            code, message = self.session.cancel_reason() or ("internal_error", "internal error")
+            with contextlib.suppress(Exception):
+                self.emit(writer.fail(code, message))
+        self._close_tees()
+        self.session.close()
+
+    async def release(
+        self, producer: asyncio.Task[None], record: StreamRecord, *, hung_up: bool
+    ) -> None:
+        if hung_up or not producer.done():
+            # Disconnect is not cancel (docs/scaling.md): the session owns it now.
+            record.disconnected = True
+            self.outbox.close()
+            self.session.detach()
+
+
+async def _until_disconnect(body: Awaitable[None], receive: Receive) -> bool:
+    """Run ``body`` (the sending) against the client's hang-up, as starlette's
+    ``StreamingResponse`` does: whichever ends first cancels the other.
+
+    Returns True when the client hung up first. ``body``'s own exception (an
+    ``OSError`` from a failed send) propagates.
+    """
+    sender = asyncio.ensure_future(body)
+    watcher = asyncio.ensure_future(_wait_disconnect(receive))
+    try:
+        await asyncio.wait([sender, watcher], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (sender, watcher):
+            task.cancel()
+        await asyncio.wait([sender, watcher])
+    if not watcher.cancelled():
+        watcher.exception()  # retrieved: a receive that failed counts as a hang-up
+    if not sender.cancelled():
+        sender.result()  # raises what the sending raised
+        return False
+    return True
+
+
+async def _wait_disconnect(receive: Receive) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
             return
 
 

@@ -21,6 +21,28 @@ from tokenwire import request as rq
 
 MEDIA = rq.MEDIA_TYPE
 QUESTION = "What makes a stream resumable across gateway replicas?"
+#: The header of a resumable stream's POST answer, sent back to resume or cancel it.
+TOKEN_HEADER = "tokenwire-resume-token"
+#: request_id -> the resume token its POST answer carried (``remember``).
+TOKENS: dict[str, str] = {}
+
+
+def remember(response: httpx.Response, raw: bytes) -> str | None:
+    """Keep the resume token of a POST answer under its stream's request_id."""
+    token = response.headers.get(TOKEN_HEADER)
+    events = events_of(complete_frames(raw))
+    if token is not None and events and isinstance(events[0], ev.StreamStart):
+        request_id = events[0].request_id
+        if request_id:
+            TOKENS[request_id] = token
+    return token
+
+
+def auth(request_id: str, token: str | None = None) -> dict[str, str]:
+    """The header that lets a GET or DELETE at the stream (none for an unknown
+    stream, or for ``token=""``)."""
+    token = token if token is not None else TOKENS.get(request_id)
+    return {TOKEN_HEADER: token} if token else {}
 
 
 def payload(
@@ -79,6 +101,7 @@ def read_part(client: httpx.Client, body: dict[str, Any], count: int) -> bytes:
             raw += chunk
             if len(events_of(complete_frames(raw))) >= count:
                 break
+        remember(response, raw)
     # Leaving the block closes the connection: the client hung up mid-stream.
     frames = complete_frames(raw)
     cut = b""
@@ -97,14 +120,21 @@ def post_all(client: httpx.Client, body: dict[str, Any]) -> bytes:
         "/v1/stream", content=msgspec.json.encode(body), headers={"content-type": MEDIA}
     )
     assert response.status_code == 200, response.text
+    remember(response, response.content)
     return response.content
 
 
 def resume(
-    client: httpx.Client, request_id: str, after: int | None, *, query: bool = False
+    client: httpx.Client,
+    request_id: str,
+    after: int | None,
+    *,
+    query: bool = False,
+    token: str | None = None,
 ) -> httpx.Response:
-    """``GET /v1/streams/{request_id}`` with ``Last-Event-ID`` (or ``?after=``), read whole."""
-    headers: dict[str, str] = {}
+    """``GET /v1/streams/{request_id}`` with ``Last-Event-ID`` (or ``?after=``), read whole,
+    with the stream's resume token (``token``, else the remembered one)."""
+    headers = auth(request_id, token)
     params: dict[str, str] = {}
     if after is not None:
         if query:
@@ -112,6 +142,11 @@ def resume(
         else:
             headers["last-event-id"] = str(after)
     return client.get(f"/v1/streams/{request_id}", headers=headers, params=params)
+
+
+def cancel(client: httpx.Client, request_id: str, token: str | None = None) -> httpx.Response:
+    """``DELETE /v1/streams/{request_id}`` with the stream's resume token."""
+    return client.delete(f"/v1/streams/{request_id}", headers=auth(request_id, token))
 
 
 def start_of(events: list[ev.Event]) -> ev.StreamStart:

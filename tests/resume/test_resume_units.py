@@ -34,14 +34,15 @@ from tokenwire.gateway.resume import (
     EventsTrimmed,
     MemoryStore,
     RedisStore,
+    ResumeEndpoint,
     ResumeManager,
     StoreUnavailable,
     StreamInfo,
     StreamNotFound,
-    _redacted,
     closing_entries,
     parse_after,
 )
+from tokenwire.gateway.resume.redis_scripts import redacted
 from tokenwire.request import Request
 from tokenwire.server import StreamEndpoint, StreamRecord
 from tokenwire.writer import Writer
@@ -134,9 +135,9 @@ def test_closing_entries(case: dict[str, Any]) -> None:
 
 
 def test_redacted_url() -> None:
-    assert _redacted("redis://:secret@host:6380/0") == "redis://:***@host:6380/0"
-    assert _redacted("redis://user:secret@host/1") == "redis://user:***@host/1"
-    assert _redacted("redis://host:6379/0") == "redis://host:6379/0"
+    assert redacted("redis://:secret@host:6380/0") == "redis://:***@host:6380/0"
+    assert redacted("redis://user:secret@host/1") == "redis://user:***@host/1"
+    assert redacted("redis://host:6379/0") == "redis://host:6379/0"
 
 
 @pytest.mark.parametrize(
@@ -302,17 +303,28 @@ def _body(request_id: str | None = None, resumable: bool | None = True) -> bytes
     return msgspec.json.encode(body)
 
 
+#: request_id -> the resume token of its POST answer.
+TOKENS: dict[str, str] = {}
+
+
 async def _post(endpoint: StreamEndpoint, body: bytes, hang_up_after: int | None) -> Exchange:
     exchange = Exchange(body, hang_up_after=hang_up_after)
     await endpoint(exchange.scope, exchange.receive, exchange.send)
+    token = exchange.headers.get("tokenwire-resume-token")
+    if exchange.status == 200 and token is not None:
+        start = exchange.events()[0]
+        assert isinstance(start, ev.StreamStart) and start.request_id is not None
+        TOKENS[start.request_id] = token
     return exchange
 
 
 async def _get(manager: ResumeManager, request_id: str, after: int | None = None) -> Exchange:
     headers = {} if after is None else {"last-event-id": str(after)}
+    if request_id in TOKENS:
+        headers["tokenwire-resume-token"] = TOKENS[request_id]
     exchange = Exchange(b"", method="GET", content_type=None, headers=headers)
     exchange.scope["path_params"] = {"request_id": request_id}
-    await manager.endpoint(exchange.scope, exchange.receive, exchange.send)
+    await ResumeEndpoint(manager)(exchange.scope, exchange.receive, exchange.send)
     return exchange
 
 
@@ -340,6 +352,26 @@ def test_hang_up_does_not_cancel_a_resumable_stream() -> None:
             f" t{i}" for i in range(20)
         )
         assert tokenwire.validate([first.body + rest.body]).ok
+
+    asyncio.run(go())
+
+
+def test_a_failed_send_detaches_a_resumable_stream() -> None:
+    # The ASGI server reports a vanished client by failing send(): for a
+    # resumable stream that is a hang-up too, so the generation goes on.
+    provider = Ticker(count=10)
+
+    async def go() -> None:
+        manager = ResumeManager(MemoryStore(), grace_s=30.0)
+        endpoint = StreamEndpoint(provider, resumption=manager)
+        exchange = Exchange(_body("sf1"), send_error_after=2)
+        await endpoint(exchange.scope, exchange.receive, exchange.send)
+        TOKENS["sf1"] = exchange.headers["tokenwire-resume-token"]
+        await _until(lambda: "sf1" in provider.outcome)
+        rest = await _get(manager, "sf1")
+        await manager.aclose()
+        assert provider.outcome["sf1"] == "completed"
+        assert tokenwire.validate([rest.body]).ok
 
     asyncio.run(go())
 
@@ -432,6 +464,9 @@ def test_cancelled_before_it_ran() -> None:
         request = msgspec.json.decode(_body("early"), type=Request)
         request, session = await manager.open(request, StreamRecord("/v1/stream"))
         assert session is not None
+        ((name, token),) = session.headers
+        assert name == b"tokenwire-resume-token"
+        TOKENS["early"] = token.decode()
         w = Writer(model="m", request_id="early")
         events = w.start()
         session.record(events, [ev.dump(e) for e in events])

@@ -11,11 +11,12 @@ import pytest
 from tests.server.server_asgi import Exchange
 
 import tokenwire
+from tokenwire import _asgi, server
 from tokenwire import events as ev
 from tokenwire import request as rq
-from tokenwire import server
+from tokenwire._outbox import KEEPALIVE
 from tokenwire.errors import ProtocolError
-from tokenwire.server import KEEPALIVE, StreamEndpoint, StreamRecord
+from tokenwire.server import StreamEndpoint, StreamRecord
 
 
 def _body(model: str = "m", **fields: Any) -> bytes:
@@ -407,19 +408,19 @@ def test_ingress_route_takes_standard_bodies() -> None:
     ],
 )
 def test_wants_standard(accept: str | None, expected: bool) -> None:
-    assert server.wants_standard(accept) is expected
+    assert _asgi.wants_standard(accept) is expected
     if accept is not None:
-        assert server.wants_standard(accept.encode()) is expected
+        assert _asgi.wants_standard(accept.encode()) is expected
 
 
 def test_media_type_essence() -> None:
-    assert server.media_type_essence(b"Application/JSON ; charset=x") == "application/json"
-    assert server.media_type_essence(None) == ""
+    assert _asgi.media_type_essence(b"Application/JSON ; charset=x") == "application/json"
+    assert _asgi.media_type_essence(None) == ""
 
 
 def test_classify_exception() -> None:
-    assert server.classify_exception(KeyError("x")) == ("internal_error", "internal error")
-    assert server.classify_exception(TimeoutError())[0] == "overloaded"
+    assert _asgi.classify_exception(KeyError("x")) == ("internal_error", "internal error")
+    assert _asgi.classify_exception(TimeoutError())[0] == "overloaded"
 
 
 def test_non_http_scope_is_refused() -> None:
@@ -483,3 +484,24 @@ def test_a_failing_tee_does_not_break_the_stream() -> None:
         "content.stop",
         "stream.end",
     ]
+
+
+@pytest.mark.parametrize("hang_up_after", [None, 3])
+def test_nothing_outlives_the_request(hang_up_after: int | None) -> None:
+    # The sending and the hang-up watcher race (starlette's StreamingResponse):
+    # whichever ends first cancels the other, and the provider, its keep-alive
+    # and the watcher are all over when the request returns.
+    provider = Script([_delta("a"), _delta("b")], forever=hang_up_after is not None)
+    left: list[set[asyncio.Task[Any]]] = []
+
+    async def go() -> None:
+        x = Exchange(_body(), hang_up_after=hang_up_after)
+        await StreamEndpoint(provider, keepalive_s=0.01)(x.scope, x.receive, x.send)
+        left.append(asyncio.all_tasks() - {asyncio.current_task()})  # type: ignore[operator]
+        if hang_up_after is None:
+            assert isinstance(x.events()[-1], ev.StreamEnd)
+            assert not x.gone.is_set()  # the client never hung up: the watcher was cancelled
+
+    asyncio.run(go())
+    assert left == [set()]
+    assert provider.closed

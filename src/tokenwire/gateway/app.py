@@ -35,21 +35,22 @@ from starlette.requests import Request as HTTPRequest
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..server import HTTP_ERROR_CODES, StreamEndpoint, json_error
+from .._asgi import HTTP_ERROR_CODES, json_error
+from ..server import StreamEndpoint
 from . import logs, playground
 from .config import CONFIG_ENV, LOG_CONTENT_ENV, Config, load
 from .ingress import AnthropicMessagesIngress, OpenAIChatIngress
 from .metrics import CONTENT_TYPE, Metrics
 from .production import Production, ProductionMiddleware  # production (docs/gateway.md)
 from .providers import build_providers, new_client
-from .resume import ResumeManager, build_manager
+from .resume import ResumeEndpoint, ResumeManager, build_manager
 
 __all__ = ["CONFIG_ENV", "LOG_CONTENT_ENV", "Gateway", "app_from_env", "build_app"]
 
 
 class Gateway:
-    """The gateway's parts: providers, metrics, request log, the three stream endpoints
-    and the resume manager (``[resume]``, docs/scaling.md).
+    """The gateway's parts: providers, metrics, request log, the three stream endpoints,
+    the resume manager (``[resume]``, docs/scaling.md) and its route (``streams``).
 
     ``log_content`` overrides ``config.server.log_content``. ``client`` is the
     shared upstream ``httpx.AsyncClient`` (one is made when omitted; it is
@@ -103,6 +104,7 @@ class Gateway:
         self.messages = StreamEndpoint(
             self.providers, ingress=AnthropicMessagesIngress(), route="/v1/messages", **limits
         )
+        self.streams = ResumeEndpoint(self.resume)
 
     # -- plain routes -----------------------------------------------------------------
 
@@ -144,7 +146,7 @@ class Gateway:
             Route("/v1/stream", self.stream, methods=["POST"]),
             Route("/v1/chat/completions", self.chat_completions, methods=["POST"]),
             Route("/v1/messages", self.messages, methods=["POST"]),
-            Route("/v1/streams/{request_id}", self.resume.endpoint, methods=["GET", "DELETE"]),
+            Route("/v1/streams/{request_id}", self.streams, methods=["GET", "DELETE"]),
             Route("/v1/models", self.models, methods=["GET"]),
             Route("/healthz", self.healthz, methods=["GET"]),
             Route("/metrics", self.metrics_text, methods=["GET"]),

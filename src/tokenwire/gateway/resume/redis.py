@@ -1,0 +1,436 @@
+"""The Redis store: Redis Streams through redis-py's asyncio client, shared by any
+number of replicas (docs/scaling.md).
+
+One stream key per request, entry ID ``0-<seq+1>`` (so "after seq N" is an ID
+range and a duplicate or out-of-order write is refused by Redis itself),
+``XADD ... MAXLEN ~`` to bound it, ``XREAD BLOCK`` to follow it, a TTL once it
+ended. The generating replica holds a lease key it renews every
+``lease_s / 3``. If Redis is unreachable, streams are still served live; only
+resume is off (one log line when it goes, one when it is back). redis-py is
+imported when a ``RedisStore`` is made, never by a gateway on the memory store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .redis_follow import Follower, RedisReader
+from .redis_scripts import (
+    SCRIPTS,
+    SHAS,
+    Health,
+    entries_of,
+    error_code_of,
+    load_redis,
+    raw_reply,
+    redacted,
+    text_of,
+)
+from .store import (
+    LIVE,
+    READ_BATCH,
+    Append,
+    Created,
+    EventsTrimmed,
+    ResumeStoreError,
+    StoreReader,
+    StoreRefused,
+    StoreUnavailable,
+    StreamInfo,
+    StreamNotFound,
+    StreamState,
+    closing_entries,
+    end_status,
+    stop_task,
+)
+
+if TYPE_CHECKING:  # redis is imported only when a Redis store is made
+    import redis.asyncio as aioredis
+
+__all__ = ["RedisStore"]
+
+
+class RedisStore:
+    """Streams in Redis Streams, shared by every replica (docs/scaling.md).
+
+    Keys per stream: ``tw:{id}:s`` the events (stream entries ``0-<seq+1>`` with fields ``t``
+    type, ``f`` frame), ``tw:{id}:m`` a hash (status, owner, model, created,
+    cancel), ``tw:{id}:l`` the owner's lease, ``tw:{id}:r`` a reader's
+    presence. Cancels go out on the channel ``tw:cancel``.
+
+    Readers do not each block on Redis: one task per replica follows every
+    stream read there with a single ``XREAD BLOCK`` over all their keys (on a
+    connection of its own, interrupted with ``CLIENT UNBLOCK`` when a reader
+    joins) and hands each reader its entries. Reader presence is written the
+    same way, once per ``READER_TOUCH_S`` for all of them in one pipeline. One
+    Redis (a primary, with replicas if you like) serves all; Redis Cluster is
+    not supported (that ``XREAD`` spans slots).
+
+    ``max_bytes`` is compared with Redis's ``used_memory`` every
+    ``HOUSEKEEPING_S``: above it, new streams are served without resume.
+    """
+
+    kind = "redis"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        owner: str,
+        max_events_per_stream: int = 100_000,
+        max_bytes: int = 256 << 20,
+        ttl_s: float = 300.0,
+        lease_s: float = 5.0,
+        grace_s: float = 30.0,
+        prefix: str = "tw",
+        socket_timeout_s: float = 5.0,
+        max_connections: int = 10_000,
+    ) -> None:
+        self.url = url
+        self.owner = owner
+        self.max_events = max_events_per_stream
+        self.max_bytes = max_bytes
+        self.ttl_ms = max(1, round(ttl_s * 1000))
+        self.lease_ms = max(1, round(lease_s * 1000))
+        # An owner renews its keys' TTL with its lease; should it die, they
+        # outlive it long enough for a resume to see the stream end.
+        self.idle_ms = self.ttl_ms + self.lease_ms + max(1, round(grace_s * 1000))
+        self.prefix = prefix
+        self.channel = f"{prefix}:cancel"
+        #: Every stream's end is announced here, so a DELETE waits for it, not polls.
+        self.ended_channel = f"{prefix}:ended"
+        self._ended: dict[str, set[asyncio.Event]] = {}
+        client, self._errors, self._unreachable = load_redis()
+        from redis.asyncio.retry import Retry
+        from redis.backoff import NoBackoff
+
+        self.health = Health(redacted(url))
+        self.full = False
+        # Every resume being followed holds a connection in XREAD BLOCK.
+        # One quick retry covers a pooled connection that went stale with a
+        # Redis restart; anything longer would hold up a stream's start.
+        self.redis: aioredis.Redis = client.Redis.from_url(
+            url,
+            socket_timeout=socket_timeout_s,
+            socket_connect_timeout=min(socket_timeout_s, 2.0),
+            retry=Retry(NoBackoff(), 1),
+            max_connections=max_connections,
+            protocol=2,
+        )
+        self._listener: asyncio.Task[None] | None = None
+        # The multiplexed follow: its own connection, since XREAD BLOCK holds it.
+        self._follow_client: aioredis.Redis = client.Redis.from_url(
+            url,
+            socket_timeout=socket_timeout_s,
+            socket_connect_timeout=min(socket_timeout_s, 2.0),
+            retry=Retry(NoBackoff(), 0),
+            single_connection_client=True,
+            protocol=2,
+        )
+        # The follow parses XREAD replies itself: redis-py's callback builds a dict
+        # per entry, a good part of a busy replica's CPU.
+        self._follow_client.set_response_callback("XREAD", raw_reply)
+        self.follower = Follower(self, self._follow_client)
+        # Loops check this too: a cancel that lands inside a redis-py call is not
+        # always passed on (seen with redis-py 8 on a single-connection client).
+        self._stopping = False
+
+    def keys(self, request_id: str) -> tuple[str, str, str, str]:
+        """(meta, stream, lease, reader) keys of a stream."""
+        base = f"{self.prefix}:{{{request_id}}}"
+        return f"{base}:m", f"{base}:s", f"{base}:l", f"{base}:r"
+
+    # -- plumbing ------------------------------------------------------------------
+
+    def _failure(self, exc: BaseException) -> ResumeStoreError:
+        """A redis-py error as the store's own: only an outage marks Redis as down."""
+        if isinstance(exc, self._errors.MaxConnectionsError):
+            return StoreUnavailable(f"no free Redis connection: {exc}")  # busy, not down
+        if isinstance(exc, self._unreachable):
+            return self.health.failed(exc)
+        return StoreRefused(f"{type(exc).__name__}: {exc}")
+
+    async def call(self, *args: Any) -> Any:
+        """One command, with the health check around it. Raises ``ResumeStoreError``."""
+        return await self._command(self.redis, args)
+
+    async def command(self, client: aioredis.Redis, args: Sequence[Any]) -> Any:
+        """One command on ``client``, with the health check around it."""
+        return await self._command(client, args)
+
+    async def pipeline(self, commands: Sequence[Sequence[Any]]) -> list[Any]:
+        """``commands`` in one round trip (see ``_pipeline``)."""
+        return await self._pipeline(commands)
+
+    async def _command(self, client: aioredis.Redis, args: Sequence[Any]) -> Any:
+        self.health.check()
+        try:
+            result = await client.execute_command(*args)  # type: ignore[no-untyped-call]
+        except (self._errors.RedisError, OSError) as exc:
+            raise self._failure(exc) from None
+        self.health.ok()
+        return result
+
+    async def _pipeline(self, commands: Sequence[Sequence[Any]]) -> list[Any]:
+        """Run ``commands`` in one round trip; a refused command's result is its exception.
+
+        ``EVALSHA`` is retried once with the scripts loaded when Redis does not
+        know them (a restarted server).
+        """
+        self.health.check()
+        try:
+            results = await self._run_pipeline(commands)
+            if any(isinstance(r, self._errors.NoScriptError) for r in results):
+                await self._load_scripts()
+                results = await self._run_pipeline(commands)
+        except (self._errors.RedisError, OSError) as exc:
+            raise self._failure(exc) from None
+        self.health.ok()
+        return results
+
+    async def _run_pipeline(self, commands: Sequence[Sequence[Any]]) -> list[Any]:
+        pipe = self.redis.pipeline(transaction=False)
+        for command in commands:
+            pipe.execute_command(*command)
+        results: list[Any] = await pipe.execute(raise_on_error=False)
+        for result in results:
+            if isinstance(result, self._unreachable):
+                raise result
+        return results
+
+    async def _load_scripts(self) -> None:
+        for body in SCRIPTS.values():
+            await self.redis.execute_command("SCRIPT", "LOAD", body)  # type: ignore[no-untyped-call]
+
+    @staticmethod
+    def _script(name: str, keys: Sequence[str], args: Iterable[Any]) -> list[Any]:
+        return ["EVALSHA", SHAS[name], len(keys), *keys, *args]
+
+    async def _eval(self, name: str, keys: Sequence[str], args: Iterable[Any]) -> Any:
+        (result,) = await self._pipeline([self._script(name, keys, args)])
+        if isinstance(result, Exception):
+            raise StoreRefused(f"{name}: {result}")
+        return result
+
+    # -- Store -------------------------------------------------------------------------
+
+    async def start(self, on_cancel: Callable[[str], None]) -> None:
+        if self._listener is None:
+            self._stopping = False
+            self._listener = asyncio.get_running_loop().create_task(self._listen(on_cancel))
+
+    async def _listen(self, on_cancel: Callable[[str], None]) -> None:
+        """Hear cancels published by any replica; reconnect after a failure."""
+        while not self._stopping:
+            pubsub = self.redis.pubsub()
+            try:
+                await pubsub.subscribe(self.channel, self.ended_channel)
+                async for message in pubsub.listen():
+                    if self._stopping:
+                        return
+                    if message.get("type") != "message":
+                        continue
+                    request_id = text_of(message.get("data"))
+                    if not request_id:
+                        continue
+                    if text_of(message.get("channel")) == self.ended_channel:
+                        for ended in self._ended.get(request_id, ()):
+                            ended.set()
+                    else:
+                        on_cancel(request_id)
+            except self._unreachable as exc:
+                self.health.failed(exc)
+            finally:
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+            # Heartbeats pick up cancel flags set meanwhile.
+            await asyncio.sleep(1.0)
+
+    async def aclose(self) -> None:
+        self._stopping = True
+        await self.follower.aclose()
+        if self._listener is not None:
+            await stop_task(self._listener)
+        self._listener = None
+        with contextlib.suppress(Exception):
+            await self._follow_client.aclose()
+        with contextlib.suppress(Exception):
+            await self.redis.aclose()
+
+    async def create(self, request_id: str, info: StreamInfo) -> Created:
+        if self.full:
+            return Created.FULL
+        meta, _stream, lease, _reader = self.keys(request_id)
+        args = [info.owner, info.model, info.created, self.lease_ms, self.idle_ms]
+        args += [info.token, info.credential]
+        created = await self._eval("create", [meta, lease], args)
+        return Created.CREATED if created == 1 else Created.EXISTS
+
+    async def commit(self, appends: Sequence[Append]) -> set[str]:
+        commands: list[list[Any]] = []
+        for append in appends:
+            meta, stream, lease, _reader = self.keys(append.request_id)
+            if len(append.entries) == 1 and not append.first and append.end is None:
+                # The common case of a paced stream: one event, one command.
+                entry = append.entries[0]
+                commands.append(
+                    ["XADD", stream, "NOMKSTREAM", "MAXLEN", "~", self.max_events]
+                    + [f"0-{entry.seq + 1}", "t", entry.type, "f", entry.frame]
+                )
+                continue
+            args: list[Any] = [
+                self.owner,
+                self.max_events,
+                append.end or "",
+                self.ttl_ms,
+                self.idle_ms,
+                "1" if append.first else "0",
+            ]
+            for entry in append.entries:
+                args += [f"0-{entry.seq + 1}", entry.type, entry.frame]
+            commands.append(self._script("append", [meta, stream, lease], args))
+        # Announce the ends (a DELETE may be waiting for one, on any replica).
+        commands += [
+            ["PUBLISH", self.ended_channel, a.request_id] for a in appends if a.end is not None
+        ]
+        results = (await self._pipeline(commands))[: len(appends)]
+        # A script answers 1, an XADD the new ID; nil (no stream), 0 or an error: refused.
+        return {
+            a.request_id
+            for a, r in zip(appends, results, strict=True)
+            if r is None or isinstance(r, Exception) or r == 0
+        }
+
+    async def open_reader(self, request_id: str, after: int) -> StoreReader:
+        meta, stream, _lease, _reader = self.keys(request_id)
+        status, raw = await self._pipeline(
+            [
+                ["HGET", meta, "status"],
+                ["XRANGE", stream, f"0-{after + 2}", "+", "COUNT", READ_BATCH],
+            ]
+        )
+        for result in (status, raw):
+            if isinstance(result, Exception):
+                raise result
+        if status is None:
+            raise StreamNotFound(request_id)
+        first = entries_of(raw)
+        for expected, entry in enumerate(first, start=after + 1):
+            if entry.seq != expected:
+                # Trimmed, or a hole a dead replica left (events it sent, never stored).
+                raise EventsTrimmed(entry.seq)
+        reader = RedisReader(self, self.follower, stream, first, text_of(status) != LIVE)
+        reader.start_after(after)
+        await self.follower.add(reader.follow)
+        return reader
+
+    async def state(self, request_id: str) -> StreamState | None:
+        meta, _stream, lease, _reader = self.keys(request_id)
+        status, alive = await self._pipeline([["HGET", meta, "status"], ["EXISTS", lease]])
+        if status is None or isinstance(status, Exception):
+            return None
+        return StreamState(text_of(status) or LIVE, alive == 1)
+
+    async def info(self, request_id: str) -> StreamInfo | None:
+        meta = self.keys(request_id)[0]
+        fields = await self.call(
+            "HMGET", meta, "status", "model", "created", "owner", "token", "cred"
+        )
+        status, model, created, owner, token, credential = (text_of(v) for v in fields)
+        if status is None:
+            return None
+        return StreamInfo(
+            model or "", int(created or 0), owner or "", token or "", credential or ""
+        )
+
+    async def wait_ended(self, request_id: str, timeout: float) -> None:
+        ended = asyncio.Event()
+        waiters = self._ended.setdefault(request_id, set())
+        waiters.add(ended)
+        try:
+            # Registered first, then checked: an end announced in between still wakes us.
+            state = await self.state(request_id)
+            if state is None or state.status != LIVE:
+                return
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await ended.wait()
+        finally:
+            waiters.discard(ended)
+            if not waiters:
+                self._ended.pop(request_id, None)
+
+    async def request_cancel(self, request_id: str) -> bool:
+        meta = self.keys(request_id)[0]
+        return bool(await self._eval("cancel", [meta], [self.channel, request_id]) == 1)
+
+    async def touch_reader(self, request_id: str) -> None:
+        if self.follower.idle:
+            # Nobody follows here, so no loop will write it soon: now.
+            await self._pipeline([["SET", self.keys(request_id)[3], "1", "PX", 3000]])
+            return
+        self.follower.touches.add(request_id)
+
+    async def readers_seen(self, request_ids: Sequence[str]) -> set[str]:
+        if not request_ids:
+            return set()
+        results = await self._pipeline([["EXISTS", self.keys(i)[3]] for i in request_ids])
+        return {i for i, r in zip(request_ids, results, strict=True) if r == 1}
+
+    async def heartbeat(self, request_ids: Sequence[str]) -> tuple[set[str], set[str]]:
+        if not request_ids:
+            return set(), set()
+        commands = []
+        for request_id in request_ids:
+            meta, stream, lease, _reader = self.keys(request_id)
+            args = [self.owner, self.lease_ms, self.idle_ms]
+            commands.append(self._script("heartbeat", [meta, stream, lease], args))
+        results = await self._pipeline(commands)
+        cancel = {i for i, r in zip(request_ids, results, strict=True) if r == 2}
+        lost = {i for i, r in zip(request_ids, results, strict=True) if r == 0}
+        return cancel, lost
+
+    async def close_orphan(self, request_id: str, code: str, message: str, seen: int = -1) -> bool:
+        meta, stream, lease, _reader = self.keys(request_id)
+        for _attempt in range(5):
+            fields, top = await self._pipeline(
+                [
+                    ["HMGET", meta, "status", "model", "created"],
+                    ["XREVRANGE", stream, "+", "-", "COUNT", 2],
+                ]
+            )
+            if isinstance(fields, Exception) or isinstance(top, Exception):
+                return False
+            status, model, created = (text_of(v) for v in fields)
+            if status != LIVE:
+                return False
+            last = entries_of(top)
+            info = StreamInfo(model or "", int(created or 0), "")
+            top_entry = last[0] if last else None
+            entries = closing_entries(request_id, info, top_entry, code, message, seen)
+            final = end_status(code)
+            if last and last[0].type == "stream.end":
+                # Its owner stored the end but died before marking it: mark it as it was.
+                final = end_status(error_code_of(last[1]) if len(last) > 1 else None)
+            top_id = f"0-{last[0].seq + 1}" if last else ""
+            args: list[Any] = [top_id, final, self.ttl_ms]
+            for entry in entries:
+                args += [f"0-{entry.seq + 1}", entry.type, entry.frame]
+            result = await self._eval("close_orphan", [meta, lease, stream], args)
+            if result == 1:
+                await self._pipeline([["PUBLISH", self.ended_channel, request_id]])
+            if result != -1:
+                return bool(result == 1)
+        return False
+
+    async def discard(self, request_id: str) -> None:
+        if await self._eval("discard", list(self.keys(request_id)), [self.owner]) == 1:
+            await self._pipeline([["PUBLISH", self.ended_channel, request_id]])
+
+    async def housekeeping(self) -> None:
+        info = await self.call("INFO", "memory")
+        used = int(info.get("used_memory", 0)) if isinstance(info, dict) else 0
+        self.full = used >= self.max_bytes

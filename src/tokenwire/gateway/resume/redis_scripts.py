@@ -1,0 +1,249 @@
+"""Redis's side of ``RedisStore``: its Lua scripts, reply parsing, and its health.
+
+A replica that lost its lease (a long pause) must never write past an end that a
+reader appended for it. Entry IDs are ``0-<seq+1>`` and Redis refuses an ID that
+is not above the stream's last one, so its next ``XADD`` (the same seq as the
+reader's error) fails; a refused commit stops that stream's recording for good.
+``XADD NOMKSTREAM`` keeps an expired or discarded stream from coming back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from types import ModuleType
+from typing import Any, Final
+from urllib.parse import urlsplit, urlunsplit
+
+from ... import events as ev
+from .store import Entry, StoreUnavailable, log
+
+#: KEYS meta, lease. ARGV owner, model, created, lease_ms, idle_ms, token digest,
+#: credential digest.
+CREATE = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], 'status', 'live', 'owner', ARGV[1], 'model', ARGV[2],
+           'created', ARGV[3], 'token', ARGV[6], 'cred', ARGV[7])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[4])
+return 1
+"""
+
+#: KEYS meta, stream, lease. ARGV owner, maxlen, end status or '', ttl_ms, idle_ms,
+#: first ('1'/'0'), then (id, type, frame) per entry. A script, so that a batch
+#: stops at its first refused entry instead of leaving a gap.
+APPEND = """
+local first = ARGV[6] == '1'
+if first then
+  local meta = redis.call('HMGET', KEYS[1], 'status', 'owner')
+  if meta[1] ~= 'live' or meta[2] ~= ARGV[1] then return 0 end
+end
+for i = 7, #ARGV, 3 do
+  local id
+  if first then
+    id = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], ARGV[i],
+                    't', ARGV[i + 1], 'f', ARGV[i + 2])
+  else
+    id = redis.call('XADD', KEYS[2], 'NOMKSTREAM', 'MAXLEN', '~', ARGV[2], ARGV[i],
+                    't', ARGV[i + 1], 'f', ARGV[i + 2])
+  end
+  if not id then return 0 end
+end
+if ARGV[3] ~= '' then
+  local meta = redis.call('HMGET', KEYS[1], 'status', 'owner')
+  if meta[1] ~= 'live' or meta[2] ~= ARGV[1] then return 0 end
+  redis.call('HSET', KEYS[1], 'status', ARGV[3])
+  redis.call('PEXPIRE', KEYS[1], ARGV[4])
+  redis.call('PEXPIRE', KEYS[2], ARGV[4])
+  redis.call('DEL', KEYS[3])
+elseif first then
+  redis.call('PEXPIRE', KEYS[2], ARGV[5])
+end
+return 1
+"""
+
+#: KEYS meta, stream, lease. ARGV owner, lease_ms, idle_ms. 0: not ours, 1: ok, 2: cancel.
+HEARTBEAT = """
+local meta = redis.call('HMGET', KEYS[1], 'status', 'owner', 'cancel')
+if meta[1] ~= 'live' or meta[2] ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+if meta[3] then return 2 end
+return 1
+"""
+
+#: KEYS meta. ARGV channel, request_id.
+CANCEL = """
+if redis.call('HGET', KEYS[1], 'status') ~= 'live' then return 0 end
+redis.call('HSET', KEYS[1], 'cancel', '1')
+redis.call('PUBLISH', ARGV[1], ARGV[2])
+return 1
+"""
+
+#: KEYS meta, lease, stream. ARGV expected top id or '', status, ttl_ms, then
+#: (id, type, frame) per entry. 0: not an orphan, -1: the stream moved, 1: closed.
+CLOSE_ORPHAN = """
+if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+if redis.call('HGET', KEYS[1], 'status') ~= 'live' then return 0 end
+local top = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', 1)
+local top_id = ''
+if #top > 0 then top_id = top[1][1] end
+if top_id ~= ARGV[1] then return -1 end
+for i = 4, #ARGV, 3 do
+  redis.call('XADD', KEYS[3], ARGV[i], 't', ARGV[i + 1], 'f', ARGV[i + 2])
+end
+redis.call('HSET', KEYS[1], 'status', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+redis.call('PEXPIRE', KEYS[3], ARGV[3])
+return 1
+"""
+
+#: KEYS meta, stream, lease, reader. ARGV owner.
+DISCARD = """
+local meta = redis.call('HMGET', KEYS[1], 'status', 'owner')
+if meta[1] ~= 'live' or meta[2] ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+return 1
+"""
+
+SCRIPTS: Final = {
+    "create": CREATE,
+    "append": APPEND,
+    "heartbeat": HEARTBEAT,
+    "cancel": CANCEL,
+    "close_orphan": CLOSE_ORPHAN,
+    "discard": DISCARD,
+}
+SHAS: Final = {name: hashlib.sha1(body.encode()).hexdigest() for name, body in SCRIPTS.items()}
+
+
+def load_redis() -> tuple[ModuleType, ModuleType, tuple[type[BaseException], ...]]:
+    """redis-py's asyncio client, its exceptions, and the ones meaning "cannot reach
+    Redis" (as opposed to a refused command). Imported on first use: a gateway with
+    the memory store never loads redis-py."""
+    import redis.asyncio as client
+    import redis.exceptions as errors
+
+    return client, errors, (errors.ConnectionError, errors.TimeoutError, OSError)
+
+
+def redacted(url: str) -> str:
+    """``url`` without its password, for logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    user = f"{parts.username}:***@" if parts.username else ":***@"
+    return urlunsplit(parts._replace(netloc=user + host))
+
+
+def seq_of(entry_id: bytes | str) -> int:
+    text = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+    return int(text.partition("-")[2]) - 1
+
+
+def entries_of(raw: Any) -> list[Entry]:
+    """Entries from an XRANGE reply: ``[(id, {t, f}), ...]`` (RESP2 or RESP3)."""
+    out = []
+    for item in raw or ():
+        entry_id, fields = item[0], item[1]
+        if isinstance(fields, list):  # a raw field list, as we wrote it: t <type> f <frame>
+            if fields[0] == b"t" and fields[2] == b"f":
+                kind, frame = fields[1], fields[3]
+            else:
+                pairs = dict(zip(fields[::2], fields[1::2], strict=True))
+                kind, frame = pairs[b"t"], pairs[b"f"]
+        else:
+            kind, frame = fields[b"t"], fields[b"f"]
+        out.append(Entry(seq_of(entry_id), kind.decode(), bytes(frame)))
+    return out
+
+
+def raw_reply(response: Any, **options: Any) -> Any:
+    return response
+
+
+def xread_all(raw: Any) -> list[tuple[str, list[Entry]]]:
+    """``(key, entries)`` from an XREAD reply: ``[[key, entries], ...]`` (RESP2), a map
+    (RESP3), or nil."""
+    if not raw:
+        return []
+    if isinstance(raw, dict):
+        items = list(raw.items())
+    else:
+        items = [(item[0], item[1]) for item in raw]
+    out = []
+    for key, entries in items:
+        if (
+            entries
+            and isinstance(entries[0], list)
+            and entries[0]
+            and isinstance(entries[0][0], list | tuple)
+        ):
+            entries = entries[0]  # some RESP3 shapes nest once more
+        out.append((text_of(key) or "", entries_of(entries)))
+    return out
+
+
+def error_code_of(entry: Entry) -> str | None:
+    """The code of an ``error`` entry (``None`` for another type)."""
+    if entry.type != "error":
+        return None
+    event = ev.parse("error", entry.frame.partition(b"data: ")[2].rstrip(b"\n"))
+    return event.code if isinstance(event, ev.ErrorEvent) else None
+
+
+def text_of(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class Health:
+    """Whether Redis answers, logged once when it stops and once when it is back.
+
+    After a failure, calls fail fast for ``retry_s`` instead of each waiting on
+    a dead connection: a stream start must not pay a connect timeout.
+    """
+
+    def __init__(self, where: str, retry_s: float = 1.0) -> None:
+        self.where = where
+        self.retry_s = retry_s
+        self.down_since: float | None = None
+        self.retry_at = 0.0
+        self.error = ""
+
+    def check(self) -> None:
+        if self.down_since is not None and time.monotonic() < self.retry_at:
+            raise StoreUnavailable(f"redis at {self.where} is unavailable: {self.error}")
+
+    def failed(self, exc: BaseException) -> StoreUnavailable:
+        now = time.monotonic()
+        self.retry_at = now + self.retry_s
+        self.error = f"{type(exc).__name__}: {exc}"
+        if self.down_since is None:
+            self.down_since = now
+            log(
+                logging.WARNING,
+                "resume_store_unavailable",
+                backend="redis",
+                url=self.where,
+                error=self.error,
+                effect="streams are served live; resume is off until Redis answers again",
+            )
+        return StoreUnavailable(f"redis at {self.where} is unavailable: {self.error}")
+
+    def ok(self) -> None:
+        if self.down_since is not None:
+            log(
+                logging.WARNING,
+                "resume_store_available",
+                backend="redis",
+                url=self.where,
+                down_s=round(time.monotonic() - self.down_since, 3),
+            )
+            self.down_since = None
