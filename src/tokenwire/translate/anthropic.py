@@ -354,49 +354,26 @@ class Translator(SSETranslator):
 
     # -- dispatch ----------------------------------------------------------
 
-    def _feed(self, data: bytes) -> list[ev.Event]:
-        # The hot path: SSETranslator._feed with the text delta of an open
-        # text block handled inline (one decode, one lookup, one writer call).
+    def _on_frame(self, frame: sse.Message) -> None:
+        # The hot path: the text delta of an open text block is handled
+        # inline (one decode, one lookup, one writer call).
+        payload = frame.data
+        if not payload:
+            return  # an empty data: field carries nothing (the SDK skips it too)
         try:
-            messages = self._decoder.feed(data)
-        except FramingError as exc:
-            return self._fail("internal_error", f"upstream framing: {exc.message}")
-        out: list[ev.Event] = []
-        blocks = self._blocks
-        writer = self.writer
-        text = writer.text
-        decode = _decode_event
-        delta_type = ContentBlockDelta
-        for msg in messages:
-            payload = msg.data
-            if not payload:
-                continue  # an empty data: field carries nothing (the SDK skips it too)
-            try:
-                event = decode(payload)
-            except msgspec.DecodeError as exc:
-                out += self._on_undecodable(payload, exc)
-            else:
-                if type(event) is delta_type:
-                    block = blocks.get(event.index)
-                    piece = event.delta.text
-                    if piece and block is not None and block.kind == _TEXT:
-                        index = self._text_index
-                        if index >= 0:
-                            out += text(piece, index)
-                            continue
-                out += self._dispatch(event)
-            if writer.ended:
-                break
-        return out
-
-    def _on_message(self, msg: sse.Message) -> list[ev.Event]:
-        if not msg.data:
-            return []
-        try:
-            event = _decode_event(msg.data)
+            event = _decode_event(payload)
         except msgspec.DecodeError as exc:
-            return self._on_undecodable(msg.data, exc)
-        return self._dispatch(event)
+            self.out += self._on_undecodable(payload, exc)
+            return
+        if type(event) is ContentBlockDelta:
+            block = self._blocks.get(event.index)
+            piece = event.delta.text
+            if piece and block is not None and block.kind == _TEXT:
+                index = self._text_index
+                if index >= 0:
+                    self.out += self.writer.text(piece, index)
+                    return
+        self.out += self._dispatch(event)
 
     def _dispatch(self, event: VendorEvent) -> list[ev.Event]:
         kind = type(event)
@@ -416,20 +393,20 @@ class Translator(SSETranslator):
             return self._finish()
         assert isinstance(event, InStreamError)
         body = event.error
-        return self._fail(
+        return self._failure(
             error_code(body.type, body.message), f"anthropic {body.type}: {body.message}"
         )
 
     def _on_undecodable(self, data: str, exc: msgspec.DecodeError) -> list[ev.Event]:
         if not isinstance(exc, msgspec.ValidationError):
-            return self._fail("internal_error", "anthropic sent an event whose data is not JSON")
+            return self._failure("internal_error", "anthropic sent an event whose data is not JSON")
         try:
             kind = _decode_probe(data).type
         except msgspec.DecodeError:
             kind = None
         if isinstance(kind, str) and kind not in _KNOWN_TYPES:
             return []  # forward compatibility: an event type Anthropic added later
-        return self._fail("internal_error", f"anthropic sent an invalid {kind!r} event: {exc}")
+        return self._failure("internal_error", f"anthropic sent an invalid {kind!r} event: {exc}")
 
     # -- events ------------------------------------------------------------
 
@@ -441,7 +418,7 @@ class Translator(SSETranslator):
             # so it is an error once anything visible went out; otherwise the
             # first attempt is discarded and the stream goes on with the second.
             if self._visible:
-                return self._fail(
+                return self._failure(
                     "internal_error",
                     "anthropic restarted the message (a second message_start) "
                     "after content was sent",
@@ -462,7 +439,7 @@ class Translator(SSETranslator):
     def _on_block_start(self, event: ContentBlockStart) -> list[ev.Event]:
         index = event.index
         if index in self._blocks:
-            return self._fail("internal_error", f"anthropic started content block {index} twice")
+            return self._failure("internal_error", f"anthropic started content block {index} twice")
         cb = event.content_block
         kind = cb.type
         if kind == "text":
@@ -483,7 +460,7 @@ class Translator(SSETranslator):
     def _on_delta(self, event: ContentBlockDelta) -> list[ev.Event]:
         block = self._blocks.get(event.index)
         if block is None:
-            return self._fail(
+            return self._failure(
                 "internal_error",
                 f"anthropic sent a delta for content block {event.index} that was never started",
             )
@@ -536,7 +513,7 @@ class Translator(SSETranslator):
         block.done = True
         if block.id in self._tool_ids:
             # §5.3.4: ids are unique within a stream.
-            return self._fail("internal_error", f"anthropic used tool_use id {block.id!r} twice")
+            return self._failure("internal_error", f"anthropic used tool_use id {block.id!r} twice")
         self._tool_ids.add(block.id)
         index = self._next_index
         self._next_index += 1
@@ -575,7 +552,10 @@ class Translator(SSETranslator):
         total_input = self._input + self._cache_creation + self._cache_read
         return self.writer.usage(total_input, self._output)
 
-    def _fail(self, code: str, message: str) -> list[ev.Event]:
+    def _fail(self, code: str, message: str) -> None:
+        self.out += self._failure(code, message)
+
+    def _failure(self, code: str, message: str) -> list[ev.Event]:
         """``error``, the usage reported so far (allowed after an error, §5.4), ``stream.end``."""
         writer = self.writer
         if writer.ended:
@@ -597,7 +577,7 @@ class Translator(SSETranslator):
             if self.writer.ended:
                 return out
             if not emitted and not truncated:
-                return out + self._fail(
+                return out + self._failure(
                     "internal_error",
                     f"anthropic tool_use block {index} ({block.name}) ended without "
                     "a complete JSON object as input",
@@ -617,13 +597,13 @@ class Translator(SSETranslator):
         out += self._usage()
         return out + writer.end()
 
-    def _close(self) -> list[ev.Event]:
+    def _final_frames(self) -> list[sse.Message]:
         # Four of the five bodies recorded from the SDK's tests end without
         # the blank line after message_stop, and the SDK reads them as
         # complete. A last event whose JSON payload arrived whole is read too;
         # a payload cut short is not valid JSON and is dropped as WHATWG says,
         # so the stream still ends as truncated (_on_eof).
-        out: list[ev.Event] = []
+        frames: list[sse.Message] = []
         try:
             pending = self._decoder.feed(b"\n\n")
         except FramingError:
@@ -633,16 +613,12 @@ class Translator(SSETranslator):
                 _decode_any(msg.data)
             except msgspec.DecodeError:
                 continue
-            out += self._on_message(msg)
-            if self.writer.ended:
-                return out
-        return out + super()._close()
+            frames.append(msg)
+        return frames + list(super()._final_frames())
 
-    def _on_eof(self) -> list[ev.Event]:
+    def _on_eof(self) -> None:
         # No message_stop: the body was cut. Never a clean finish.
-        return self._fail(
-            "internal_error", "anthropic stream ended before message_stop (truncated)"
-        )
+        self._fail("internal_error", "anthropic stream ended before message_stop (truncated)")
 
 
 # --- request side -----------------------------------------------------------------

@@ -29,14 +29,14 @@ truncated: ``error`` + ``stream.end``.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Final, NamedTuple
 
 import msgspec
 
 from .. import events as ev
 from .. import request as rq
-from ..errors import FramingError, ProtocolError, TranslationError
+from ..errors import FramingError, TranslationError
 from . import _protowire as pw
 from ._base import StreamTranslator, VendorRequest
 
@@ -728,20 +728,15 @@ class Translator(StreamTranslator):
 
     # -- input -------------------------------------------------------------
 
-    def _feed(self, data: bytes) -> list[ev.Event]:
+    def _frames(self, data: bytes) -> Iterator[Envelope]:
+        # One envelope at a time: each is handled before a framing error further on.
         self._decoder.push(data)
-        out: list[ev.Event] = []
-        try:
-            while not self.writer.ended and (envelope := self._decoder.next_envelope()):
-                out += self._on_envelope(envelope)
-        except ProtocolError as exc:
-            # Keep what the earlier envelopes produced: the writer stamped it.
-            out += self.writer.fail(exc)
-        except Exception as exc:  # a translator bug must still end the stream cleanly
-            out += self.writer.fail("internal_error", f"translation failed: {exc!r}")
-        return out
+        return iter(self._decoder.next_envelope, None)
 
-    def _close(self) -> list[ev.Event]:
+    def _on_frame(self, frame: Envelope) -> None:
+        self.out += self._on_envelope(frame)
+
+    def _on_eof(self) -> None:
         if self._decoder.pending:
             raise FramingError(
                 f"Connect body ended inside an envelope ({self._decoder.pending} bytes "

@@ -28,7 +28,7 @@ import msgspec
 from .. import events as ev
 from .. import request as rq
 from .. import sse
-from ..errors import FramingError, InvalidRequest, ProtocolError, TranslationError
+from ..errors import InvalidRequest, TranslationError
 from ._base import SSETranslator, VendorRequest
 
 __all__ = [
@@ -704,90 +704,52 @@ class Translator(SSETranslator):
         self._top = -1
         self._usage: tuple[int, int] | None = None
         self._tool_ids: set[str] = set()
-        # Every event goes here as soon as the writer stamps it, so that a
-        # failure halfway through a message cannot lose the events before it.
-        self._out: list[ev.Event] = []
 
     # -- messages ------------------------------------------------------------
-    # Issue 5 budgets translation at 2x the bare SSE decode, so the loop over a
-    # feed's messages is written once, inline: each payload is decoded by one
-    # typed msgspec decoder, and a plain text delta for an open block (nearly
-    # every chunk of a stream) is turned into its event without further calls.
+    # Issue 5 budgets translation at 2x the bare SSE decode: each payload is
+    # decoded by one typed msgspec decoder, and a plain text delta for an open
+    # block (nearly every chunk of a stream) becomes its event without further calls.
 
-    def _feed(self, data: bytes) -> list[ev.Event]:
+    def _on_frame(self, frame: sse.Message) -> None:
+        data = frame.data
+        if data == "[DONE]":
+            self._done()
+            return
         try:
-            messages = self._decoder.feed(data)
-        except FramingError as exc:
-            return self._framing_failed(exc)
-        return self._on_messages(messages)
-
-    def _close(self) -> list[ev.Event]:
-        try:
-            messages = self._decoder.close()
-        except FramingError as exc:
-            return self._framing_failed(exc)
-        out = self._on_messages(messages)
-        if not self.writer.ended:
-            out += self._on_eof()
-        return out
-
-    def _on_message(self, msg: sse.Message) -> list[ev.Event]:
-        return self._on_messages([msg])
-
-    def _on_messages(self, messages: list[sse.Message]) -> list[ev.Event]:
-        out: list[ev.Event] = []
-        self._out = out
-        writer = self.writer
-        states = self._choices
-        decode = _decode_chunk
-        for msg in messages:
-            if writer.ended:
-                break
-            data = msg.data
-            try:
-                if data == "[DONE]":
-                    self._done()
-                    break
-                try:
-                    chunk = decode(data)
-                except msgspec.DecodeError as exc:
-                    raise TranslationError(
-                        f"upstream sent a data line that is not a chunk: {exc}"
-                    ) from None
-                choices = chunk.choices
-                if (
-                    choices
-                    and len(choices) == 1
-                    and chunk.usage is None
-                    and chunk.error is None
-                    and chunk.object != "error"
-                ):
-                    choice = choices[0]
-                    delta = choice.delta
-                    state = states.get(choice.index)
-                    if (
-                        state is not None
-                        and delta is not None
-                        and choice.finish_reason is None
-                        and state.text_block is not None
-                        and type(delta.content) is str
-                        and delta.content
-                        and not state.finished
-                        and not delta.refusal
-                        and not delta.tool_calls
-                        and not delta.reasoning_content
-                        and not delta.reasoning
-                        and delta.function_call is None
-                    ):
-                        # More text for an open block: Writer.text's fast path.
-                        out += writer.text(delta.content, state.text_block)
-                        continue
-                self._on_chunk(chunk)
-            except ProtocolError as exc:
-                self._fail(exc.code, exc.message)
-            except Exception as exc:  # a translator bug still ends the stream cleanly
-                self._fail("internal_error", f"translation failed: {exc!r}")
-        return out
+            chunk = _decode_chunk(data)
+        except msgspec.DecodeError as exc:
+            raise TranslationError(
+                f"upstream sent a data line that is not a chunk: {exc}"
+            ) from None
+        choices = chunk.choices
+        if (
+            choices
+            and len(choices) == 1
+            and chunk.usage is None
+            and chunk.error is None
+            and chunk.object != "error"
+        ):
+            choice = choices[0]
+            delta = choice.delta
+            state = self._choices.get(choice.index)
+            if (
+                state is not None
+                and delta is not None
+                and choice.finish_reason is None
+                and state.text_block is not None
+                and type(delta.content) is str
+                and delta.content
+                and not state.finished
+                and not delta.refusal
+                and not delta.tool_calls
+                and not delta.reasoning_content
+                and not delta.reasoning
+                and delta.function_call is None
+            ):
+                # More text for an open block: Writer.text's fast path.
+                self.out += self.writer.text(delta.content, state.text_block)
+                return
+        self._on_chunk(chunk)
 
     def _on_chunk(self, chunk: _Chunk) -> None:
         if chunk.error is not None or chunk.object == "error":
@@ -805,12 +767,6 @@ class Translator(SSETranslator):
                 self._finish(state, choice.finish_reason)
                 if self.writer.ended:
                     return
-
-    def _framing_failed(self, exc: FramingError) -> list[ev.Event]:
-        out: list[ev.Event] = []
-        self._out = out
-        self._fail("internal_error", f"upstream framing: {exc.message}")
-        return out
 
     def _on_delta(self, state: _ChoiceState, delta: _Delta) -> None:
         if delta.reasoning_content:
@@ -863,7 +819,7 @@ class Translator(SSETranslator):
             else:
                 self._taken.add(index)
             state.text_block = index
-        self._out += self.writer.text(text, index)
+        self.out += self.writer.text(text, index)
 
     def _reasoning(self, state: _ChoiceState, text: str) -> None:
         # Reasoning is not in the draft's registry: carried only when asked for,
@@ -874,7 +830,7 @@ class Translator(SSETranslator):
             raise TranslationError(f"choice {state.index} sent reasoning after its finish_reason")
         if state.reason_block is None:
             state.reason_block = self._new_block()
-        self._out += self.writer.text(text, state.reason_block, reasoning=True)
+        self.out += self.writer.text(text, state.reason_block, reasoning=True)
 
     def _finish(self, state: _ChoiceState, finish_reason: str | None) -> None:
         if state.finished:
@@ -894,9 +850,9 @@ class Translator(SSETranslator):
         # calls (they are only complete now), so the blocks stop in that order.
         writer = self.writer
         if state.reason_block is not None:
-            self._out += writer.stop(state.reason_block, "end_turn" if stop == "tool_use" else stop)
+            self.out += writer.stop(state.reason_block, "end_turn" if stop == "tool_use" else stop)
         if state.text_block is not None:
-            self._out += writer.stop(state.text_block, stop)
+            self.out += writer.stop(state.text_block, stop)
         # A choice that wrote no text leaves its own index free: its first
         # tool call takes it (so a lone call is block 0, "0 for primary", §5.3.2).
         spare = state.index if state.text_block is None and state.index not in self._taken else None
@@ -927,10 +883,10 @@ class Translator(SSETranslator):
             index = self._new_block()
         else:
             self._taken.add(index)
-        self._out += self.writer.tool_call(
+        self.out += self.writer.tool_call(
             id=call_id, name=call.name, arguments=arguments, index=index
         )
-        self._out += self.writer.stop(index, "tool_use")
+        self.out += self.writer.stop(index, "tool_use")
         return True
 
     # -- endings -------------------------------------------------------------
@@ -951,10 +907,10 @@ class Translator(SSETranslator):
         if writer.ended:
             return
         if not writer.errored:
-            self._out += writer.error(code, message)
+            self.out += writer.error(code, message)
         if self._usage is not None:
-            self._out += writer.usage(*self._usage)
-        self._out += writer.end()
+            self.out += writer.usage(*self._usage)
+        self.out += writer.end()
 
     def _done(self) -> None:
         for state in list(self._choices.values()):
@@ -962,18 +918,15 @@ class Translator(SSETranslator):
             if self.writer.ended:
                 return
         if self._usage is not None:
-            self._out += self.writer.usage(*self._usage)
-        self._out += self.writer.end()
+            self.out += self.writer.usage(*self._usage)
+        self.out += self.writer.end()
 
-    def _on_eof(self) -> list[ev.Event]:
-        out: list[ev.Event] = []
-        self._out = out
+    def _on_eof(self) -> None:
         finished = bool(self._choices) and all(s.finished for s in self._choices.values())
         where = "after its finish_reason" if finished else "mid-answer"
         self._fail(
             "internal_error", f"{self.name} stream ended {where} without data: [DONE] (truncated)"
         )
-        return out
 
 
 # --- Reverse stream side: standard events -> OpenAI chunks -------------------------
