@@ -47,6 +47,8 @@ from typing import Any, Final, Literal, Protocol, cast
 
 import msgspec
 
+from .. import translate
+
 __all__ = [
     "RENDERERS",
     "Fault",
@@ -58,14 +60,10 @@ __all__ = [
     "split_words",
 ]
 
-#: Vendor name -> the module that renders its wire format.
+#: Vendor name -> the module that renders its wire format: the fake each
+#: ``VendorFormat`` names (``translate.registry``), in registry order.
 RENDERERS: Final[dict[str, str]] = {
-    "openai": "tokenwire.testing.openai",
-    "mistral": "tokenwire.testing.mistral",
-    "anthropic": "tokenwire.testing.anthropic",
-    "gemini": "tokenwire.testing.gemini",
-    "cohere": "tokenwire.testing.cohere",
-    "openai-responses": "tokenwire.testing.openai_responses",
+    fmt.name: fmt.fake for fmt in translate.formats() if fmt.fake is not None
 }
 
 

@@ -40,9 +40,11 @@ from .. import sse
 from ..errors import InvalidRequest, TranslationError
 from ..request import AudioPart, DocumentPart, ImagePart, Message, Request, TextPart
 from ._base import SSETranslator, VendorRequest
+from ._contract import VendorFormat
 from ._request import merge_extensions, sse_headers
 
 __all__ = [
+    "FORMAT",
     "ERROR_HINTS",
     "EXTENSION_KEYS",
     "FINISH_ERRORS",
@@ -502,3 +504,17 @@ def build_request(
     merge_extensions(body, req, EXTENSION_KEYS)
     head = sse_headers({"authorization": f"Bearer {api_key}"} if api_key else {}, headers)
     return VendorRequest(url=_endpoint(base_url), headers=head, body=_encode(body))
+
+
+#: The Cohere v2 chat vendor format.
+FORMAT = VendorFormat(
+    name="cohere",
+    title="Cohere v2 chat",
+    transport="http-sse",
+    media_type="text/event-stream",
+    translator=Translator,
+    build_request=build_request,
+    http_error=http_error,
+    endpoint="POST {base_url}/v2/chat",
+    fake="tokenwire.testing.cohere",
+)

@@ -51,9 +51,11 @@ from .. import sse
 from ..errors import InvalidRequest, TranslationError
 from ..request import AudioPart, DocumentPart, ImagePart, Message, Request, TextPart
 from ._base import SSETranslator, VendorRequest
+from ._contract import VendorFormat
 from ._request import merge_extensions, sse_headers
 
 __all__ = [
+    "FORMAT",
     "ERROR_STATUSES",
     "EXTENSION_KEYS",
     "FINISH_ERRORS",
@@ -636,3 +638,17 @@ def build_request(
     return VendorRequest(
         url=_endpoint(base_url, upstream_model or req.model), headers=head, body=_encode(body)
     )
+
+
+#: The Google Gemini vendor format.
+FORMAT = VendorFormat(
+    name="gemini",
+    title="Google Gemini",
+    transport="http-sse",
+    media_type="text/event-stream",
+    translator=Translator,
+    build_request=build_request,
+    http_error=http_error,
+    endpoint="POST {base_url}/v1beta/models/{model}:streamGenerateContent?alt=sse",
+    fake="tokenwire.testing.gemini",
+)

@@ -50,9 +50,11 @@ from .. import sse
 from ..errors import InvalidRequest, TranslationError
 from ..request import AudioPart, DocumentPart, ImagePart, Message, Request, TextPart
 from ._base import SSETranslator, VendorRequest
+from ._contract import VendorFormat
 from ._request import merge_extensions, sse_headers
 
 __all__ = [
+    "FORMAT",
     "ERROR_CODES",
     "EXTENSION_KEYS",
     "INCOMPLETE_REASONS",
@@ -504,3 +506,17 @@ def build_request(
     merge_extensions(body, req, EXTENSION_KEYS)
     head = sse_headers({"authorization": f"Bearer {api_key}"} if api_key else {}, headers)
     return VendorRequest(url=_endpoint(base_url), headers=head, body=_encode(body))
+
+
+#: The OpenAI Responses vendor format.
+FORMAT = VendorFormat(
+    name="openai-responses",
+    title="OpenAI Responses",
+    transport="http-sse",
+    media_type="text/event-stream",
+    translator=Translator,
+    build_request=build_request,
+    http_error=http_error,
+    endpoint="POST {base_url}/v1/responses",
+    fake="tokenwire.testing.openai_responses",
+)

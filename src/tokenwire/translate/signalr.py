@@ -39,8 +39,10 @@ from .. import events as ev
 from .. import request as rq
 from ..errors import FramingError, TranslationError
 from ._base import StreamTranslator, VendorRequest
+from ._contract import VendorFormat
 
 __all__ = [
+    "FORMAT",
     "DEFAULT_MAX_RECORD_BYTES",
     "MAPPINGS",
     "METHODS",
@@ -553,3 +555,15 @@ def _message_text(message: dict[str, Any]) -> str | None:
             if isinstance(card_text, str):
                 return card_text
     return None
+
+
+#: The SignalR hubs (Azure, Copilot) vendor format.
+FORMAT = VendorFormat(
+    name="signalr",
+    title="SignalR hubs (Azure, Copilot)",
+    transport="signalr",
+    media_type="application/json",
+    translator=Translator,
+    build_request=build_request,
+    endpoint="GET {hub_url} (WebSocket)",
+)
