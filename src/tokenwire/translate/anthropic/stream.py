@@ -14,6 +14,7 @@ import msgspec
 from ... import events as ev
 from ... import sse
 from ...errors import FramingError
+from .. import _extensions as x
 from .._base import SSETranslator
 from .errors import error_code, stop_reason
 
@@ -43,6 +44,8 @@ class _ContentBlock(msgspec.Struct, frozen=True, gc=False):
     type: str
     text: str = ""
     thinking: str = ""
+    signature: str = ""
+    data: str = ""
     id: str = ""
     name: str = ""
     input: msgspec.Raw = msgspec.Raw(b"")
@@ -55,6 +58,8 @@ class _Delta(msgspec.Struct, frozen=True, gc=False):
     text: str = ""
     partial_json: str = ""
     thinking: str = ""
+    signature: str = ""
+    citation: msgspec.Raw = msgspec.Raw(b"")
 
 
 class _MessageDeltaBody(msgspec.Struct, frozen=True, gc=False):
@@ -159,15 +164,19 @@ _encode = msgspec.json.Encoder().encode
 
 # What an Anthropic content block becomes.
 _TEXT: Final = 0  # text -> the answer's one text block
-_THINKING: Final = 1  # thinking -> the reasoning block, or dropped
+_THINKING: Final = 1  # thinking -> a reasoning block of its own, or dropped
 _TOOL: Final = 2  # tool_use -> one tool.call on its own block
-_SKIP: Final = 3  # server_tool_use, *_tool_result, redacted_thinking, unknown: dropped
+_SKIP: Final = 3  # an unknown block type: dropped
+_SERVER: Final = 4  # server_tool_use -> a tokenwire:server_tool block, never executed
+
+#: Block types that ran on Anthropic's side; their results come whole in the start.
+_SERVER_RESULTS: Final = ("_tool_result",)
 
 
 class _Block:
     """The state of one Anthropic content block (by its ``index``)."""
 
-    __slots__ = ("kind", "id", "name", "parts", "start_input", "done")
+    __slots__ = ("kind", "id", "name", "parts", "start_input", "done", "index")
 
     def __init__(self, kind: int, id: str = "", name: str = "", start_input: bytes = b"") -> None:
         self.kind = kind
@@ -176,6 +185,7 @@ class _Block:
         self.parts: list[str] = []
         self.start_input = start_input
         self.done = False
+        self.index = -1  # the standard block it became (thinking, server tools)
 
 
 def _tool_arguments(block: _Block) -> str | None:
@@ -213,7 +223,6 @@ class Translator(SSETranslator):
         self._visible = False  # anything but stream.start emitted (cannot be taken back)
         self._next_index = 0
         self._text_index = -1
-        self._reasoning_index = -1
         self._tool_indexes: set[int] = set()
         self._tool_ids: set[str] = set()
         self._vendor_stop: str | None = None
@@ -222,7 +231,9 @@ class Translator(SSETranslator):
         self._input = 0
         self._cache_creation = 0
         self._cache_read = 0
+        self._cache_seen = False
         self._output = 0
+        self._payload = ""  # the JSON of the event being dispatched (slow path only)
 
     # -- dispatch ----------------------------------------------------------
 
@@ -245,6 +256,7 @@ class Translator(SSETranslator):
                 if index >= 0:
                     self.out += self.writer.text(piece, index)
                     return
+        self._payload = payload
         self.out += self._dispatch(event)
 
     def _dispatch(self, event: VendorEvent) -> list[ev.Event]:
@@ -299,6 +311,7 @@ class Translator(SSETranslator):
             self._vendor_stop = None
             self._usage_seen = False
             self._input = self._cache_creation = self._cache_read = self._output = 0
+            self._cache_seen = False
         self._message_started = True
         if message.usage is not None:
             self._merge_usage(message.usage)
@@ -318,15 +331,31 @@ class Translator(SSETranslator):
             self._blocks[index] = _Block(_TEXT)
             return self._text(cb.text) if cb.text else []
         if kind == "thinking":
-            self._blocks[index] = _Block(_THINKING)
-            return self._thinking(cb.thinking) if cb.thinking and self.reasoning else []
+            block = self._blocks[index] = _Block(_THINKING)
+            if not self.reasoning:
+                return []
+            out = self._thinking(block, cb.thinking) if cb.thinking else []
+            return out + self._signature(block, cb.signature) if cb.signature else out
         if kind == "tool_use":
             self._blocks[index] = _Block(_TOOL, cb.id or f"toolu_{index}", cb.name, bytes(cb.input))
             return []
-        # Server tools (server_tool_use, web_search_tool_result, ...) ran on
-        # Anthropic's side: the client has nothing to execute. redacted_thinking
-        # has no text. Their deltas are dropped; the answer's text blocks stay.
-        self._blocks[index] = _Block(_SKIP)
+        if kind == "redacted_thinking":
+            # docs/extensions.md: the encrypted reasoning, kept for the next turn.
+            self._blocks[index] = _Block(_SKIP)
+            if not self.reasoning:
+                return []
+            return self._block_event(
+                self._new_index(), {x.REASONING: True, x.REDACTED: cb.data, x.VENDOR: self.name}
+            )
+        if kind == "server_tool_use":
+            # Ran on Anthropic's side: shown (tokenwire:server_tool), never executed.
+            self._blocks[index] = _Block(_SERVER, cb.id, cb.name, bytes(cb.input))
+            return []
+        if kind.endswith(_SERVER_RESULTS):
+            # web_search_tool_result, code_execution_tool_result...: whole in the start.
+            start = _decode_any(self._payload).get("content_block", {})
+            return self._block_event(self._new_index(), {x.SERVER_TOOL: start})
+        self._blocks[index] = _Block(_SKIP)  # a block type Anthropic added later
         return []
 
     def _on_delta(self, event: ContentBlockDelta) -> list[ev.Event]:
@@ -339,14 +368,24 @@ class Translator(SSETranslator):
         delta = event.delta
         kind = block.kind
         if kind == _TEXT:
-            # text_delta; citations_delta carries no text and is dropped.
-            return self._text(delta.text) if delta.text else []
-        if kind == _TOOL:
+            if delta.text:
+                return self._text(delta.text)
+            if delta.type == "citations_delta" and delta.citation:
+                # docs/extensions.md: a citation, attached to the answer's text block.
+                if self._text_index < 0:
+                    self._text_index = self._new_index()
+                citation = _decode_any(bytes(delta.citation))
+                return self._block_event(self._text_index, {x.CITATION: citation})
+            return []
+        if kind == _TOOL or kind == _SERVER:
             if delta.type == "input_json_delta":
                 block.parts.append(delta.partial_json)
             return []
-        if kind == _THINKING and self.reasoning and delta.thinking:
-            return self._thinking(delta.thinking)  # signature_delta is always dropped
+        if kind == _THINKING and self.reasoning:
+            if delta.thinking:
+                return self._thinking(block, delta.thinking)
+            if delta.signature:
+                return self._signature(block, delta.signature)
         return []
 
     def _text(self, text: str) -> list[ev.Event]:
@@ -360,17 +399,45 @@ class Translator(SSETranslator):
         self._visible = True
         return self.writer.text(text, index)
 
-    def _thinking(self, text: str) -> list[ev.Event]:
-        # docs/extensions.md: reasoning on its own block, never in the answer's text.
-        index = self._reasoning_index
-        if index < 0:
-            index = self._reasoning_index = self._next_index
-            self._next_index += 1
+    def _new_index(self) -> int:
+        index = self._next_index
+        self._next_index += 1
+        return index
+
+    def _thinking(self, block: _Block, text: str) -> list[ev.Event]:
+        # docs/extensions.md: reasoning on its own block, never in the answer's
+        # text; each thinking block is a block of its own, so that its signature
+        # signs exactly its text on the next turn.
+        if block.index < 0:
+            block.index = self._new_index()
         self._visible = True
-        return self.writer.text(text, index, reasoning=True)
+        return self.writer.text(text, block.index, reasoning=True)
+
+    def _signature(self, block: _Block, signature: str) -> list[ev.Event]:
+        # Sent as soon as it arrives, so that a stream cut later still has it.
+        if block.index < 0:
+            block.index = self._new_index()  # a thinking block without text
+        return self._block_event(
+            block.index, {x.REASONING: True, x.SIGNATURE: signature, x.VENDOR: self.name}
+        )
+
+    def _block_event(self, index: int, body: dict[str, Any]) -> list[ev.Event]:
+        """A ``tokenwire:block`` extension event for standard block ``index``."""
+        self._visible = True
+        return self.writer.add(x.extension(x.BLOCK, {"index": index, **body}))
 
     def _on_block_stop(self, event: ContentBlockStop) -> list[ev.Event]:
         block = self._blocks.get(event.index)
+        if block is not None and block.kind == _SERVER and not block.done:
+            block.done = True
+            arguments = _tool_arguments(block)
+            server_tool = {
+                "type": "server_tool_use",
+                "id": block.id,
+                "name": block.name,
+                "input": _decode_any(arguments) if arguments is not None else {},
+            }
+            return self._block_event(self._new_index(), {x.SERVER_TOOL: server_tool})
         if block is None or block.kind != _TOOL or block.done:
             return []
         # §5.3.4 / DESIGN: a tool call is emitted whole, once its input is complete.
@@ -408,8 +475,10 @@ class Translator(SSETranslator):
             self._usage_seen = True
         if usage.cache_creation_input_tokens is not None:
             self._cache_creation = usage.cache_creation_input_tokens
+            self._cache_seen = True
         if usage.cache_read_input_tokens is not None:
             self._cache_read = usage.cache_read_input_tokens
+            self._cache_seen = True
         if usage.output_tokens is not None:
             self._output = usage.output_tokens
             self._usage_seen = True
@@ -424,6 +493,18 @@ class Translator(SSETranslator):
         total_input = self._input + self._cache_creation + self._cache_read
         return self.writer.usage(total_input, self._output)
 
+    def _usage_details(self) -> list[ev.Event]:
+        """``tokenwire:usage``: the cache counts inside ``input_tokens`` (docs/extensions.md).
+
+        Sent before ``usage`` and before any ``error``: nothing but ``usage``
+        and ``stream.end`` may follow an error (§5.4).
+        """
+        if not self._cache_seen or self._usage_sent or self.writer.errored:
+            return []
+        self._cache_seen = False
+        body = {x.CACHE_READ: self._cache_read, x.CACHE_CREATION: self._cache_creation}
+        return self.writer.add(x.extension(x.USAGE, body))
+
     def _fail(self, code: str, message: str) -> None:
         self.out += self._failure(code, message)
 
@@ -432,7 +513,7 @@ class Translator(SSETranslator):
         writer = self.writer
         if writer.ended:
             return []
-        out = [] if writer.errored else writer.error(code, message)
+        out = [] if writer.errored else self._usage_details() + writer.error(code, message)
         return out + self._usage() + writer.end()
 
     def _finish(self) -> list[ev.Event]:
@@ -458,15 +539,21 @@ class Translator(SSETranslator):
             # sent (§5.3.4); the call is dropped and the stop reason says why.
         reason = stop_reason(vendor, has_tool_calls=bool(self._tool_indexes))
         writer = self.writer
-        if self._next_index == 0:
+        if vendor is not None:
+            # docs/extensions.md: the vendor's own value, next to the mapped stop_reason.
+            out += writer.add(x.extension(x.STOP, {x.RAW_STOP_REASON: vendor}))
+        if not writer.open_blocks:
             # No block carried anything (a refusal often has none): one
             # content.stop still tells the client why generation stopped.
-            out += writer.stop(0, reason)
+            index = self._text_index
+            if index < 0:
+                index = 0 if self._next_index == 0 else self._new_index()
+            out += writer.stop(index, reason)
         else:
             for index in sorted(writer.open_blocks):
                 # §4.8: a block that carried a tool.call stops with tool_use.
                 out += writer.stop(index, "tool_use" if index in self._tool_indexes else reason)
-        out += self._usage()
+        out += self._usage_details() + self._usage()
         return out + writer.end()
 
     def _final_frames(self) -> list[sse.Message]:
