@@ -1188,7 +1188,9 @@ def test_request_from_vendor_round_trip() -> None:
     """Anthropic body -> standard -> Anthropic body keeps what Anthropic needs."""
     body = tr.request_body(tr.request_from_vendor(ANTHROPIC_BODY))
     assert body["system"] == "Be brief."
+    # The earlier turn's thinking block comes back first, unchanged (issue 18).
     assert body["messages"][1]["content"] == [
+        {"type": "thinking", "thinking": "hmm", "signature": "s"},
         {"type": "text", "text": "Checking."},
         {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Vienna"}},
     ]

@@ -32,6 +32,7 @@ __all__ = [
     "CITATION",
     "REASONING",
     "RAW_STOP_REASON",
+    "REASONING_HISTORY",
     "REDACTED",
     "SERVER_TOOL",
     "SIGNATURE",
@@ -55,6 +56,10 @@ CITATION: Final = "tokenwire:citation"
 RAW_STOP_REASON: Final = "tokenwire:raw_stop_reason"
 CACHE_READ: Final = "tokenwire:cache_read_input_tokens"
 CACHE_CREATION: Final = "tokenwire:cache_creation_input_tokens"
+
+#: Request extension: ``[{"message": i, "parts": [reasoning part, ...]}, ...]``, the
+#: reasoning parts (``{"type": "tokenwire:reasoning", ...}``) of assistant message ``i``.
+REASONING_HISTORY: Final = "tokenwire:reasoning_history"
 
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode

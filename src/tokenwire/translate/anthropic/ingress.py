@@ -15,8 +15,9 @@ import msgspec
 from ... import events as ev
 from ... import request as rq
 from ...errors import InvalidRequest
+from .. import _extensions as x
 from .._contract import EncodeEvent
-from .errors import ERROR_TYPES, VENDOR_STOP_REASONS
+from .errors import ERROR_TYPES, STOP_REASONS, VENDOR_STOP_REASONS
 
 _encode = msgspec.json.Encoder().encode
 
@@ -95,7 +96,7 @@ def _vendor_part(block: Mapping[str, Any], path: str) -> dict[str, Any] | None:
         media_type, data = _vendor_source(block, path)
         return {"type": kind, "media_type": media_type, "data": data}
     if kind in ("thinking", "redacted_thinking"):
-        return None  # the model's earlier reasoning: nothing the standard can carry
+        return None  # a user turn's reasoning: nothing Anthropic sends (assistant: see below)
     raise InvalidRequest(f"content block type {kind!r} is not supported here", path=f"{path}.type")
 
 
@@ -129,8 +130,33 @@ def _plain(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
     return parts
 
 
-def _vendor_message(message: object, path: str) -> list[dict[str, Any]]:
-    """One Anthropic message as standard messages (a user turn's tool results split off)."""
+def _reasoning_part(block: Mapping[str, Any], path: str) -> dict[str, Any]:
+    """A thinking / redacted_thinking block as a ``tokenwire:reasoning`` part (docs/extensions.md).
+
+    The strings are kept exactly: Anthropic checks the signature against the text.
+    """
+    if block.get("type") == "redacted_thinking":
+        return {
+            "type": x.REASONING,
+            x.REDACTED: _want_str(block, "data", path),
+            x.VENDOR: "anthropic",
+        }
+    return {
+        "type": x.REASONING,
+        "text": _want_str(block, "thinking", path),
+        x.SIGNATURE: _want_str(block, "signature", path),
+        x.VENDOR: "anthropic",
+    }
+
+
+def _vendor_message(
+    message: object, path: str, reasoning: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """One Anthropic message as standard messages (a user turn's tool results split off).
+
+    An assistant message's thinking and redacted_thinking blocks are appended,
+    in order, to ``reasoning`` as ``tokenwire:reasoning`` parts.
+    """
     if not isinstance(message, dict):
         raise InvalidRequest(f"a message must be an object, got {_kind(message)}", path=path)
     role = message.get("role")
@@ -172,6 +198,9 @@ def _vendor_message(message: object, path: str) -> list[dict[str, Any]]:
                     "arguments": _encode(tool_input).decode(),
                 }
             )
+        elif kind in ("thinking", "redacted_thinking") and role == "assistant":
+            if reasoning is not None:
+                reasoning.append(_reasoning_part(block, where))
         elif kind == "tool_result" and role == "user":
             result = block.get("content", "")
             out.append(
@@ -234,7 +263,9 @@ def request_from_vendor(body: dict[str, Any]) -> rq.Request:
 
     ``system`` becomes a system message, a user turn's ``tool_result`` blocks
     become ``tool`` messages, ``tool_use`` blocks become ``tool_calls``;
-    ``thinking`` blocks of earlier turns are dropped. Fields without a standard
+    an assistant turn's ``thinking`` and ``redacted_thinking`` blocks are kept,
+    exactly, in ``extensions["tokenwire:reasoning_history"]`` (docs/extensions.md;
+    ``build_request`` sends them back first). Fields without a standard
     home (``thinking``, ``tool_choice``, ``top_k``...) are kept under
     ``extensions["vendor:anthropic"]``, so that ``build_request`` sends them
     on; a ``thinking`` config also sets ``"tokenwire:reasoning": true``. The
@@ -261,8 +292,13 @@ def request_from_vendor(body: dict[str, Any]) -> rq.Request:
         raise InvalidRequest(
             f"required: a non-empty array of messages, got {_kind(history)}", path="messages"
         )
+    history_reasoning: list[dict[str, Any]] = []
     for i, message in enumerate(history):
-        messages.extend(_vendor_message(message, f"messages[{i}]"))
+        reasoning: list[dict[str, Any]] = []
+        messages.extend(_vendor_message(message, f"messages[{i}]", reasoning))
+        if reasoning:
+            # The assistant message is the last one _vendor_message produced.
+            history_reasoning.append({"message": len(messages) - 1, "parts": reasoning})
     tools = _vendor_tools(body["tools"]) if body.get("tools") is not None else None
     parameters = {
         key: body[key]
@@ -277,6 +313,10 @@ def request_from_vendor(body: dict[str, Any]) -> rq.Request:
         thinking = extras.get("thinking")
         if isinstance(thinking, dict) and thinking.get("type") not in (None, "disabled"):
             extensions["tokenwire:reasoning"] = True
+    if history_reasoning:
+        # docs/extensions.md: the earlier turns' reasoning, for the next request
+        # (request.py has no reasoning part type yet; see extensions.md).
+        extensions[x.REASONING_HISTORY] = history_reasoning
     try:
         return rq.build(
             model=model,
@@ -330,6 +370,9 @@ class EventEncoder:
         self._stop: str | None = None
         self._tool_calls = False
         self._usage: tuple[int, int] | None = None
+        self._cache: tuple[int, int] | None = None  # (read, creation), tokenwire:usage
+        self._raw_stop: str | None = None  # tokenwire:stop
+        self._citing = False  # the open text block was opened for citations, no text yet
 
     @property
     def ended(self) -> bool:
@@ -388,6 +431,7 @@ class EventEncoder:
                 else {"type": "text_delta", "text": event.delta.text}
             )
             index = self._next_block - 1
+            self._citing = False
             out += _frame(
                 "content_block_delta",
                 {"type": "content_block_delta", "index": index, "delta": delta},
@@ -423,20 +467,101 @@ class EventEncoder:
             usage: dict[str, int] = {"output_tokens": 0}
             if self._usage is not None:
                 usage = {"input_tokens": self._usage[0], "output_tokens": self._usage[1]}
+                if self._cache is not None:
+                    # Anthropic's input_tokens leaves the cached tokens out.
+                    read, creation = self._cache
+                    usage["input_tokens"] = max(self._usage[0] - read - creation, 0)
+                    usage["cache_read_input_tokens"] = read
+                    usage["cache_creation_input_tokens"] = creation
+            vendor_stop = VENDOR_STOP_REASONS.get(reason, "end_turn")
+            if self._raw_stop is not None and STOP_REASONS[self._raw_stop] == reason:
+                vendor_stop = self._raw_stop  # the vendor's own value (tokenwire:stop)
             out += _frame(
                 "message_delta",
                 {
                     "type": "message_delta",
                     "delta": {
-                        "stop_reason": VENDOR_STOP_REASONS.get(reason, "end_turn"),
+                        "stop_reason": vendor_stop,
                         "stop_sequence": None,
                     },
                     "usage": usage,
                 },
             )
             out += _frame("message_stop", {"type": "message_stop"})
-        # stream.start only opens the message; unknown event types have no Anthropic form.
+        elif isinstance(event, ev.UnknownEvent):
+            out += self._extension(event)
+        # stream.start only opens the message; other event types have no Anthropic form.
         return out
+
+    def _delta(self, index: int, delta: dict[str, Any]) -> bytes:
+        return _frame(
+            "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
+        )
+
+    def _whole_block(self, content_block: dict[str, Any], delta: dict[str, Any] | None) -> bytes:
+        """A block opened, given at most one delta and stopped, after the open block closes."""
+        out = self._close()
+        index = self._next_block
+        out += self._open_block(content_block)
+        if delta is not None:
+            out += self._delta(index, delta)
+        return out + _frame("content_block_stop", {"type": "content_block_stop", "index": index})
+
+    def _extension(self, event: ev.UnknownEvent) -> bytes:
+        """docs/extensions.md: the tokenwire extension events in Anthropic's own form."""
+        body = x.fields(event)
+        if body is None:
+            return b""
+        kind = event.type
+        if kind == x.USAGE:
+            read, creation = body.get(x.CACHE_READ), body.get(x.CACHE_CREATION)
+            if isinstance(read, int) and isinstance(creation, int):
+                self._cache = (read, creation)
+            return b""
+        if kind == x.STOP:
+            raw = body.get(x.RAW_STOP_REASON)
+            self._raw_stop = raw if isinstance(raw, str) and raw in STOP_REASONS else None
+            return b""
+        if kind != x.BLOCK:
+            return b""
+        if body.get(x.VENDOR, "anthropic") != "anthropic":
+            return b""  # bound to another vendor: Anthropic cannot check it (dropped)
+        signature = body.get(x.SIGNATURE)
+        if isinstance(signature, str):
+            index = body.get("index")
+            if self._open == (True, index):
+                return self._delta(
+                    self._next_block - 1, {"type": "signature_delta", "signature": signature}
+                )
+            # A thinking block whose text was never streamed (or is no longer open).
+            thinking = {"type": "thinking", "thinking": "", "signature": ""}
+            return self._whole_block(thinking, {"type": "signature_delta", "signature": signature})
+        redacted = body.get(x.REDACTED)
+        if isinstance(redacted, str):
+            return self._whole_block({"type": "redacted_thinking", "data": redacted}, None)
+        server = body.get(x.SERVER_TOOL)
+        if isinstance(server, dict) and isinstance(server.get("type"), str):
+            if server["type"] == "server_tool_use":
+                start = {**server, "input": {}}
+                partial = _encode(server.get("input") or {}).decode()
+                return self._whole_block(
+                    start, {"type": "input_json_delta", "partial_json": partial}
+                )
+            return self._whole_block(server, None)
+        citation = body.get(x.CITATION)
+        if isinstance(citation, dict):
+            index = body.get("index")
+            out = b""
+            if not (self._citing and self._open == (False, index)):
+                # Anthropic cites at the start of a text block of its own.
+                out += self._close()
+                out += self._open_block({"type": "text", "text": "", "citations": []})
+                self._open = (False, index) if isinstance(index, int) else None
+                self._citing = True
+            return out + self._delta(
+                self._next_block - 1, {"type": "citations_delta", "citation": citation}
+            )
+        return b""
 
 
 def parse_ingress(body: dict[str, Any]) -> tuple[rq.Request, EncodeEvent]:

@@ -10,6 +10,7 @@ import msgspec
 
 from ... import request as rq
 from ...errors import InvalidRequest
+from .. import _extensions as x
 from .._base import VendorRequest
 
 _decode_any = msgspec.json.Decoder().decode
@@ -88,8 +89,52 @@ def _system_text(message: rq.Message, path: str) -> str:
     return message.text
 
 
-def _turns(messages: list[rq.Message]) -> tuple[list[str], list[dict[str, Any]]]:
-    """System texts, and user/assistant turns with same-role neighbours merged."""
+def _reasoning_blocks(req: rq.Request) -> dict[int, list[dict[str, Any]]]:
+    """Message index -> the thinking / redacted_thinking blocks to send back first.
+
+    From ``extensions["tokenwire:reasoning_history"]`` (docs/extensions.md). Parts
+    bound to another vendor are dropped: Anthropic cannot check their signatures.
+    Raises ``InvalidRequest`` naming the malformed entry.
+    """
+    history = req.extension(x.REASONING_HISTORY)
+    if history is None:
+        return {}
+    where = f'extensions["{x.REASONING_HISTORY}"]'
+    if not isinstance(history, list):
+        raise InvalidRequest("must be an array", path=where)
+    out: dict[int, list[dict[str, Any]]] = {}
+    for i, entry in enumerate(history):
+        path = f"{where}[{i}]"
+        message = entry.get("message") if isinstance(entry, dict) else None
+        parts = entry.get("parts") if isinstance(entry, dict) else None
+        if isinstance(message, bool) or not isinstance(message, int) or not isinstance(parts, list):
+            raise InvalidRequest('must be {"message": <index>, "parts": [...]}', path=path)
+        if not 0 <= message < len(req.messages) or req.messages[message].role != "assistant":
+            raise InvalidRequest("must name an assistant message", path=f"{path}.message")
+        blocks = out.setdefault(message, [])
+        for k, part in enumerate(parts):
+            if not isinstance(part, dict) or part.get("type") != x.REASONING:
+                raise InvalidRequest(f'must be a "{x.REASONING}" part', path=f"{path}.parts[{k}]")
+            if part.get(x.VENDOR, "anthropic") != "anthropic":
+                continue
+            redacted, signature = part.get(x.REDACTED), part.get(x.SIGNATURE)
+            if isinstance(redacted, str):
+                blocks.append({"type": "redacted_thinking", "data": redacted})
+            elif isinstance(signature, str) and isinstance(part.get("text"), str):
+                blocks.append(
+                    {"type": "thinking", "thinking": part["text"], "signature": signature}
+                )
+            # else: reasoning without a signature; Anthropic refuses unsigned thinking.
+    return out
+
+
+def _turns(
+    messages: list[rq.Message], reasoning: dict[int, list[dict[str, Any]]] | None = None
+) -> tuple[list[str], list[dict[str, Any]]]:
+    """System texts, and user/assistant turns with same-role neighbours merged.
+
+    ``reasoning`` (message index -> blocks) goes first in its assistant message.
+    """
     system: list[str] = []
     turns: list[tuple[str, list[dict[str, Any]]]] = []
     for i, message in enumerate(messages):
@@ -111,7 +156,9 @@ def _turns(messages: list[rq.Message]) -> tuple[list[str], list[dict[str, Any]]]
                 result["content"] = content
             role, blocks = "user", [result]
         else:
-            blocks = _blocks(message.content, path)
+            # Anthropic: thinking and redacted blocks first, exactly as they came.
+            blocks = list(reasoning.get(i, ())) if reasoning else []
+            blocks += _blocks(message.content, path)
             for k, call in enumerate(message.tool_calls or ()):
                 blocks.append(
                     {
@@ -147,7 +194,7 @@ def request_body(req: rq.Request, *, upstream_model: str | None = None) -> dict[
     call arguments that are not a JSON object, a non-text system part, a
     ``vendor:anthropic`` extension that is not an object.
     """
-    system, messages = _turns(req.messages)
+    system, messages = _turns(req.messages, _reasoning_blocks(req))
     body: dict[str, Any] = {"model": upstream_model or req.model}
     params = req.parameters or rq.Parameters()
     body["max_tokens"] = params.max_tokens or DEFAULT_MAX_TOKENS
