@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import importlib
 import os
 import platform
 import time
@@ -31,17 +30,18 @@ from pathlib import Path
 import msgspec
 
 from tokenwire import sse
-from tokenwire.testing.upstream import RENDERERS, RecordedRequest, Script
-from tokenwire.translate import translator
+from tokenwire.testing.upstream import RecordedRequest, Script
+from tokenwire.translate import get, registry, translator
 
-VENDORS = ["openai", "mistral", "openai-responses", "anthropic", "gemini", "cohere"]
+#: Every SSE vendor with a fake upstream, from the registry.
+VENDORS = [f.name for f in registry.by_transport("http-sse") if f.fake is not None]
 PIECE = 16 * 1024
 TARGET = 2.0
 
 
 def body(vendor: str, n: int) -> list[bytes]:
     words = " ".join(f"w{i % 997}" for i in range(n))
-    module = importlib.import_module(RENDERERS[vendor])
+    module = get(vendor).fake_module()
     request = RecordedRequest(method="POST", path="/", headers={}, body=b"{}")
     raw = b"".join(module.render(Script(text=words), model="bench", request=request))
     return [raw[i : i + PIECE] for i in range(0, len(raw), PIECE)]

@@ -27,13 +27,14 @@ from tests.peers.conftest import PeerServer
 from tests.translate.conftest import FIXTURES_DIR
 from tests.translate.test_connect import _events
 
+import tokenwire
 from tokenwire import events as ev
 from tokenwire import iter_events, validate
 from tokenwire import request as rq
 from tokenwire.gateway.connect_provider import ConnectProvider
 from tokenwire.translate import connect
 
-PROTO_FILE = Path(connect.__file__).resolve().parents[1] / "proto" / "llm_stream.proto"
+PROTO_FILE = Path(tokenwire.__file__).resolve().parent / "proto" / "llm_stream.proto"
 CHAT = "/demo.v1.ChatService/StreamChat"
 
 

@@ -47,6 +47,7 @@ from tokenwire.testing.upstream import (
     Script,
     ScriptedToolCall,
 )
+from tokenwire.translate import _extensions as x
 from tokenwire.translate import anthropic as tr
 from tokenwire.translate import translator, vendor_request
 from tokenwire.writer import Writer
@@ -139,7 +140,10 @@ def summarize(events: list[ev.Event]) -> list[list[Any]]:
             out.append(["error", e.code])
         elif isinstance(e, ev.StreamEnd):
             out.append(["end"])
-        else:  # pragma: no cover - the translator emits registered events only
+        elif (body := x.fields(e)) is not None:
+            # docs/extensions.md: tokenwire:block / tokenwire:usage / tokenwire:stop
+            out.append([e.type, {k: v for k, v in body.items() if k not in ("type", "v", "seq")}])
+        else:  # pragma: no cover - the translator emits no other unregistered event
             out.append(["unknown", e.type])
     return out
 
@@ -432,7 +436,14 @@ def test_recording_web_search() -> None:
     assert result.stops == ["end_turn"]
     assert result.usage == (15665, 795)
     assert result.error is None
-    assert {e.index for e in events if isinstance(e, ev.ContentDelta)} == {0}
+    # Every text block is one standard block; the server tool blocks before it
+    # are tokenwire:server_tool blocks of their own (docs/extensions.md).
+    assert len({e.index for e in events if isinstance(e, ev.ContentDelta)}) == 1
+    server = [
+        b[x.SERVER_TOOL] for e in events if (b := x.fields(e, x.BLOCK)) and x.SERVER_TOOL in b
+    ]
+    assert [s["type"] for s in server] == ["server_tool_use", "web_search_tool_result"]
+    assert server[0]["name"] == "web_search" and server[1]["tool_use_id"] == server[0]["id"]
     assert_conformant(events)
 
 
@@ -1177,7 +1188,9 @@ def test_request_from_vendor_round_trip() -> None:
     """Anthropic body -> standard -> Anthropic body keeps what Anthropic needs."""
     body = tr.request_body(tr.request_from_vendor(ANTHROPIC_BODY))
     assert body["system"] == "Be brief."
+    # The earlier turn's thinking block comes back first, unchanged (issue 18).
     assert body["messages"][1]["content"] == [
+        {"type": "thinking", "thinking": "hmm", "signature": "s"},
         {"type": "text", "text": "Checking."},
         {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Vienna"}},
     ]

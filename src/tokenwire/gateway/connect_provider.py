@@ -40,7 +40,7 @@ import httpx
 
 from .. import events as ev
 from ..request import Request
-from ..translate import connect
+from ..translate import VendorFormat, connect
 
 __all__ = ["OPTIONS", "ConnectProvider"]
 
@@ -86,7 +86,13 @@ class ConnectProvider:
     or mapping.
     """
 
-    def __init__(self, *, model_name: str, options: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        *,
+        model_name: str,
+        options: Mapping[str, Any],
+        vendor: VendorFormat = connect.FORMAT,
+    ) -> None:
         unknown = set(options) - OPTIONS
         if unknown:
             known = ", ".join(sorted(OPTIONS))
@@ -94,6 +100,7 @@ class ConnectProvider:
         base_url = options.get("base_url")
         if not isinstance(base_url, str) or not base_url:
             raise ValueError("options.base_url is required for provider 'connect'")
+        self.format = vendor
         self.model_name = model_name
         self.base_url = base_url
         self.codec = str(options.get("codec") or "json")
@@ -139,7 +146,7 @@ class ConnectProvider:
         answer by its Connect code (or the code inferred from the status), a
         timeout as ``overloaded``, a broken connection as ``internal_error``.
         """
-        translator = connect.Translator(
+        translator = self.format.new_translator(
             model=self.model_name,
             request_id=request.request_id,
             codec=self.codec,
@@ -147,7 +154,9 @@ class ConnectProvider:
             reasoning=self.reasoning,
             max_message_bytes=self.max_message_bytes,
         )
-        vendor_request = connect.build_request(
+        # The Connect provider drives the Connect translator's own idle() and encoding.
+        assert isinstance(translator, connect.Translator)
+        vendor_request = self.format.build_request(
             request,
             base_url=self.base_url,
             service_path=self.service_path,
@@ -168,7 +177,7 @@ class ConnectProvider:
                 if response.status_code != 200:
                     body = await _read_bounded(response)
                     for event in translator.writer.fail(
-                        *connect.error_from_http(response.status_code, body)
+                        *self.format.http_error(response.status_code, body)
                     ):
                         yield event
                     return

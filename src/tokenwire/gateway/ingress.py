@@ -1,11 +1,11 @@
 """Dual-format ingress (§7.3): vendor request bodies in, the vendor's own stream out.
 
-``POST /v1/chat/completions`` takes an OpenAI Chat Completions body and
-``POST /v1/messages`` an Anthropic Messages body. Each is turned into a
-standard ``Request`` by the vendor's ``translate`` module
-(``request_from_vendor``), served by the routed provider like any other
-request, and answered in the vendor's stream format (``ChunkEncoder``,
-``EventEncoder``), or in the standard when the client sends
+Every ``VendorFormat`` with an ``ingress`` (``translate.registry``) gets a
+route: ``POST /v1/chat/completions`` takes an OpenAI Chat Completions body and
+``POST /v1/messages`` an Anthropic Messages body. ``FormatIngress`` turns each
+into a standard ``Request`` with the format's ingress parser, the routed
+provider serves it like any other request, and it is answered in the vendor's
+stream format (the format's reverse encoder), or in the standard when the client sends
 ``Accept: text/event-stream; profile="llm-stream-1.0"``. A standard body
 (``Content-Type: application/llm-request+json``) is accepted on both routes.
 
@@ -14,17 +14,24 @@ Only streaming is served: a body without ``"stream": true`` gets 400.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
 import msgspec
 
+from .. import translate
 from ..errors import InvalidRequest, RequestTooLarge
 from ..request import DEFAULT_MAX_DEPTH, Request
 from ..server import Encode
+from ..translate import VendorFormat, VendorIngress
 
-__all__ = ["AnthropicMessagesIngress", "OpenAIChatIngress", "decode_json_body"]
+__all__ = [
+    "AnthropicMessagesIngress",
+    "FormatIngress",
+    "OpenAIChatIngress",
+    "decode_json_body",
+    "ingresses",
+]
 
-_JSON: Final = frozenset({"application/json"})
 _decode = msgspec.json.Decoder().decode
 
 
@@ -74,37 +81,39 @@ def _require_stream(body: dict[str, Any]) -> None:
         raise InvalidRequest('only streaming is served here: set "stream": true', path="stream")
 
 
-class OpenAIChatIngress:
+class FormatIngress:
+    """One vendor's request bodies, answered in that vendor's stream format."""
+
+    def __init__(self, vendor: VendorFormat | str) -> None:
+        self.format = vendor if isinstance(vendor, VendorFormat) else translate.get(vendor)
+        if self.format.ingress is None:
+            raise ValueError(f"vendor format {self.format.name!r} has no ingress")
+        self._ingress: VendorIngress = self.format.ingress
+        self.name = self.format.name
+        self.media_types = self._ingress.media_types
+        self.route = self._ingress.route
+
+    def parse(self, body: bytes) -> tuple[Request, Encode]:
+        """The standard request and a fresh vendor encoder. Raises ``InvalidRequest``."""
+        obj = decode_json_body(body)
+        _require_stream(obj)
+        return self._ingress.parse(obj)
+
+
+class OpenAIChatIngress(FormatIngress):
     """OpenAI Chat Completions bodies, answered as ``chat.completion.chunk`` SSE."""
 
-    name = "openai"
-    media_types = _JSON
-
-    def parse(self, body: bytes) -> tuple[Request, Encode]:
-        """The standard request and a fresh ``ChunkEncoder``. Raises ``InvalidRequest``."""
-        from ..translate import openai
-
-        obj = decode_json_body(body)
-        _require_stream(obj)
-        request = openai.request_from_vendor(obj)
-        options = obj.get("stream_options")
-        include_usage = isinstance(options, dict) and options.get("include_usage") is True
-        encoder = openai.ChunkEncoder(model=request.model, include_usage=include_usage)
-        return request, encoder.encode
+    def __init__(self) -> None:
+        super().__init__("openai")
 
 
-class AnthropicMessagesIngress:
+class AnthropicMessagesIngress(FormatIngress):
     """Anthropic Messages bodies, answered as Anthropic's event stream."""
 
-    name = "anthropic"
-    media_types = _JSON
+    def __init__(self) -> None:
+        super().__init__("anthropic")
 
-    def parse(self, body: bytes) -> tuple[Request, Encode]:
-        """The standard request and a fresh ``EventEncoder``. Raises ``InvalidRequest``."""
-        from ..translate import anthropic
 
-        obj = decode_json_body(body)
-        _require_stream(obj)
-        request = anthropic.request_from_vendor(obj)
-        encoder = anthropic.EventEncoder(model=request.model)
-        return request, encoder.encode
+def ingresses() -> list[FormatIngress]:
+    """One ``FormatIngress`` per vendor format that has an ingress, in registry order."""
+    return [FormatIngress(fmt) for fmt in translate.formats() if fmt.ingress is not None]

@@ -4,9 +4,11 @@ A provider is anything with ``generate(request) -> AsyncIterator[Event]``
 (``tokenwire.server.Provider``). The gateway builds one per configured model:
 
 - ``demo``: the built-in ``DemoModel``;
-- a vendor format (``openai``, ``anthropic``, ``gemini``...): ``HTTPProvider``,
-  which sends ``translate.vendor_request(...)`` with a shared ``httpx.AsyncClient``
-  and feeds the response body to ``translate.translator(...)``;
+- a vendor format (``openai``, ``anthropic``, ``gemini``...): the provider of
+  its ``VendorFormat.transport`` (``PROVIDERS_BY_TRANSPORT``), built with the
+  format. ``http-sse`` is ``HTTPProvider``, which sends the format's request
+  with a shared ``httpx.AsyncClient`` and feeds the response body to its
+  translator; ``signalr`` and ``connect`` have providers of their own;
 - ``python``: a plugin, ``factory = "module:callable"`` called with the model's
   ``options`` as keyword arguments.
 
@@ -38,10 +40,12 @@ from .. import events as ev
 from .. import translate
 from ..request import Request
 from ..server import Provider
-from .config import HTTP_VENDORS, Config, ModelConfig
+from ..translate import Transport, VendorFormat, status_error
+from .config import Config, ModelConfig
 from .demo import DemoModel
 
 __all__ = [
+    "PROVIDERS_BY_TRANSPORT",
     "HTTPProvider",
     "Provider",
     "build_providers",
@@ -61,19 +65,6 @@ _DRAIN_S: Final = 0.5
 
 #: Compression buys nothing on a stream of small events and costs a decoding pass.
 _IDENTITY: Final = {"accept-encoding": "identity"}
-
-_STATUS_CODES: Final = {
-    408: "overloaded",
-    429: "rate_limited",
-    503: "overloaded",
-    504: "overloaded",
-    529: "overloaded",
-}
-
-
-def status_error(status: int, body: bytes = b"") -> tuple[str, str]:
-    """The §5.3.6 ``(code, message)`` for an upstream error status, from the status alone."""
-    return _STATUS_CODES.get(status, "internal_error"), f"upstream answered HTTP {status}"
 
 
 def _error(code: str, message: str) -> ev.ErrorEvent:
@@ -103,16 +94,17 @@ def new_client() -> httpx.AsyncClient:
 
 
 class HTTPProvider:
-    """A vendor upstream: standard request -> vendor HTTP request -> standard events.
+    """A vendor upstream over HTTP + SSE: standard request -> vendor HTTP request -> events.
 
-    ``vendor`` is a name of ``translate.VENDORS``. Cancelling ``generate``
-    (the client hung up) closes the upstream response, and with it the
-    upstream connection, at once.
+    ``vendor`` is the ``VendorFormat`` (or its name in ``translate.registry``)
+    whose request builder, translator and HTTP error mapping are used.
+    Cancelling ``generate`` (the client hung up) closes the upstream response,
+    and with it the upstream connection, at once.
     """
 
     def __init__(
         self,
-        vendor: str,
+        vendor: VendorFormat | str,
         *,
         client: httpx.AsyncClient,
         base_url: str,
@@ -122,7 +114,8 @@ class HTTPProvider:
         reasoning: bool = False,
         missing_key: str | None = None,
     ) -> None:
-        self.vendor = vendor
+        self.format = vendor if isinstance(vendor, VendorFormat) else translate.get(vendor)
+        self.vendor = self.format.name
         self.client = client
         self.base_url = base_url
         self.api_key = api_key
@@ -130,10 +123,6 @@ class HTTPProvider:
         self.timeout = timeout if timeout is not None else httpx.Timeout(120.0, connect=10.0)
         self.reasoning = reasoning
         self.missing_key = missing_key
-        module = importlib.import_module(f"tokenwire.translate.{translate.VENDORS[vendor]}")
-        self._http_error: Callable[[int, bytes], tuple[str, str]] = getattr(
-            module, "http_error", status_error
-        )
 
     def _options(self) -> dict[str, Any]:
         options: dict[str, Any] = {"base_url": self.base_url, "api_key": self.api_key}
@@ -146,11 +135,12 @@ class HTTPProvider:
         if self.missing_key is not None:
             yield _error("internal_error", "the gateway has no upstream credentials for this model")
             return
-        vendor_request = translate.vendor_request(self.vendor, request, **self._options())
+        fmt = self.format
+        vendor_request = fmt.build_request(request, **self._options())
         # docs/extensions.md: reasoning text is carried only when asked for.
         reasoning = self.reasoning or request.extension("tokenwire:reasoning") is True
-        translator = translate.translator(
-            self.vendor, model=request.model, request_id=request.request_id, reasoning=reasoning
+        translator = fmt.new_translator(
+            model=request.model, request_id=request.request_id, reasoning=reasoning
         )
         try:
             async with self.client.stream(
@@ -162,7 +152,7 @@ class HTTPProvider:
             ) as response:
                 if response.status_code >= 300:
                     body = await _read_bounded(response, MAX_ERROR_BODY)
-                    yield _error(*self._http_error(response.status_code, body))
+                    yield _error(*fmt.http_error(response.status_code, body))
                     return
                 # An uncompressed body (we ask for one) skips httpx's decoder layer.
                 compressed = "content-encoding" in response.headers
@@ -264,6 +254,60 @@ def _timeout(model: ModelConfig) -> httpx.Timeout:
     )
 
 
+def _http_provider(model: ModelConfig, client: httpx.AsyncClient, fmt: VendorFormat) -> Provider:
+    assert model.base_url is not None  # checked by config.parse
+    api_key = model.api_key()
+    missing = None
+    if model.api_key_env and api_key is None:
+        missing = model.api_key_env
+        _log.warning(
+            '{"msg": "missing api key", "model": "%s", "api_key_env": "%s"}',
+            model.name,
+            model.api_key_env,
+        )
+    return HTTPProvider(
+        fmt,
+        client=client,
+        base_url=model.base_url,
+        api_key=api_key,
+        upstream_model=model.upstream_model,
+        timeout=_timeout(model),
+        reasoning=model.reasoning,
+        missing_key=missing,
+    )
+
+
+def _signalr_provider(model: ModelConfig, client: httpx.AsyncClient, fmt: VendorFormat) -> Provider:
+    from .signalr_provider import SignalRProvider
+
+    return SignalRProvider(model_name=model.name, options=dict(model.options), vendor=fmt)
+
+
+def _connect_provider(model: ModelConfig, client: httpx.AsyncClient, fmt: VendorFormat) -> Provider:
+    from .connect_provider import ConnectProvider
+
+    opts: dict[str, Any] = {
+        "base_url": model.base_url,
+        "timeout_s": model.timeout_s,
+        "connect_timeout_s": model.connect_timeout_s,
+        "reasoning": model.reasoning,
+        **model.options,
+    }
+    if model.api_key():
+        opts["api_key"] = model.api_key()
+    return ConnectProvider(model_name=model.name, options=opts, vendor=fmt)
+
+
+#: ``VendorFormat.transport`` -> how a model of that format is served.
+PROVIDERS_BY_TRANSPORT: Final[
+    dict[Transport, Callable[[ModelConfig, httpx.AsyncClient, VendorFormat], Provider]]
+] = {
+    "http-sse": _http_provider,
+    "signalr": _signalr_provider,
+    "connect": _connect_provider,
+}
+
+
 def build_provider(model: ModelConfig, client: httpx.AsyncClient) -> Provider:
     """The provider for one configured model. Raises ``ValueError`` for a bad plugin."""
     if model.provider == "demo":
@@ -278,44 +322,9 @@ def build_provider(model: ModelConfig, client: httpx.AsyncClient) -> Provider:
         if not isinstance(provider, Provider):
             raise ValueError(f"{model.factory!r} did not return a provider (no generate method)")
         return provider
-    if model.provider == "signalr":
-        from .signalr_provider import SignalRProvider
-
-        return SignalRProvider(model_name=model.name, options=dict(model.options))
-    if model.provider == "connect":
-        from .connect_provider import ConnectProvider
-
-        opts: dict[str, Any] = {
-            "base_url": model.base_url,
-            "timeout_s": model.timeout_s,
-            "connect_timeout_s": model.connect_timeout_s,
-            "reasoning": model.reasoning,
-            **model.options,
-        }
-        if model.api_key():
-            opts["api_key"] = model.api_key()
-        return ConnectProvider(model_name=model.name, options=opts)
-    if model.provider in HTTP_VENDORS:
-        assert model.base_url is not None  # checked by config.parse
-        api_key = model.api_key()
-        missing = None
-        if model.api_key_env and api_key is None:
-            missing = model.api_key_env
-            _log.warning(
-                '{"msg": "missing api key", "model": "%s", "api_key_env": "%s"}',
-                model.name,
-                model.api_key_env,
-            )
-        return HTTPProvider(
-            model.provider,
-            client=client,
-            base_url=model.base_url,
-            api_key=api_key,
-            upstream_model=model.upstream_model,
-            timeout=_timeout(model),
-            reasoning=model.reasoning,
-            missing_key=missing,
-        )
+    if model.provider in translate.registry:
+        fmt = translate.get(model.provider)
+        return PROVIDERS_BY_TRANSPORT[fmt.transport](model, client, fmt)
     raise ValueError(f"unknown provider {model.provider!r}")
 
 

@@ -40,7 +40,7 @@ from websockets.protocol import State
 
 from .. import events as ev
 from ..request import Request
-from ..translate import signalr
+from ..translate import VendorFormat, signalr
 
 __all__ = ["OPTIONS", "NegotiateError", "SignalRProvider"]
 
@@ -106,7 +106,13 @@ class SignalRProvider:
     Raises ``ValueError`` for a missing ``hub_url``, an unknown option or mapping.
     """
 
-    def __init__(self, *, model_name: str, options: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        *,
+        model_name: str,
+        options: Mapping[str, Any],
+        vendor: VendorFormat = signalr.FORMAT,
+    ) -> None:
         unknown = set(options) - OPTIONS
         if unknown:
             known = ", ".join(sorted(OPTIONS))
@@ -114,6 +120,7 @@ class SignalRProvider:
         hub_url = options.get("hub_url")
         if not isinstance(hub_url, str) or not hub_url:
             raise ValueError("options.hub_url is required for provider 'signalr'")
+        self.format = vendor
         self.model_name = model_name
         self.hub_url = hub_url
         self.mapping = str(options.get("mapping") or "stream")
@@ -215,7 +222,7 @@ class SignalRProvider:
         handshake or connection as ``internal_error``, a connect timeout or a
         hub silent for ``server_timeout_s`` as ``overloaded``.
         """
-        translator = signalr.Translator(
+        translator = self.format.new_translator(
             model=self.model_name,
             request_id=request.request_id,
             mapping=self.mapping,

@@ -11,18 +11,32 @@ the cumulative ``output_tokens``; ``message_stop`` ends the body. A scripted
 error becomes ``event: error`` after the blocks, with no ``message_stop``
 (what Anthropic does on a mid-stream ``overloaded_error``). SDK base URL:
 ``fake.url`` (the SDK appends ``/v1/messages``).
+
+Extended thinking, as strict as Anthropic on the next turn: ``Script.thinking``
+streams a ``thinking`` block first (``thinking_delta`` per word, then a
+``signature_delta``) and ``Script.redacted_thinking`` a ``redacted_thinking``
+block. The signature signs the block's exact text, and the ids of the tool calls
+made in that turn carry a digest of the turn's signed blocks. A later request is
+refused with HTTP 400 and Anthropic's ``invalid_request_error`` body when an
+assistant turn that made such a call does not start with the very same
+thinking / redacted blocks, in order, or when any thinking block's signature
+does not match its text: dropped, reordered or altered reasoning fails the way
+it fails against the real API.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import re
 from collections.abc import Iterator
 from typing import Any, Final
 
 import msgspec
 
 from ..translate.anthropic import ERROR_TYPES, VENDOR_STOP_REASONS
-from .upstream import RecordedRequest, Script
+from .upstream import RecordedRequest, Script, split_words
 
 __all__ = [
     "CONTENT_TYPE",
@@ -31,6 +45,10 @@ __all__ = [
     "argument_fragments",
     "bad_event",
     "check_request",
+    "reasoning_blocks",
+    "redacted_data",
+    "refusal_body",
+    "signature",
     "error_body",
     "error_event",
     "huge_event",
@@ -87,6 +105,101 @@ def error_body(status: int) -> bytes:
     )
 
 
+# --- extended thinking: signed blocks, checked on the next turn -----------------
+
+_SIGNING_KEY: Final = b"tokenwire-fake-anthropic"
+#: ``toolu_fake0001_<digest>``: a call made in a turn whose reasoning was signed.
+_SIGNED_CALL: Final = re.compile(r"toolu_fake\d{4}_([0-9a-f]{16})")
+
+
+def signature(thinking: str) -> str:
+    """The fake's signature of a thinking block's text (opaque, like Anthropic's)."""
+    digest = hashlib.sha256(_SIGNING_KEY + thinking.encode("utf-8")).digest()
+    return base64.b64encode(b"\x12\x01" + digest).decode("ascii")
+
+
+def redacted_data(seed: str) -> str:
+    """Opaque ``redacted_thinking`` data (what Anthropic encrypts)."""
+    digest = hashlib.sha256(_SIGNING_KEY + b"redacted:" + seed.encode("utf-8")).digest()
+    return base64.b64encode(b"\x0a\x02" + digest).decode("ascii")
+
+
+def _turn_digest(blocks: list[dict[str, Any]]) -> str:
+    """A digest of a turn's reasoning blocks, in order (what the tool ids carry)."""
+    h = hashlib.sha256(_SIGNING_KEY)
+    for block in blocks:
+        h.update(_encode([block.get("type"), block.get("signature"), block.get("data")]))
+    return h.hexdigest()[:16]
+
+
+def reasoning_blocks(script: Script) -> list[dict[str, Any]]:
+    """The complete thinking / redacted_thinking blocks ``script`` answers with."""
+    blocks: list[dict[str, Any]] = []
+    if script.thinking:
+        blocks.append(
+            {
+                "type": "thinking",
+                "thinking": script.thinking,
+                "signature": signature(script.thinking),
+            }
+        )
+    if script.redacted_thinking:
+        blocks.append({"type": "redacted_thinking", "data": redacted_data(script.thinking)})
+    return blocks
+
+
+def _check_reasoning(messages: list[Any]) -> str | None:
+    """Anthropic's next-turn rules for thinking blocks (see the module docstring)."""
+    for i, message in enumerate(messages):
+        content = message.get("content")
+        if message.get("role") != "assistant" or not isinstance(content, list):
+            continue
+        lead: list[dict[str, Any]] = []
+        for k, block in enumerate(content):
+            if not isinstance(block, dict):
+                return f"messages.{i}.content.{k}: Input should be an object"
+            kind = block.get("type")
+            if kind == "thinking":
+                text, sig = block.get("thinking"), block.get("signature")
+                if not isinstance(text, str) or not isinstance(sig, str) or sig != signature(text):
+                    return f"messages.{i}.content.{k}: Invalid `signature` in `thinking` block"
+            if kind in ("thinking", "redacted_thinking") and len(lead) == k:
+                lead.append(block)
+        for block in content:
+            if block.get("type") != "tool_use":
+                continue
+            match = _SIGNED_CALL.fullmatch(str(block.get("id", "")))
+            if match is None:
+                continue
+            if not lead:
+                found = content[0].get("type") if isinstance(content[0], dict) else None
+                return (
+                    f"messages.{i}.content.0.type: Expected `thinking` or `redacted_thinking`, "
+                    f"but found `{found}`. When `thinking` is enabled, a final `assistant` "
+                    "message must start with a thinking block (preceeding the lastmost set of "
+                    "`tool_use` and `tool_result` blocks). We recommend you include thinking "
+                    "blocks from previous turns."
+                )
+            if _turn_digest(lead) != match.group(1):
+                return (
+                    f"messages.{i}.content: thinking or redacted_thinking blocks in the latest "
+                    "assistant message cannot be modified. These blocks must remain as they "
+                    "were in the original response."
+                )
+    return None
+
+
+def refusal_body(problem: str) -> bytes:
+    """Anthropic's 400 body, ``invalid_request_error`` with the problem as its message."""
+    return _encode(
+        {
+            "type": "error",
+            "error": {"type": "invalid_request_error", "message": problem},
+            "request_id": "req_fake0001",
+        }
+    )
+
+
 def check_request(request: RecordedRequest) -> str | None:
     """The problem with a Messages request, or ``None`` when Anthropic would take it."""
     if not request.path.split("?", 1)[0].endswith("/v1/messages"):
@@ -112,7 +225,7 @@ def check_request(request: RecordedRequest) -> str | None:
             return f"messages.{i}.role: must be user or assistant"
     if body.get("stream") is not True:
         return "the fake only streams: stream must be true"
-    return None
+    return _check_reasoning(messages)
 
 
 def argument_fragments(arguments: dict[str, Any]) -> list[str]:
@@ -188,6 +301,17 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
         out.append(_frame({"type": "content_block_stop", "index": index}))
         index += 1
 
+    signed = reasoning_blocks(script)
+    for signed_block in signed:
+        if signed_block["type"] == "thinking":
+            deltas: list[dict[str, Any]] = [
+                {"type": "thinking_delta", "thinking": p} for p in split_words(script.thinking)
+            ]
+            deltas.append({"type": "signature_delta", "signature": signed_block["signature"]})
+            block({"type": "thinking", "thinking": "", "signature": ""}, deltas)
+        else:
+            block(signed_block, [])
+    digest = f"_{_turn_digest(signed)}" if signed else ""
     pieces = script.pieces
     if pieces:
         block({"type": "text", "text": ""}, [{"type": "text_delta", "text": p} for p in pieces])
@@ -198,7 +322,7 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
         block(
             {
                 "type": "tool_use",
-                "id": call.id or f"toolu_fake{i:04d}",
+                "id": call.id or f"toolu_fake{i:04d}{digest}",
                 "name": call.name,
                 "input": {},
             },

@@ -17,7 +17,8 @@ Vendors plug in through ``RENDERERS``: each module there provides
 response body as the vendor's events, one item per event, so faults can count
 events) and ``error_body(status) -> bytes`` (the vendor's JSON error body). It
 may also provide ``check_request(request) -> str | None`` (a message answers
-``400``), ``RESPONSE_HEADERS`` (extra headers of a streamed answer),
+``400``; ``refusal_body(problem) -> bytes`` words that answer as the vendor
+does), ``RESPONSE_HEADERS`` (extra headers of a streamed answer),
 ``bad_event(event) -> bytes`` (how one event looks garbled) and
 ``huge_event(size) -> Iterator[bytes]`` (one oversized event, in pieces).
 
@@ -47,6 +48,8 @@ from typing import Any, Final, Literal, Protocol, cast
 
 import msgspec
 
+from .. import translate
+
 __all__ = [
     "RENDERERS",
     "Fault",
@@ -58,14 +61,10 @@ __all__ = [
     "split_words",
 ]
 
-#: Vendor name -> the module that renders its wire format.
+#: Vendor name -> the module that renders its wire format: the fake each
+#: ``VendorFormat`` names (``translate.registry``), in registry order.
 RENDERERS: Final[dict[str, str]] = {
-    "openai": "tokenwire.testing.openai",
-    "mistral": "tokenwire.testing.mistral",
-    "anthropic": "tokenwire.testing.anthropic",
-    "gemini": "tokenwire.testing.gemini",
-    "cohere": "tokenwire.testing.cohere",
-    "openai-responses": "tokenwire.testing.openai_responses",
+    fmt.name: fmt.fake for fmt in translate.formats() if fmt.fake is not None
 }
 
 
@@ -93,6 +92,11 @@ class Script(msgspec.Struct, frozen=True, kw_only=True):
     error: tuple[str, str] | None = None
     #: Pause between body chunks, in seconds.
     delay_s: float = 0.0
+    #: Reasoning streamed before the answer, in a thinking block of its own
+    #: (vendors that sign it, Anthropic, sign it; see that vendor's module).
+    thinking: str = ""
+    #: Encrypted reasoning sent whole before the answer (Anthropic's redacted_thinking).
+    redacted_thinking: bool = False
 
     @property
     def pieces(self) -> list[str]:
@@ -543,7 +547,10 @@ class FakeUpstream:
         problem = check(request) if check is not None else None
         if problem is not None:
             extra = {"x-fake-upstream-problem": problem.replace("\r", " ").replace("\n", " ")}
-            await self._simple(writer, 400, renderer.error_body(400), extra)
+            # A renderer may word the refusal the way its vendor does.
+            refusal = getattr(renderer, "refusal_body", None)
+            body = refusal(problem) if refusal is not None else renderer.error_body(400)
+            await self._simple(writer, 400, body, extra)
             self._append(self.errors, f"rejected: {problem}")
             self._completed()
             return keep_alive

@@ -1,65 +1,80 @@
 """Vendor formats <-> the standard (§7.1).
 
+Each vendor is described by one ``VendorFormat`` record (``_contract.py``):
+its stream translator, request builder, HTTP error mapping, optional
+ingress and reverse encoder, transport and fake upstream. ``registry`` maps
+names to records; ``get(name)`` and ``formats()`` read it.
+
 ``translator(name, model=..., request_id=...)`` returns a sans-I/O
 ``StreamTranslator`` for one vendor response body; ``vendor_request(name, req,
-...)`` builds that vendor's HTTP request from a standard request. Each vendor
-lives in its own module and registers itself in ``TRANSLATORS`` /
-``REQUEST_BUILDERS`` by name.
+...)`` builds that vendor's HTTP request from a standard request.
 """
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Mapping
 from typing import Any, Final
 
+from ..request import Request
 from ._base import SSETranslator, StreamTranslator, VendorRequest
+from ._contract import (
+    TRANSPORTS,
+    EncodeEvent,
+    HTTPErrorMapping,
+    Registry,
+    RequestBuilder,
+    Transport,
+    VendorFormat,
+    VendorIngress,
+    formats,
+    get,
+    registry,
+    status_error,
+    vendor_table,
+)
 
 __all__ = [
+    "TRANSPORTS",
     "VENDORS",
+    "EncodeEvent",
+    "HTTPErrorMapping",
+    "Registry",
+    "RequestBuilder",
     "SSETranslator",
     "StreamTranslator",
+    "Transport",
+    "VendorFormat",
+    "VendorIngress",
     "VendorRequest",
+    "formats",
+    "get",
+    "registry",
+    "status_error",
     "translator",
     "vendor_request",
+    "vendor_table",
 ]
 
-#: Vendor name -> module that implements it (imported on first use).
-VENDORS: Final[dict[str, str]] = {
-    "openai": "openai",
-    "mistral": "mistral",
-    "openai-responses": "openai_responses",
-    "anthropic": "anthropic",
-    "gemini": "gemini",
-    "cohere": "cohere",
-    "signalr": "signalr",
-    "connect": "connect",
-}
+#: Vendor name -> module that implements it (nothing imported; see ``registry``).
+VENDORS: Final[Mapping[str, str]] = registry.modules
 
 
-def _module(name: str) -> Any:
-    try:
-        modname = VENDORS[name]
-    except KeyError:
-        known = ", ".join(sorted(VENDORS))
-        raise ValueError(f"unknown vendor format {name!r} (known: {known})") from None
-    return importlib.import_module(f"{__name__}.{modname}")
-
-
-def translator(name: str, *, model: str, request_id: str | None = None, **options: Any) -> Any:
+def translator(
+    name: str, *, model: str, request_id: str | None = None, **options: Any
+) -> StreamTranslator:
     """A new ``StreamTranslator`` for vendor ``name``.
 
     ``options`` go to the vendor's translator (``reasoning=True``, a SignalR
     ``mapping``, a Connect ``codec``...). Raises ``ValueError`` for an unknown name.
     """
-    cls = _module(name).Translator
-    return cls(model=model, request_id=request_id, **options)
+    return get(name).new_translator(model=model, request_id=request_id, **options)
 
 
-def vendor_request(name: str, req: Any, **options: Any) -> VendorRequest:
+def vendor_request(name: str, req: Request, **options: Any) -> VendorRequest:
     """The vendor's HTTP request for the standard request ``req``.
 
     ``options`` are the vendor's (``base_url``, ``api_key``, ``upstream_model``...).
+    Raises ``ValueError`` for an unknown name, ``InvalidRequest`` for what the
+    vendor cannot take.
     """
-    builder = _module(name).build_request
-    result: VendorRequest = builder(req, **options)
-    return result
+    return get(name).build_request(req, **options)

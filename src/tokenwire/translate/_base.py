@@ -5,11 +5,19 @@ fed bytes as they arrive and returns standard events, stamped and ordered by a
 ``Writer``, so its output always passes the lifecycle validator. Nothing raises
 past it: a vendor error, a framing problem or a stream cut short becomes an
 ``error`` event and ``stream.end``.
+
+The batch loop lives here, once. A subclass says how bytes split into vendor
+frames (``_frames`` / ``_final_frames``: SSE messages, SignalR records,
+Connect envelopes) and what one frame means (``_on_frame``). It emits by
+appending the writer's events to ``self.out``, the list this call returns:
+a failure half-way through a frame keeps every event already stamped (their
+``seq`` numbers are spent), then ends the stream through ``_fail``.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from collections.abc import Callable, Iterable
+from typing import Any, ClassVar, Final
 
 import msgspec
 
@@ -18,24 +26,81 @@ from .. import sse
 from ..errors import FramingError, ProtocolError
 from ..writer import Writer
 
-__all__ = ["SSETranslator", "StreamTranslator", "VendorRequest"]
+__all__ = ["SSETranslator", "StreamTranslator", "VendorRequest", "redact_url"]
+
+#: Header names whose values are credentials (compared lower-cased).
+SECRET_HEADERS: Final = frozenset(
+    {
+        "authorization",
+        "proxy-authorization",
+        "x-api-key",
+        "x-goog-api-key",
+        "api-key",
+        "cookie",
+        "x-auth-token",
+    }
+)
+#: Query-string parameters whose values are credentials (Gemini's ``key=``...).
+SECRET_PARAMS: Final = frozenset(
+    {"key", "api_key", "apikey", "access_token", "token", "sig", "signature"}
+)
+_REDACTED: Final = "<redacted>"
+
+
+def redact_url(url: str) -> str:
+    """``url`` with the values of credential query parameters replaced by ``<redacted>``."""
+    base, sep, query = url.partition("?")
+    if not sep:
+        return url
+    fragment = ""
+    if "#" in query:
+        query, _, fragment = query.partition("#")
+        fragment = "#" + fragment
+    pairs = []
+    for pair in query.split("&"):
+        name, eq, _value = pair.partition("=")
+        if eq and name.lower() in SECRET_PARAMS:
+            pair = f"{name}={_REDACTED}"
+        pairs.append(pair)
+    return f"{base}?{'&'.join(pairs)}{fragment}"
 
 
 class VendorRequest(msgspec.Struct, frozen=True, kw_only=True):
-    """An HTTP request for a vendor's API, built from a standard request."""
+    """An HTTP request for a vendor's API, built from a standard request.
+
+    Its ``repr`` never shows a credential: secret headers (``Authorization``,
+    ``x-api-key``, ``x-goog-api-key``, ``api-key``...) and secret query
+    parameters (``key=``...) print as ``<redacted>``, so a request can be
+    logged or shown in a traceback.
+    """
 
     method: str = "POST"
     url: str
     headers: dict[str, str]
     body: bytes
 
+    def __repr__(self) -> str:
+        headers = {
+            k: (_REDACTED if k.lower() in SECRET_HEADERS else v) for k, v in self.headers.items()
+        }
+        return (
+            f"VendorRequest(method={self.method!r}, url={redact_url(self.url)!r}, "
+            f"headers={headers!r}, body=<{len(self.body)} bytes>)"
+        )
+
+    __str__ = __repr__
+
 
 class StreamTranslator:
     """Base class: ``feed(bytes) -> list[Event]`` and ``close() -> list[Event]``.
 
-    Subclasses implement ``_feed`` and ``_close``; they use ``self.writer`` to
-    emit events. ``reasoning`` says whether reasoning text is carried (on its
-    own block, marked ``tokenwire:reasoning``) or dropped.
+    Subclasses implement ``_frames`` (bytes -> vendor frames; a framing problem
+    raises ``ProtocolError``), ``_on_frame`` (one frame; emit with
+    ``self.out += self.writer...``) and ``_on_eof`` (the body ended with the
+    stream still open); optionally ``_final_frames`` (frames held back until
+    the body ends) and ``_fail`` (how a failure ends the stream, e.g. with the
+    usage reported so far). ``reasoning`` says whether reasoning text is
+    carried (on its own block, marked ``tokenwire:reasoning``) or dropped.
     """
 
     name: ClassVar[str]
@@ -50,6 +115,8 @@ class StreamTranslator:
     ) -> None:
         self.writer = Writer(model=model, request_id=request_id, created=created)
         self.reasoning = reasoning
+        #: The events of the current ``feed``/``close`` call, in order.
+        self.out: list[ev.Event] = []
 
     @property
     def done(self) -> bool:
@@ -60,33 +127,70 @@ class StreamTranslator:
         """Translate the next bytes of the vendor body. Never raises."""
         if self.writer.ended:
             return []
-        try:
-            return self._feed(data)
-        except ProtocolError as exc:
-            return self.writer.fail(exc)
-        except Exception as exc:  # a translator bug must still end the stream cleanly
-            return self.writer.fail("internal_error", f"translation failed: {exc!r}")
+        out: list[ev.Event] = []
+        self.out = out
+        self._run(self._frames, data)
+        return out
 
     def close(self) -> list[ev.Event]:
         """End of the vendor body. A body without its end marker is an error."""
         if self.writer.ended:
             return []
+        out: list[ev.Event] = []
+        self.out = out
+        self._run(lambda _: self._final_frames(), b"")
+        if not self.writer.ended:
+            try:
+                self._on_eof()
+            except ProtocolError as exc:
+                self._fail(exc.code, exc.message)
+            except Exception as exc:  # a translator bug must still end the stream cleanly
+                self._fail("internal_error", f"translation failed: {exc!r}")
+        return out
+
+    def _run(self, split: Callable[[bytes], Iterable[Any]], data: bytes) -> None:
+        # The one batch loop. Exceptions are caught per frame, so one bad
+        # vendor event cannot lose the events already translated from the chunk.
+        writer = self.writer
+        on_frame = self._on_frame
         try:
-            return self._close()
-        except ProtocolError as exc:
-            return self.writer.fail(exc)
+            for frame in split(data):
+                try:
+                    on_frame(frame)
+                except ProtocolError as exc:
+                    self._fail(exc.code, exc.message)
+                except Exception as exc:  # a translator bug must still end the stream cleanly
+                    self._fail("internal_error", f"translation failed: {exc!r}")
+                if writer.ended:
+                    break
+        except ProtocolError as exc:  # the framing itself (raised while splitting)
+            self._fail(exc.code, exc.message)
         except Exception as exc:
-            return self.writer.fail("internal_error", f"translation failed: {exc!r}")
+            self._fail("internal_error", f"translation failed: {exc!r}")
 
-    def _feed(self, data: bytes) -> list[ev.Event]:
+    def _frames(self, data: bytes) -> Iterable[Any]:
+        """The complete vendor frames in ``data`` (buffering a partial one)."""
         raise NotImplementedError
 
-    def _close(self) -> list[ev.Event]:
+    def _final_frames(self) -> Iterable[Any]:
+        """The frames still buffered when the body ends (none by default)."""
+        return ()
+
+    def _on_frame(self, frame: Any) -> None:
+        """Translate one vendor frame, appending its events to ``self.out``."""
         raise NotImplementedError
+
+    def _on_eof(self) -> None:
+        """The body ended before the vendor's end marker: never a clean finish."""
+        self._fail("internal_error", f"{self.name} stream ended before its end marker (truncated)")
+
+    def _fail(self, code: str, message: str) -> None:
+        """End the stream: ``error`` (unless one was sent) and ``stream.end``."""
+        self.out += self.writer.fail(code, message)
 
 
 class SSETranslator(StreamTranslator):
-    """A translator for a vendor that streams SSE: one ``_on_message`` per event."""
+    """A translator for a vendor that streams SSE: one ``_on_frame`` per SSE message."""
 
     max_event_bytes: ClassVar[int] = 8 << 20
 
@@ -94,38 +198,17 @@ class SSETranslator(StreamTranslator):
         super().__init__(**kwargs)
         self._decoder = sse.Decoder(max_event_bytes=self.max_event_bytes)
 
-    def _feed(self, data: bytes) -> list[ev.Event]:
-        out: list[ev.Event] = []
+    def _frames(self, data: bytes) -> Iterable[sse.Message]:
         try:
-            messages = self._decoder.feed(data)
+            return self._decoder.feed(data)
         except FramingError as exc:
-            return self.writer.fail("internal_error", f"upstream framing: {exc.message}")
-        for msg in messages:
-            # One bad vendor event must not lose the events already translated
-            # from this chunk: fail here, keeping them, rather than in feed().
-            try:
-                out += self._on_message(msg)
-            except ProtocolError as exc:
-                return out + self.writer.fail(exc)
-            except Exception as exc:
-                return out + self.writer.fail("internal_error", f"translation failed: {exc!r}")
-            if self.writer.ended:
-                break
-        return out
+            raise FramingError(f"upstream framing: {exc.message}") from None
 
-    def _close(self) -> list[ev.Event]:
-        out: list[ev.Event] = []
-        for msg in self._decoder.close():
-            out += self._on_message(msg)
-        if not self.writer.ended:
-            out += self._on_eof()
-        return out
+    def _final_frames(self) -> Iterable[sse.Message]:
+        try:
+            return self._decoder.close()
+        except FramingError as exc:
+            raise FramingError(f"upstream framing: {exc.message}") from None
 
-    def _on_message(self, msg: sse.Message) -> list[ev.Event]:
+    def _on_frame(self, frame: sse.Message) -> None:
         raise NotImplementedError
-
-    def _on_eof(self) -> list[ev.Event]:
-        """The body ended without the vendor's end marker: never a clean finish."""
-        return self.writer.fail(
-            "internal_error", f"{self.name} stream ended before its end marker (truncated)"
-        )

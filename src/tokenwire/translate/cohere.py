@@ -36,14 +36,15 @@ from typing import Any, ClassVar, Final
 
 import msgspec
 
-from .. import events as ev
 from .. import sse
-from ..errors import FramingError, InvalidRequest, ProtocolError, TranslationError
+from ..errors import InvalidRequest, TranslationError
 from ..request import AudioPart, DocumentPart, ImagePart, Message, Request, TextPart
 from ._base import SSETranslator, VendorRequest
+from ._contract import VendorFormat
 from ._request import merge_extensions, sse_headers
 
 __all__ = [
+    "FORMAT",
     "ERROR_HINTS",
     "EXTENSION_KEYS",
     "FINISH_ERRORS",
@@ -215,7 +216,6 @@ class Translator(SSETranslator):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._out: list[ev.Event] = []  # where _translate puts the events (see _run)
         self._next_block = 0
         self._blocks: dict[tuple[str, int], int] = {}  # ("content"|"plan", cohere index) -> block
         self._text_blocks: dict[int, int] = {}  # Cohere text content index -> block
@@ -231,49 +231,23 @@ class Translator(SSETranslator):
             self._next_block += 1
         return block
 
-    def _feed(self, data: bytes) -> list[ev.Event]:
+    def _on_frame(self, frame: sse.Message) -> None:
+        data = frame.data
         try:
-            messages = self._decoder.feed(data)
-        except FramingError as exc:
-            return self.writer.fail("internal_error", f"upstream framing: {exc.message}")
-        return self._run(messages)
-
-    def _on_message(self, msg: sse.Message) -> list[ev.Event]:
-        return self._run([msg])
-
-    def _run(self, messages: list[sse.Message]) -> list[ev.Event]:
-        # The hot loop: one output list for all the messages of a chunk. A
-        # failure half-way keeps what was already emitted (its seqs are spent)
-        # and ends the stream with the error.
-        out = self._out = []
-        writer = self.writer
-        text = writer.text
-        text_blocks = self._text_blocks
-        for msg in messages:
-            data = msg.data
-            try:
-                event: _Event | None = _decode_event(data)
-            except msgspec.DecodeError:
-                event = None
-            if event is not None and event.type == "content-delta":
-                # The hot path, inlined: more answer text for a block already open.
-                delta = event.delta
-                message = delta.message if delta is not None else None
-                content = message.content if message is not None else None
-                if content is not None and content.text:
-                    block = text_blocks.get(event.index)
-                    if block is not None:
-                        out += text(content.text, block)
-                        continue
-            try:
-                self._translate(data, event)
-            except ProtocolError as exc:
-                out += writer.fail(exc)
-            except Exception as exc:  # a translator bug must still end the stream cleanly
-                out += writer.fail("internal_error", f"translation failed: {exc!r}")
-            if writer.ended:
-                break
-        return out
+            event: _Event | None = _decode_event(data)
+        except msgspec.DecodeError:
+            event = None
+        if event is not None and event.type == "content-delta":
+            # The hot path, inlined: more answer text for a block already open.
+            delta = event.delta
+            message = delta.message if delta is not None else None
+            content = message.content if message is not None else None
+            if content is not None and content.text:
+                block = self._text_blocks.get(event.index)
+                if block is not None:
+                    self.out += self.writer.text(content.text, block)
+                    return
+        self._translate(data, event)
 
     def _translate(self, data: str, event: _Event | None) -> None:
         if event is None:
@@ -307,7 +281,7 @@ class Translator(SSETranslator):
             self._thinking.add(event.index)
 
     def _on_content_delta(self, event: _Event) -> None:
-        # The first text of a block (later ones take the hot path in _run), or
+        # The first text of a block (later ones take the hot path in _on_frame), or
         # thinking content (reasoning).
         content = _message(event).content
         if content is None:
@@ -316,18 +290,18 @@ class Translator(SSETranslator):
         thinking = index in self._thinking
         if content.text and not thinking:
             block = self._text_blocks[index] = self._block("content", index)
-            self._out += self.writer.text(content.text, block)
+            self.out += self.writer.text(content.text, block)
             return
         reasoning = content.thinking or (content.text if thinking else None)
         if reasoning and self.reasoning:
             block = self._block("content", index)
-            self._out += self.writer.text(reasoning, block, reasoning=True)
+            self.out += self.writer.text(reasoning, block, reasoning=True)
 
     def _on_tool_plan(self, event: _Event) -> None:
         # The plan the model writes before calling tools: reasoning, not answer text.
         plan = _message(event).tool_plan
         if plan and self.reasoning:
-            self._out += self.writer.text(plan, self._block("plan", 0), reasoning=True)
+            self.out += self.writer.text(plan, self._block("plan", 0), reasoning=True)
 
     def _on_tool_start(self, event: _Event) -> None:
         call = _message(event).tool_calls
@@ -366,10 +340,10 @@ class Translator(SSETranslator):
         # §5.3.4 / §4.8: the call is whole; its block stops with tool_use right away.
         index = self._next_block
         self._next_block += 1
-        self._out += self.writer.tool_call(
+        self.out += self.writer.tool_call(
             id=call.id, name=call.name, arguments=arguments, index=index
         )
-        self._out += self.writer.stop(index, "tool_use")
+        self.out += self.writer.stop(index, "tool_use")
         self._called = True
 
     def _on_message_end(self, event: _Event) -> None:
@@ -378,7 +352,7 @@ class Translator(SSETranslator):
             self._emit_call(self._calls.pop(index))
         delta = event.delta or _Delta()
         writer = self.writer
-        out = self._out
+        out = self.out
         reason = delta.finish_reason or "COMPLETE"
         if reason in FINISH_ERRORS:
             detail = f": {delta.error}" if delta.error else ""
@@ -530,3 +504,17 @@ def build_request(
     merge_extensions(body, req, EXTENSION_KEYS)
     head = sse_headers({"authorization": f"Bearer {api_key}"} if api_key else {}, headers)
     return VendorRequest(url=_endpoint(base_url), headers=head, body=_encode(body))
+
+
+#: The Cohere v2 chat vendor format.
+FORMAT = VendorFormat(
+    name="cohere",
+    title="Cohere v2 chat",
+    transport="http-sse",
+    media_type="text/event-stream",
+    translator=Translator,
+    build_request=build_request,
+    http_error=http_error,
+    endpoint="POST {base_url}/v2/chat",
+    fake="tokenwire.testing.cohere",
+)

@@ -48,12 +48,14 @@ import msgspec
 
 from .. import events as ev
 from .. import sse
-from ..errors import FramingError, InvalidRequest, ProtocolError, TranslationError
+from ..errors import InvalidRequest, TranslationError
 from ..request import AudioPart, DocumentPart, ImagePart, Message, Request, TextPart
 from ._base import SSETranslator, VendorRequest
+from ._contract import VendorFormat
 from ._request import merge_extensions, sse_headers
 
 __all__ = [
+    "FORMAT",
     "ERROR_STATUSES",
     "EXTENSION_KEYS",
     "FINISH_ERRORS",
@@ -328,7 +330,6 @@ class Translator(SSETranslator):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._out: list[ev.Event] = []  # where _translate puts the events (see _run)
         self._next_block = 0
         self._blocks: dict[tuple[int, bool], int] = {}  # (candidate, reasoning) -> block
         self._finish: dict[int, str] = {}  # candidate -> standard stop reason
@@ -367,18 +368,19 @@ class Translator(SSETranslator):
         # §5.3.4: a tool.call is whole; its block stops right away with tool_use (§4.8).
         index = self._next_block
         self._next_block += 1
-        self._out += self.writer.tool_call(
+        self.out += self.writer.tool_call(
             id=self._call_id(call_id), name=name, arguments=arguments, index=index
         )
-        self._out += self.writer.stop(index, "tool_use")
+        self.out += self.writer.stop(index, "tool_use")
         self._called.add(candidate)
 
-    def _fail(self, code: str, message: str) -> list[ev.Event]:
+    def _fail(self, code: str, message: str) -> None:
         """``error``, the usage reported so far (§5.4 allows it after an error), ``stream.end``."""
         if self.writer.ended:
-            return []
-        out = [] if self.writer.errored else self.writer.error(code, message)
-        return out + self._usage_events() + self.writer.end()
+            return
+        if not self.writer.errored:
+            self.out += self.writer.error(code, message)
+        self.out += self._usage_events() + self.writer.end()
 
     def _usage_events(self) -> list[ev.Event]:
         u = self._usage
@@ -391,35 +393,8 @@ class Translator(SSETranslator):
 
     # -- one chunk -------------------------------------------------------------
 
-    def _feed(self, data: bytes) -> list[ev.Event]:
-        try:
-            messages = self._decoder.feed(data)
-        except FramingError as exc:
-            return self.writer.fail("internal_error", f"upstream framing: {exc.message}")
-        return self._run(messages)
-
-    def _on_message(self, msg: sse.Message) -> list[ev.Event]:
-        return self._run([msg])
-
-    def _run(self, messages: list[sse.Message]) -> list[ev.Event]:
-        # The hot loop: one output list for all the messages of a chunk. A
-        # failure half-way keeps what was already emitted (its seqs are spent)
-        # and ends the stream with the error.
-        out = self._out = []
-        translate = self._translate
-        writer = self.writer
-        for msg in messages:
-            try:
-                translate(msg.data)
-            except ProtocolError as exc:
-                out += self._fail(exc.code, exc.message)
-            except Exception as exc:  # a translator bug must still end the stream cleanly
-                out += self._fail("internal_error", f"translation failed: {exc!r}")
-            if writer.ended:
-                break
-        return out
-
-    def _translate(self, data: str) -> None:
+    def _on_frame(self, frame: sse.Message) -> None:
+        data = frame.data
         try:
             chunk = _decode_chunk(data)
         except msgspec.DecodeError as exc:
@@ -431,7 +406,7 @@ class Translator(SSETranslator):
         if chunk.error is not None:
             err = chunk.error
             code = error_code(err.status, err.code, err.message)
-            self._out += self._fail(code, f"gemini: {err.status or err.code}: {err.message}")
+            self._fail(code, f"gemini: {err.status or err.code}: {err.message}")
             return
         if chunk.usageMetadata is not None:
             self._usage = chunk.usageMetadata  # §5.3.5: a running total; the last one wins
@@ -439,7 +414,7 @@ class Translator(SSETranslator):
         if not chunk.candidates and feedback is not None and feedback.blockReason:
             detail = f": {feedback.blockReasonMessage}" if feedback.blockReasonMessage else ""
             message = f"gemini: prompt blocked ({feedback.blockReason}){detail}"
-            self._out += self._fail("content_filtered", message)
+            self._fail("content_filtered", message)
             return
         for cand in chunk.candidates:
             self._on_candidate(cand)
@@ -459,9 +434,9 @@ class Translator(SSETranslator):
                     if c in self._streamed:
                         raise TranslationError("gemini: text inside a streamed function call")
                     if not part.thought:
-                        self._out += writer.text(part.text, self._block(c, False))
+                        self.out += writer.text(part.text, self._block(c, False))
                     elif self.reasoning:
-                        self._out += writer.text(part.text, self._block(c, True), reasoning=True)
+                        self.out += writer.text(part.text, self._block(c, True), reasoning=True)
         reason = cand.finishReason
         if reason is None:
             return
@@ -469,7 +444,7 @@ class Translator(SSETranslator):
             raise TranslationError("gemini: stream finished inside a streamed function call")
         if reason in FINISH_ERRORS:
             detail = f": {cand.finishMessage}" if cand.finishMessage else ""
-            self._out += self._fail(FINISH_ERRORS[reason], f"gemini: {reason}{detail}")
+            self._fail(FINISH_ERRORS[reason], f"gemini: {reason}{detail}")
             return
         stop = FINISH_REASONS.get(reason, "end_turn")
         if stop == "end_turn" and c in self._called:
@@ -504,18 +479,19 @@ class Translator(SSETranslator):
 
     # -- end of body -------------------------------------------------------------
 
-    def _on_eof(self) -> list[ev.Event]:
+    def _on_eof(self) -> None:
         # Gemini's end marker is a finishReason on every candidate, then EOF.
         if not self._seen or any(c not in self._finish for c in self._seen):
             # §5.3.5: whatever usage the vendor reported still goes out.
-            return self._fail(
+            self._fail(
                 "internal_error", f"{self.name} stream ended before its end marker (truncated)"
             )
-        out: list[ev.Event] = []
+            return
+        out = self.out
         for (c, _reasoning), index in sorted(self._blocks.items(), key=lambda kv: kv[1]):
             if index in self.writer.open_blocks:
                 out += self.writer.stop(index, self._finish[c])
-        return out + self._usage_events() + self.writer.end()
+        out += self._usage_events() + self.writer.end()
 
 
 # --- Request side ------------------------------------------------------------------
@@ -662,3 +638,17 @@ def build_request(
     return VendorRequest(
         url=_endpoint(base_url, upstream_model or req.model), headers=head, body=_encode(body)
     )
+
+
+#: The Google Gemini vendor format.
+FORMAT = VendorFormat(
+    name="gemini",
+    title="Google Gemini",
+    transport="http-sse",
+    media_type="text/event-stream",
+    translator=Translator,
+    build_request=build_request,
+    http_error=http_error,
+    endpoint="POST {base_url}/v1beta/models/{model}:streamGenerateContent?alt=sse",
+    fake="tokenwire.testing.gemini",
+)

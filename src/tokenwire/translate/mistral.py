@@ -18,8 +18,9 @@ import msgspec
 
 from .. import request as rq
 from ._base import VendorRequest
-from .openai import Translator as _OpenAITranslator
-from .openai import (
+from ._contract import VendorFormat
+from .openai.ingress import request_from_vendor as _openai_request_from_vendor
+from .openai.request import (
     _data_url,
     _subtype,
     http_headers,
@@ -27,9 +28,9 @@ from .openai import (
     messages_to_openai,
     tools_to_openai,
 )
-from .openai import request_from_vendor as _openai_request_from_vendor
+from .openai.stream import Translator as _OpenAITranslator
 
-__all__ = ["Translator", "build_request", "request_from_vendor"]
+__all__ = ["FORMAT", "Translator", "build_request", "request_from_vendor"]
 
 
 class Translator(_OpenAITranslator):
@@ -100,3 +101,16 @@ def request_from_vendor(body: Any) -> rq.Request:
     travel in ``extensions["vendor:mistral"]``. Raises ``InvalidRequest``.
     """
     return _openai_request_from_vendor(body, vendor="mistral")
+
+
+#: The Mistral chat vendor format.
+FORMAT = VendorFormat(
+    name="mistral",
+    title="Mistral chat",
+    transport="http-sse",
+    media_type="text/event-stream",
+    translator=Translator,
+    build_request=build_request,
+    endpoint="POST {base_url}/chat/completions",
+    fake="tokenwire.testing.mistral",
+)

@@ -47,12 +47,14 @@ import msgspec
 
 from .. import events as ev
 from .. import sse
-from ..errors import FramingError, InvalidRequest, ProtocolError, TranslationError
+from ..errors import InvalidRequest, TranslationError
 from ..request import AudioPart, DocumentPart, ImagePart, Message, Request, TextPart
 from ._base import SSETranslator, VendorRequest
+from ._contract import VendorFormat
 from ._request import merge_extensions, sse_headers
 
 __all__ = [
+    "FORMAT",
     "ERROR_CODES",
     "EXTENSION_KEYS",
     "INCOMPLETE_REASONS",
@@ -222,7 +224,6 @@ class Translator(SSETranslator):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._out: list[ev.Event] = []  # where _translate puts the events (see _run)
         self._next_block = 0
         self._blocks: dict[tuple[int, bool], int] = {}  # (output_index, reasoning) -> block
         self._text_blocks: dict[int, int] = {}  # output_index -> its text block
@@ -238,42 +239,15 @@ class Translator(SSETranslator):
             self._next_block += 1
         return block
 
-    def _feed(self, data: bytes) -> list[ev.Event]:
-        try:
-            messages = self._decoder.feed(data)
-        except FramingError as exc:
-            return self.writer.fail("internal_error", f"upstream framing: {exc.message}")
-        return self._run(messages)
-
-    def _on_message(self, msg: sse.Message) -> list[ev.Event]:
-        return self._run([msg])
-
-    def _run(self, messages: list[sse.Message]) -> list[ev.Event]:
-        # The hot loop: one output list for all the messages of a chunk. A
-        # failure half-way keeps what was already emitted (its seqs are spent)
-        # and ends the stream with the error.
-        out = self._out = []
-        translate = self._translate
-        writer = self.writer
-        for msg in messages:
-            try:
-                translate(msg.data)
-            except ProtocolError as exc:
-                out += self.writer.fail(exc)
-            except Exception as exc:  # a translator bug must still end the stream cleanly
-                out += self.writer.fail("internal_error", f"translation failed: {exc!r}")
-            if writer.ended:
-                break
-        return out
-
-    def _translate(self, data: str) -> None:
+    def _on_frame(self, frame: sse.Message) -> None:
+        data = frame.data
         try:
             event = _decode_event(data)
         except msgspec.DecodeError as exc:
             self._undecodable(data, exc)
             return
         kind = event.type
-        out = self._out
+        out = self.out
         if kind == "response.output_text.delta" or kind == "response.refusal.delta":
             # The hot path: one fragment of answer text.
             if not event.delta:
@@ -355,8 +329,8 @@ class Translator(SSETranslator):
         index = self._next_block
         self._next_block += 1
         call_id = call.call_id or f"call_{output_index}"
-        self._out += self.writer.tool_call(id=call_id, name=call.name, arguments=text, index=index)
-        self._out += self.writer.stop(index, "tool_use")
+        self.out += self.writer.tool_call(id=call_id, name=call.name, arguments=text, index=index)
+        self.out += self.writer.stop(index, "tool_use")
         self._called = True
 
     def _usage(self, response: _Response | None) -> list[ev.Event]:
@@ -379,7 +353,7 @@ class Translator(SSETranslator):
             stop = "tool_use" if self._called else "end_turn"
         if stop == "end_turn" and self._refused:
             stop = "content_filter"  # the model declined (as the OpenAI Chat translator reads it)
-        out = self._out
+        out = self.out
         for index in sorted(self.writer.open_blocks):
             out += self.writer.stop(index, stop)
         # §5.3.5: the usage last, after the stops, before stream.end.
@@ -532,3 +506,17 @@ def build_request(
     merge_extensions(body, req, EXTENSION_KEYS)
     head = sse_headers({"authorization": f"Bearer {api_key}"} if api_key else {}, headers)
     return VendorRequest(url=_endpoint(base_url), headers=head, body=_encode(body))
+
+
+#: The OpenAI Responses vendor format.
+FORMAT = VendorFormat(
+    name="openai-responses",
+    title="OpenAI Responses",
+    transport="http-sse",
+    media_type="text/event-stream",
+    translator=Translator,
+    build_request=build_request,
+    http_error=http_error,
+    endpoint="POST {base_url}/v1/responses",
+    fake="tokenwire.testing.openai_responses",
+)

@@ -30,17 +30,19 @@ first.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 import msgspec
 
 from .. import events as ev
 from .. import request as rq
-from ..errors import FramingError, ProtocolError, TranslationError
+from ..errors import FramingError, TranslationError
 from ._base import StreamTranslator, VendorRequest
+from ._contract import VendorFormat
 
 __all__ = [
+    "FORMAT",
     "DEFAULT_MAX_RECORD_BYTES",
     "MAPPINGS",
     "METHODS",
@@ -332,20 +334,15 @@ class Translator(StreamTranslator):
 
     # -- input -------------------------------------------------------------
 
-    def _feed(self, data: bytes) -> list[ev.Event]:
+    def _frames(self, data: bytes) -> Iterator[bytes]:
+        # One record at a time: each is handled before a framing error further on.
         self._records.push(data)
-        out: list[ev.Event] = []
-        try:
-            while not self.writer.ended and (raw := self._records.next_record()) is not None:
-                out += self._on_record(raw)
-        except ProtocolError as exc:
-            # Keep what the earlier records produced: the writer stamped it.
-            out += self.writer.fail(exc)
-        except Exception as exc:  # a translator bug must still end the stream cleanly
-            out += self.writer.fail("internal_error", f"translation failed: {exc!r}")
-        return out
+        return iter(self._records.next_record, None)
 
-    def _close(self) -> list[ev.Event]:
+    def _on_frame(self, frame: bytes) -> None:
+        self.out += self._on_record(frame)
+
+    def _on_eof(self) -> None:
         if self._records.pending:
             raise FramingError(
                 f"SignalR input ended inside a record ({self._records.pending} bytes "
@@ -558,3 +555,15 @@ def _message_text(message: dict[str, Any]) -> str | None:
             if isinstance(card_text, str):
                 return card_text
     return None
+
+
+#: The SignalR hubs (Azure, Copilot) vendor format.
+FORMAT = VendorFormat(
+    name="signalr",
+    title="SignalR hubs (Azure, Copilot)",
+    transport="signalr",
+    media_type="application/json",
+    translator=Translator,
+    build_request=build_request,
+    endpoint="GET {hub_url} (WebSocket)",
+)

@@ -1,0 +1,84 @@
+"""tokenwire extension events (``docs/extensions.md``, "Event extensions").
+
+What a vendor stream carries beyond the draft's seven events travels as
+namespaced event types (§5.2, §9.2: a conforming parser ignores them), so it
+passes every layer unchanged: the ``Writer`` restamps an unregistered event
+and keeps its JSON, the validator accepts it anywhere inside the stream, and
+the clients hand it over as ``events.UnknownEvent``. Three types:
+
+* ``tokenwire:block``: metadata of standard block ``index``: a reasoning
+  block's opaque ``tokenwire:signature`` or a redacted reasoning block's
+  ``tokenwire:redacted`` data (both with ``tokenwire:vendor``, the vendor they
+  are bound to), a server-side tool block (``tokenwire:server_tool``, shown,
+  never executed), a citation of a text block (``tokenwire:citation``);
+* ``tokenwire:usage``: usage details next to the standard ``usage`` event
+  (``tokenwire:cache_read_input_tokens``, ``tokenwire:cache_creation_input_tokens``);
+* ``tokenwire:stop``: the vendor's raw stop reason (``tokenwire:raw_stop_reason``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+import msgspec
+
+from .. import events as ev
+
+__all__ = [
+    "BLOCK",
+    "CACHE_CREATION",
+    "CACHE_READ",
+    "CITATION",
+    "REASONING",
+    "RAW_STOP_REASON",
+    "REASONING_HISTORY",
+    "REDACTED",
+    "SERVER_TOOL",
+    "SIGNATURE",
+    "STOP",
+    "USAGE",
+    "VENDOR",
+    "extension",
+    "fields",
+]
+
+BLOCK: Final = "tokenwire:block"
+USAGE: Final = "tokenwire:usage"
+STOP: Final = "tokenwire:stop"
+
+REASONING: Final = "tokenwire:reasoning"
+SIGNATURE: Final = "tokenwire:signature"
+REDACTED: Final = "tokenwire:redacted"
+VENDOR: Final = "tokenwire:vendor"
+SERVER_TOOL: Final = "tokenwire:server_tool"
+CITATION: Final = "tokenwire:citation"
+RAW_STOP_REASON: Final = "tokenwire:raw_stop_reason"
+CACHE_READ: Final = "tokenwire:cache_read_input_tokens"
+CACHE_CREATION: Final = "tokenwire:cache_creation_input_tokens"
+
+#: Request extension: ``[{"message": i, "parts": [reasoning part, ...]}, ...]``, the
+#: reasoning parts (``{"type": "tokenwire:reasoning", ...}``) of assistant message ``i``.
+REASONING_HISTORY: Final = "tokenwire:reasoning_history"
+
+_encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder().decode
+
+
+def extension(kind: str, body: Mapping[str, Any]) -> ev.UnknownEvent:
+    """An unstamped extension event of type ``kind`` (``Writer.add`` stamps it)."""
+    data = _encode({"type": kind, "v": ev.VERSION, "seq": 0, **body}).decode()
+    return ev.UnknownEvent(type=kind, data=data, v=ev.VERSION, seq=0)
+
+
+def fields(event: ev.Event, kind: str | None = None) -> dict[str, Any] | None:
+    """The JSON object of a tokenwire extension event (of type ``kind``), else ``None``."""
+    if not isinstance(event, ev.UnknownEvent) or not event.type.startswith("tokenwire:"):
+        return None
+    if kind is not None and event.type != kind:
+        return None
+    try:
+        obj = _decode(event.data)
+    except msgspec.DecodeError:
+        return None
+    return obj if isinstance(obj, dict) else None

@@ -1,0 +1,352 @@
+"""The ``/v1/chat/completions`` ingress (§7.3): a Chat Completions request body
+-> the standard, and standard events -> ``chat.completion.chunk`` frames
+(``ChunkEncoder``), so that the ingress answers in the caller's own format.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+import time
+import uuid
+from typing import Any, Final
+
+import msgspec
+
+from ... import events as ev
+from ... import request as rq
+from ...errors import InvalidRequest
+from .._contract import EncodeEvent
+from .errors import ERROR_TYPES, STOP_TO_FINISH
+
+_encode = msgspec.json.Encoder().encode
+
+# --- Request side: OpenAI -> standard (§7.3 ingress) -------------------------------
+
+#: Chat Completions fields ``request_from_vendor`` maps; the others travel on
+#: in ``extensions["vendor:openai"]`` (so an OpenAI upstream still gets them).
+_MAPPED_FIELDS: Final = frozenset(
+    {
+        "model",
+        "messages",
+        "tools",
+        "max_tokens",
+        "max_completion_tokens",
+        "temperature",
+        "top_p",
+        "stop",
+        "stream",
+        "stream_options",
+        "metadata",
+    }
+)
+_DATA_URL: Final = re.compile(r"data:([^;,]+)((?:;[^;,]*)*);base64,(.*)", re.DOTALL)
+_ROLES: Final = {
+    "system": "system",
+    "developer": "system",
+    "user": "user",
+    "assistant": "assistant",
+    "tool": "tool",
+    "function": "tool",  # the deprecated function-calling API
+}
+
+
+def _want(value: Any, kind: type | tuple[type, ...], path: str, what: str) -> Any:
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        raise InvalidRequest(f"must be {what}", path=path)
+    return value
+
+
+def _from_data_url(url: Any, path: str) -> tuple[str, str]:
+    _want(url, str, path, "a string")
+    match = _DATA_URL.fullmatch(url)
+    if match is None:
+        raise InvalidRequest(
+            "only base64 data: URLs can be carried by the standard (§4.3.1)", path=path
+        )
+    data = match[3]
+    try:
+        base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidRequest("the data: URL is not valid base64", path=path) from None
+    return match[1], data
+
+
+def _part_from_openai(part: Any, path: str) -> dict[str, Any]:
+    _want(part, dict, path, "a content part object")
+    kind = part.get("type")
+    if kind in ("text", "refusal"):
+        text = part.get(kind)
+        return {"type": "text", "text": _want(text, str, f"{path}.{kind}", "a string")}
+    if kind == "image_url":
+        image = part.get("image_url")
+        url = image.get("url") if isinstance(image, dict) else image
+        media_type, data = _from_data_url(url, f"{path}.image_url.url")
+        return {"type": "image", "media_type": media_type, "data": data}
+    if kind == "input_audio":
+        audio = _want(part.get("input_audio"), dict, f"{path}.input_audio", "an object")
+        data = _want(audio.get("data"), str, f"{path}.input_audio.data", "a base64 string")
+        fmt = _want(audio.get("format"), str, f"{path}.input_audio.format", "a string")
+        return {"type": "audio", "media_type": f"audio/{fmt}", "data": data}
+    if kind == "file":
+        file = _want(part.get("file"), dict, f"{path}.file", "an object")
+        if "file_data" not in file:
+            raise InvalidRequest(
+                "only inline file_data can be carried by the standard (§4.3.1)",
+                path=f"{path}.file.file_data",
+            )
+        media_type, data = _from_data_url(file["file_data"], f"{path}.file.file_data")
+        return {"type": "document", "media_type": media_type, "data": data}
+    raise InvalidRequest(f"unsupported content part type {kind!r}", path=f"{path}.type")
+
+
+def _message_from_openai(msg: Any, path: str) -> dict[str, Any]:
+    _want(msg, dict, path, "a message object")
+    raw_role = msg.get("role")
+    # A list or object here is unhashable: not a role (found by tests/fuzz).
+    role = _ROLES.get(raw_role) if isinstance(raw_role, str) else None
+    if role is None:
+        raise InvalidRequest(f"unsupported role {msg.get('role')!r}", path=f"{path}.role")
+    content = msg.get("content")
+    if isinstance(content, list):
+        content = [_part_from_openai(p, f"{path}.content[{k}]") for k, p in enumerate(content)]
+        if role in ("assistant", "tool", "system"):  # text-only roles: keep them simple
+            if all(p["type"] == "text" for p in content):
+                content = "".join(p["text"] for p in content)
+    elif content is not None:
+        _want(content, str, f"{path}.content", "a string, an array of parts or null")
+    out: dict[str, Any] = {"role": role, "content": content}
+    if isinstance(msg.get("name"), str) and role != "tool":
+        out["name"] = msg["name"]
+    if role == "tool":
+        call_id = msg.get("tool_call_id")
+        if msg.get("role") == "function":  # legacy: the function's name stands for the id
+            call_id = call_id or msg.get("name")
+        out["tool_call_id"] = _want(call_id, str, f"{path}.tool_call_id", "a string")
+        if content is None:
+            out["content"] = ""
+    calls = msg.get("tool_calls")
+    if role == "assistant" and calls:
+        _want(calls, list, f"{path}.tool_calls", "an array")
+        refs = []
+        for j, call in enumerate(calls):
+            cpath = f"{path}.tool_calls[{j}]"
+            _want(call, dict, cpath, "a tool call object")
+            fn = _want(call.get("function"), dict, f"{cpath}.function", "an object")
+            args = fn.get("arguments", "{}")
+            refs.append(
+                {
+                    "id": _want(call.get("id"), str, f"{cpath}.id", "a string"),
+                    "name": _want(fn.get("name"), str, f"{cpath}.function.name", "a string"),
+                    "arguments": _want(args, str, f"{cpath}.function.arguments", "a JSON text"),
+                }
+            )
+        out["tool_calls"] = refs
+    elif role == "assistant" and content is None:
+        out["content"] = ""
+    return out
+
+
+def _tools_from_openai(tools: Any) -> list[dict[str, Any]] | None:
+    if tools is None:
+        return None
+    _want(tools, list, "tools", "an array")
+    out = []
+    for i, tool in enumerate(tools):
+        path = f"tools[{i}]"
+        _want(tool, dict, path, "a tool object")
+        if tool.get("type", "function") != "function":
+            raise InvalidRequest(f"unsupported tool type {tool.get('type')!r}", path=f"{path}.type")
+        fn = _want(tool.get("function"), dict, f"{path}.function", "an object")
+        params = fn.get("parameters") or {"type": "object", "properties": {}}
+        out.append(
+            {
+                "name": _want(fn.get("name"), str, f"{path}.function.name", "a string"),
+                "description": _want(
+                    fn.get("description") or "", str, f"{path}.function.description", "a string"
+                ),
+                "parameters": _want(params, dict, f"{path}.function.parameters", "an object"),
+            }
+        )
+    return out
+
+
+def request_from_vendor(body: Any, *, vendor: str = "openai") -> rq.Request:
+    """A standard request from a Chat Completions request body (a decoded JSON object).
+
+    ``developer`` messages become ``system``; images, audio and files must be
+    inline base64 (``data:`` URLs). ``max_completion_tokens``/``max_tokens``,
+    ``temperature``, ``top_p`` and ``stop`` become parameters; every other field
+    (``n``, ``tool_choice``, ``response_format``...) is kept in
+    ``extensions["vendor:<vendor>"]`` so an upstream of the same vendor still
+    receives it. The result always streams. Raises ``InvalidRequest`` whose
+    ``path`` names the offending field of ``body``.
+    """
+    _want(body, dict, "$", "a JSON object")
+    model = _want(body.get("model"), str, "model", "a string")
+    messages = _want(body.get("messages"), list, "messages", "an array of messages")
+    history = [_message_from_openai(m, f"messages[{i}]") for i, m in enumerate(messages)]
+    params: dict[str, Any] = {}
+    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    if max_tokens is not None:
+        params["max_tokens"] = max_tokens
+    for name in ("temperature", "top_p"):
+        if body.get(name) is not None:
+            params[name] = body[name]
+    stop = body.get("stop")
+    if stop is not None:
+        params["stop_sequences"] = [stop] if isinstance(stop, str) else stop
+    metadata = body.get("metadata")
+    rest = {k: v for k, v in body.items() if k not in _MAPPED_FIELDS}
+    try:
+        return rq.build(
+            model=model,
+            messages=history,
+            tools=_tools_from_openai(body.get("tools")),
+            parameters=params or None,
+            metadata=metadata if isinstance(metadata, dict) else None,
+            extensions={f"vendor:{vendor}": rest} if rest else None,
+        )
+    except InvalidRequest as exc:
+        # Name the field of the OpenAI body, not of the standard request.
+        raise InvalidRequest(exc.reason, path=_vendor_path(exc.path, body)) from None
+
+
+_STANDARD_PATHS: Final = (
+    (re.compile(r"parameters\.max_tokens"), None),
+    (re.compile(r"parameters\.stop_sequences"), "stop"),
+    (re.compile(r"parameters\.(temperature|top_p)"), r"\1"),
+    (re.compile(r"tools\[(\d+)\]\.(name|description|parameters)"), r"tools[\1].function.\2"),
+)
+
+
+def _vendor_path(path: str, body: dict[str, Any]) -> str:
+    for pattern, replacement in _STANDARD_PATHS:
+        if pattern.match(path):
+            if replacement is None:  # whichever of the two the caller used
+                replacement = (
+                    "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
+                )
+            return pattern.sub(replacement, path, count=1)
+    return path
+
+
+# --- Reverse stream side: standard events -> OpenAI chunks -------------------------
+
+
+class ChunkEncoder:
+    """Standard events -> OpenAI ``chat.completion.chunk`` SSE frames (§7.3 ingress).
+
+    Everything lands on choice 0: text deltas as ``delta.content`` (reasoning
+    blocks as ``delta.reasoning_content``), each ``tool.call`` as one whole
+    ``delta.tool_calls`` entry with its own ``index``. ``stream.end`` sends the
+    finish chunk (``tool_calls`` when any call was made, else the last stop
+    reason), the usage chunk (``choices: []``) when ``include_usage``, then
+    ``data: [DONE]``. An ``error`` event becomes OpenAI's in-stream
+    ``data: {"error": {...}}``, followed by ``[DONE]`` at ``stream.end``.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        id: str | None = None,
+        include_usage: bool = False,
+        created: int | None = None,
+    ) -> None:
+        self.model = model
+        self.id = id or f"chatcmpl-{uuid.uuid4().hex}"
+        self.include_usage = include_usage
+        self.created = created
+        self._started = False
+        self._errored = False
+        self._done = False
+        self._calls = 0
+        self._stop: str | None = None
+        self._usage: tuple[int, int] | None = None
+
+    def _chunk(self, choices: list[dict[str, Any]], usage: Any = None) -> bytes:
+        obj: dict[str, Any] = {
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created if self.created is not None else int(time.time()),
+            "model": self.model,
+            "choices": choices,
+        }
+        if self.include_usage:
+            obj["usage"] = usage
+        return b"data: " + _encode(obj) + b"\n\n"
+
+    def _delta(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
+        return self._chunk(
+            [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
+        )
+
+    def _start(self) -> bytes:
+        if self._started:
+            return b""
+        self._started = True
+        return self._delta({"role": "assistant", "content": ""})
+
+    def encode(self, event: ev.Event) -> bytes:
+        """The OpenAI bytes for ``event``; ``b""`` when it has none of its own."""
+        if self._done:
+            return b""
+        match event:
+            case ev.StreamStart():
+                if self.created is None:
+                    self.created = event.created
+                return self._start()
+            case ev.ContentDelta():
+                key = "reasoning_content" if event.reasoning else "content"
+                return self._start() + self._delta({key: event.delta.text})
+            case ev.ToolCall():
+                call = {
+                    "index": self._calls,
+                    "id": event.id,
+                    "type": "function",
+                    "function": {"name": event.name, "arguments": event.arguments},
+                }
+                self._calls += 1
+                return self._start() + self._delta({"tool_calls": [call]})
+            case ev.ContentStop():
+                if event.stop_reason != "tool_use" or self._stop is None:
+                    self._stop = event.stop_reason
+                return b""
+            case ev.Usage():
+                self._usage = (event.input_tokens, event.output_tokens)
+                return b""
+            case ev.ErrorEvent():
+                self._errored = True
+                etype, ecode = ERROR_TYPES.get(event.code, ("server_error", event.code))
+                err = {"message": event.message, "type": etype, "param": None, "code": ecode}
+                return self._start() + b"data: " + _encode({"error": err}) + b"\n\n"
+            case ev.StreamEnd():
+                return self._end()
+        return b""
+
+    def _end(self) -> bytes:
+        self._done = True
+        out = self._start()
+        if not self._errored:
+            finish = "tool_calls" if self._calls else STOP_TO_FINISH.get(self._stop or "", "stop")
+            out += self._delta({}, finish)
+            if self.include_usage and self._usage is not None:
+                i, o = self._usage
+                usage = {"prompt_tokens": i, "completion_tokens": o, "total_tokens": i + o}
+                out += self._chunk([], usage)
+        return out + b"data: [DONE]\n\n"
+
+
+def parse_ingress(
+    body: dict[str, Any], *, vendor: str = "openai"
+) -> tuple[rq.Request, EncodeEvent]:
+    """The ``/v1/chat/completions`` ingress: the standard request and a fresh ``ChunkEncoder``.
+
+    ``stream_options.include_usage`` decides whether the answer ends with a usage chunk.
+    """
+    request = request_from_vendor(body, vendor=vendor)
+    options = body.get("stream_options")
+    include_usage = isinstance(options, dict) and options.get("include_usage") is True
+    return request, ChunkEncoder(model=request.model, include_usage=include_usage).encode

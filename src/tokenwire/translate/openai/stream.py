@@ -1,0 +1,377 @@
+"""An OpenAI Chat Completions SSE body -> standard events (§7.1).
+
+The rules (which block index each thing gets, how stop reasons and error codes
+map, what is dropped) are tabled in ``docs/translation.md``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import msgspec
+
+from ... import sse
+from ...errors import TranslationError
+from .._base import SSETranslator
+from .errors import ERROR_FINISH_REASONS, FINISH_REASONS, _HTTPError, error_code
+
+# --- Stream side: OpenAI chunks -> standard events -----------------------------------
+# One typed decoder for the whole chunk: only the fields the translator reads
+# are declared, so msgspec skips logprobs, obfuscation, content_filter_results,
+# system_fingerprint and the rest without building them (issue 5: the per-chunk
+# cost must stay within 2x the bare SSE decode). ``gc=False``: these values hold
+# no cycles, and leaving them out of the garbage collector's books saves the
+# collections a stream of short-lived chunks would otherwise trigger.
+
+
+class _Function(msgspec.Struct, gc=False):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class _ToolFragment(msgspec.Struct, gc=False):
+    index: int | None = None
+    id: str | None = None
+    function: _Function | None = None
+
+
+class _ContentPart(msgspec.Struct, gc=False):
+    """A Mistral content chunk: ``text``, or ``thinking`` holding text chunks."""
+
+    type: str = "text"
+    text: str | None = None
+    thinking: list[_ContentPart] | None = None
+
+
+class _Delta(msgspec.Struct, gc=False):
+    content: str | list[_ContentPart] | None = None
+    refusal: str | None = None
+    tool_calls: list[_ToolFragment] | None = None
+    function_call: _Function | None = None
+    reasoning_content: str | None = None  # DeepSeek
+    reasoning: str | None = None  # OpenRouter, vLLM
+
+
+class _Choice(msgspec.Struct, gc=False):
+    index: int = 0
+    delta: _Delta | None = None
+    finish_reason: str | None = None
+
+
+class _Usage(msgspec.Struct, gc=False):
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+class _Chunk(msgspec.Struct, gc=False):
+    choices: list[_Choice] | None = None
+    usage: _Usage | None = None
+    error: _HTTPError | str | None = None
+    # Mistral's flat error object: {"object": "error", "message", "type", "code"}.
+    object: str | None = None
+    message: str | None = None
+    type: str | None = None
+    code: str | int | None = None
+
+
+_decode_chunk = msgspec.json.Decoder(_Chunk).decode
+_LEGACY_CALL: Final = -1  # the deprecated ``delta.function_call``, kept apart
+
+
+class _PendingCall:
+    __slots__ = ("id", "name", "parts")
+
+    def __init__(self, id: str) -> None:
+        self.id = id
+        self.name = ""
+        self.parts: list[str] = []
+
+
+class _ChoiceState:
+    """What one choice has opened so far."""
+
+    __slots__ = (
+        "by_index",
+        "calls",
+        "finished",
+        "index",
+        "last",
+        "reason_block",
+        "refused",
+        "text_block",
+    )
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.text_block: int | None = None
+        self.reason_block: int | None = None
+        self.refused = False
+        self.finished = False
+        self.calls: list[_PendingCall] = []
+        self.by_index: dict[int, _PendingCall] = {}
+        self.last: _PendingCall | None = None
+
+    def fragment(self, index: int | None, id: str | None, fn: _Function | None) -> None:
+        """Accumulate one tool-call fragment (keyed by ``index``; see docs/translation.md)."""
+        call = self.by_index.get(index) if index is not None else self.last
+        # A fragment with another id at a known index starts a new call: Mistral
+        # sends whole calls without ``index`` (0 by default), one after another.
+        if call is None or (id and call.id and id != call.id):
+            call = _PendingCall(id or "")
+            self.calls.append(call)
+            if index is not None:
+                self.by_index[index] = call
+        elif id and not call.id:
+            call.id = id
+        self.last = call
+        if fn is not None:
+            if fn.name and not call.name:  # later fragments may say "name": ""
+                call.name = fn.name
+            if fn.arguments:
+                call.parts.append(fn.arguments)
+
+
+class Translator(SSETranslator):
+    """An OpenAI Chat Completions SSE body -> standard events.
+
+    Block indexes: choice ``c``'s text (``content`` and ``refusal``) is block
+    ``c``; reasoning and each tool call get the next index above every index
+    used or choice seen so far, except that a choice without text gives its
+    own index ``c`` to its first tool call. Tool calls are emitted whole at the
+    choice's ``finish_reason``, each followed by its ``content.stop``
+    ``tool_use``. Usage is emitted once, the last totals reported, right before
+    ``stream.end``. The end marker is ``data: [DONE]``.
+    """
+
+    name = "openai"
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._choices: dict[int, _ChoiceState] = {}
+        self._taken: set[int] = set()
+        self._top = -1
+        self._usage: tuple[int, int] | None = None
+        self._tool_ids: set[str] = set()
+
+    # -- messages ------------------------------------------------------------
+    # Issue 5 budgets translation at 2x the bare SSE decode: each payload is
+    # decoded by one typed msgspec decoder, and a plain text delta for an open
+    # block (nearly every chunk of a stream) becomes its event without further calls.
+
+    def _on_frame(self, frame: sse.Message) -> None:
+        data = frame.data
+        if data == "[DONE]":
+            self._done()
+            return
+        try:
+            chunk = _decode_chunk(data)
+        except msgspec.DecodeError as exc:
+            raise TranslationError(
+                f"upstream sent a data line that is not a chunk: {exc}"
+            ) from None
+        choices = chunk.choices
+        if (
+            choices
+            and len(choices) == 1
+            and chunk.usage is None
+            and chunk.error is None
+            and chunk.object != "error"
+        ):
+            choice = choices[0]
+            delta = choice.delta
+            state = self._choices.get(choice.index)
+            if (
+                state is not None
+                and delta is not None
+                and choice.finish_reason is None
+                and state.text_block is not None
+                and type(delta.content) is str
+                and delta.content
+                and not state.finished
+                and not delta.refusal
+                and not delta.tool_calls
+                and not delta.reasoning_content
+                and not delta.reasoning
+                and delta.function_call is None
+            ):
+                # More text for an open block: Writer.text's fast path.
+                self.out += self.writer.text(delta.content, state.text_block)
+                return
+        self._on_chunk(chunk)
+
+    def _on_chunk(self, chunk: _Chunk) -> None:
+        if chunk.error is not None or chunk.object == "error":
+            self._vendor_error(chunk)
+            return
+        usage = chunk.usage
+        if usage is not None:
+            # Reports are totals, not increments: keep the last one (§5.3.5).
+            self._usage = (max(usage.prompt_tokens or 0, 0), max(usage.completion_tokens or 0, 0))
+        for choice in chunk.choices or ():
+            state = self._choices.get(choice.index) or self._choice(choice.index)
+            if choice.delta is not None:
+                self._on_delta(state, choice.delta)
+            if choice.finish_reason is not None:
+                self._finish(state, choice.finish_reason)
+                if self.writer.ended:
+                    return
+
+    def _on_delta(self, state: _ChoiceState, delta: _Delta) -> None:
+        if delta.reasoning_content:
+            self._reasoning(state, delta.reasoning_content)
+        if delta.reasoning:
+            self._reasoning(state, delta.reasoning)
+        content = delta.content
+        if content:
+            if isinstance(content, str):
+                self._text(state, content)
+            else:
+                for part in content:
+                    if part.type == "thinking":
+                        for inner in part.thinking or ():
+                            if inner.text:
+                                self._reasoning(state, inner.text)
+                    elif part.text:
+                        self._text(state, part.text)
+        if delta.refusal:
+            state.refused = True
+            self._text(state, delta.refusal)
+        if delta.tool_calls:
+            for fragment in delta.tool_calls:
+                state.fragment(fragment.index, fragment.id, fragment.function)
+        if delta.function_call is not None:
+            state.fragment(_LEGACY_CALL, None, delta.function_call)
+
+    # -- blocks ------------------------------------------------------------
+
+    def _new_block(self) -> int:
+        self._top += 1
+        self._taken.add(self._top)
+        return self._top
+
+    def _choice(self, index: int) -> _ChoiceState:
+        state = _ChoiceState(index)
+        self._choices[index] = state
+        if index > self._top:
+            self._top = index
+        return state
+
+    def _text(self, state: _ChoiceState, text: str) -> None:
+        if state.finished:
+            raise TranslationError(f"choice {state.index} sent text after its finish_reason")
+        index = state.text_block
+        if index is None:
+            index = state.index
+            if index in self._taken:  # see the class docstring
+                index = self._new_block()
+            else:
+                self._taken.add(index)
+            state.text_block = index
+        self.out += self.writer.text(text, index)
+
+    def _reasoning(self, state: _ChoiceState, text: str) -> None:
+        # Reasoning is not in the draft's registry: carried only when asked for,
+        # on its own block, marked "tokenwire:reasoning" (docs/extensions.md).
+        if not self.reasoning:
+            return
+        if state.finished:
+            raise TranslationError(f"choice {state.index} sent reasoning after its finish_reason")
+        if state.reason_block is None:
+            state.reason_block = self._new_block()
+        self.out += self.writer.text(text, state.reason_block, reasoning=True)
+
+    def _finish(self, state: _ChoiceState, finish_reason: str | None) -> None:
+        if state.finished:
+            return
+        state.finished = True
+        if finish_reason in ERROR_FINISH_REASONS:
+            code = ERROR_FINISH_REASONS[finish_reason]
+            self._fail(code, f"upstream finished with finish_reason {finish_reason!r}")
+            return
+        if finish_reason is None:  # [DONE] came first: see docs/translation.md
+            stop = "tool_use" if state.calls else "end_turn"
+        else:
+            stop = FINISH_REASONS.get(finish_reason, "end_turn")
+        if state.refused:
+            stop = "content_filter"
+        # The reasoning ended before the answer, and the answer before the
+        # calls (they are only complete now), so the blocks stop in that order.
+        writer = self.writer
+        if state.reason_block is not None:
+            self.out += writer.stop(state.reason_block, "end_turn" if stop == "tool_use" else stop)
+        if state.text_block is not None:
+            self.out += writer.stop(state.text_block, stop)
+        # A choice that wrote no text leaves its own index free: its first
+        # tool call takes it (so a lone call is block 0, "0 for primary", §5.3.2).
+        spare = state.index if state.text_block is None and state.index not in self._taken else None
+        for call in state.calls:
+            if self._emit_call(call, truncated=stop == "max_tokens", index=spare):
+                spare = None
+
+    def _emit_call(self, call: _PendingCall, *, truncated: bool, index: int | None) -> bool:
+        """Emit one complete call (``tool.call`` + ``content.stop``); False if dropped."""
+        arguments = "".join(call.parts)
+        if not arguments.strip():
+            arguments = "{}"  # a call without arguments
+        try:
+            parsed = msgspec.json.decode(arguments)
+        except msgspec.DecodeError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            if truncated:  # cut off by max_tokens: the stop reason says so
+                return False
+            raise TranslationError(
+                f"tool call {call.name!r} arguments are not a JSON object: {arguments[:80]!r}"
+            )
+        call_id = call.id or f"call_{len(self._tool_ids)}"
+        while call_id in self._tool_ids:  # §5.3.4: ids are unique in a stream
+            call_id += "_"
+        self._tool_ids.add(call_id)
+        if index is None:
+            index = self._new_block()
+        else:
+            self._taken.add(index)
+        self.out += self.writer.tool_call(
+            id=call_id, name=call.name, arguments=arguments, index=index
+        )
+        self.out += self.writer.stop(index, "tool_use")
+        return True
+
+    # -- endings -------------------------------------------------------------
+
+    def _vendor_error(self, chunk: _Chunk) -> None:
+        err = chunk.error
+        if isinstance(err, str):
+            self._fail("internal_error", err)
+            return
+        if err is None:  # Mistral's flat shape
+            err = _HTTPError(message=chunk.message, type=chunk.type, code=chunk.code)
+        code = error_code(err.type, err.code, err.message)
+        self._fail(code, err.message or f"upstream error ({err.type or err.code})")
+
+    def _fail(self, code: str, message: str) -> None:
+        """``error``, the usage reported so far (if any), ``stream.end``."""
+        writer = self.writer
+        if writer.ended:
+            return
+        if not writer.errored:
+            self.out += writer.error(code, message)
+        if self._usage is not None:
+            self.out += writer.usage(*self._usage)
+        self.out += writer.end()
+
+    def _done(self) -> None:
+        for state in list(self._choices.values()):
+            self._finish(state, None)
+            if self.writer.ended:
+                return
+        if self._usage is not None:
+            self.out += self.writer.usage(*self._usage)
+        self.out += self.writer.end()
+
+    def _on_eof(self) -> None:
+        finished = bool(self._choices) and all(s.finished for s in self._choices.values())
+        where = "after its finish_reason" if finished else "mid-answer"
+        self._fail(
+            "internal_error", f"{self.name} stream ended {where} without data: [DONE] (truncated)"
+        )
