@@ -141,7 +141,7 @@ def summarize(events: list[ev.Event]) -> list[list[Any]]:
         elif isinstance(e, ev.StreamEnd):
             out.append(["end"])
         elif (body := x.fields(e)) is not None:
-            # docs/extensions.md: tokenwire:block / tokenwire:usage / tokenwire:stop
+            # docs/extensions.md: tokenwire.block / tokenwire.usage / tokenwire.stop
             out.append([e.type, {k: v for k, v in body.items() if k not in ("type", "v", "seq")}])
         else:  # pragma: no cover - the translator emits no other unregistered event
             out.append(["unknown", e.type])

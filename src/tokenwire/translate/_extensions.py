@@ -1,19 +1,21 @@
 """tokenwire extension events (``docs/extensions.md``, "Event extensions").
 
 What a vendor stream carries beyond the draft's seven events travels as
-namespaced event types (§5.2, §9.2: a conforming parser ignores them), so it
+namespaced event types (§5.2, §9.2: a conforming parser ignores them; their
+names take the dot, ``tokenwire.block``, because an event type name has no
+colon, docs/conformance.md ruling 13; their fields take ``tokenwire:``, §4.7), so it
 passes every layer unchanged: the ``Writer`` restamps an unregistered event
 and keeps its JSON, the validator accepts it anywhere inside the stream, and
 the clients hand it over as ``events.UnknownEvent``. Three types:
 
-* ``tokenwire:block``: metadata of standard block ``index``: a reasoning
+* ``tokenwire.block``: metadata of standard block ``index``: a reasoning
   block's opaque ``tokenwire:signature`` or a redacted reasoning block's
   ``tokenwire:redacted`` data (both with ``tokenwire:vendor``, the vendor they
   are bound to), a server-side tool block (``tokenwire:server_tool``, shown,
   never executed), a citation of a text block (``tokenwire:citation``);
-* ``tokenwire:usage``: usage details next to the standard ``usage`` event
+* ``tokenwire.usage``: usage details next to the standard ``usage`` event
   (``tokenwire:cache_read_input_tokens``, ``tokenwire:cache_creation_input_tokens``);
-* ``tokenwire:stop``: the vendor's raw stop reason (``tokenwire:raw_stop_reason``).
+* ``tokenwire.stop``: the vendor's raw stop reason (``tokenwire:raw_stop_reason``).
 """
 
 from __future__ import annotations
@@ -43,9 +45,9 @@ __all__ = [
     "fields",
 ]
 
-BLOCK: Final = "tokenwire:block"
-USAGE: Final = "tokenwire:usage"
-STOP: Final = "tokenwire:stop"
+BLOCK: Final = "tokenwire.block"
+USAGE: Final = "tokenwire.usage"
+STOP: Final = "tokenwire.stop"
 
 REASONING: Final = "tokenwire:reasoning"
 SIGNATURE: Final = "tokenwire:signature"

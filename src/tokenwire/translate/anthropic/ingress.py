@@ -370,8 +370,8 @@ class EventEncoder:
         self._stop: str | None = None
         self._tool_calls = False
         self._usage: tuple[int, int] | None = None
-        self._cache: tuple[int, int] | None = None  # (read, creation), tokenwire:usage
-        self._raw_stop: str | None = None  # tokenwire:stop
+        self._cache: tuple[int, int] | None = None  # (read, creation), tokenwire.usage
+        self._raw_stop: str | None = None  # tokenwire.stop
         self._citing = False  # the open text block was opened for citations, no text yet
 
     @property
@@ -475,7 +475,7 @@ class EventEncoder:
                     usage["cache_creation_input_tokens"] = creation
             vendor_stop = VENDOR_STOP_REASONS.get(reason, "end_turn")
             if self._raw_stop is not None and STOP_REASONS[self._raw_stop] == reason:
-                vendor_stop = self._raw_stop  # the vendor's own value (tokenwire:stop)
+                vendor_stop = self._raw_stop  # the vendor's own value (tokenwire.stop)
             out += _frame(
                 "message_delta",
                 {

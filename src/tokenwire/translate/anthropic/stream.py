@@ -422,7 +422,7 @@ class Translator(SSETranslator):
         )
 
     def _block_event(self, index: int, body: dict[str, Any]) -> list[ev.Event]:
-        """A ``tokenwire:block`` extension event for standard block ``index``."""
+        """A ``tokenwire.block`` extension event for standard block ``index``."""
         self._visible = True
         return self.writer.add(x.extension(x.BLOCK, {"index": index, **body}))
 
@@ -494,7 +494,7 @@ class Translator(SSETranslator):
         return self.writer.usage(total_input, self._output)
 
     def _usage_details(self) -> list[ev.Event]:
-        """``tokenwire:usage``: the cache counts inside ``input_tokens`` (docs/extensions.md).
+        """``tokenwire.usage``: the cache counts inside ``input_tokens`` (docs/extensions.md).
 
         Sent before ``usage`` and before any ``error``: nothing but ``usage``
         and ``stream.end`` may follow an error (§5.4).
