@@ -55,6 +55,9 @@ RULES: Final[dict[str, Rule]] = {
     "framing": Rule("5.1", "must", "the SSE framing could not be read (size limit exceeded)"),
     "invalid-json": Rule("5.1", "must", "data is not exactly one complete JSON object"),
     "type-mismatch": Rule("5.2", "must", "the JSON type differs from the SSE event: field"),
+    "bad-type-name": Rule(
+        "5.1", "must", "the SSE event: name is not a valid type name (docs/conformance.md)"
+    ),
     "invalid-field": Rule("5.3", "must", "a required field is missing or has the wrong type"),
     "bad-version": Rule("5.2", "must", 'v is not "1.0"'),
     # §5.2.1: sequence numbers

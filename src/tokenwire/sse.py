@@ -480,9 +480,13 @@ class Decoder:
         return []
 
 
-def _check_field(name: str, value: str) -> None:
-    if "\r" in value or "\n" in value:
-        raise LocalProtocolError(f"SSE {name} must not contain CR or LF: {value!r}")
+def _check_field(name: str, value: str, forbidden: str = "\r\n") -> None:
+    # An encoder must never let a value end its line early: any CR or LF
+    # would start a new field (fact 7), and so could forge a whole frame.
+    if any(c in value for c in forbidden):
+        shown = value if len(value) <= 64 else value[:64] + "..."
+        what = " or ".join(("CR", "LF", "NUL")[: len(forbidden)])
+        raise LocalProtocolError(f"SSE {name} must not contain {what}: {shown!r}")
 
 
 def encode(
@@ -502,21 +506,20 @@ def encode(
     ``id`` resets the last event ID.
 
     Raises ``LocalProtocolError`` when ``event``, ``id`` or ``comment``
-    contains CR or LF, ``id`` contains NUL (a decoder would ignore it, fact
-    23), ``retry`` is negative or not an int, or the text is not encodable as
-    UTF-8 (a lone surrogate).
+    contains CR or LF (it would end the line and could forge fields or a
+    whole frame), ``event`` or ``id`` contains NUL (a decoder ignores such an
+    id, fact 23, and no LLM-Stream type has one), ``retry`` is negative or
+    not an int, or the text is not encodable as UTF-8 (a lone surrogate).
     """
     parts: list[str] = []
     if comment is not None:
         _check_field("comment", comment)
         parts.append(f": {comment}\n" if comment else ":\n")
     if event is not None:
-        _check_field("event", event)
+        _check_field("event", event, "\r\n\0")
         parts.append(f"event: {event}\n")
     if id is not None:
-        _check_field("id", id)
-        if "\0" in id:
-            raise LocalProtocolError(f"SSE id must not contain NUL: {id!r}")
+        _check_field("id", id, "\r\n\0")
         parts.append(f"id: {id}\n")
     if retry is not None:
         if type(retry) is not int or retry < 0:
