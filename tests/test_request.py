@@ -781,3 +781,10 @@ def test_depth_scan_on_garbage_points_at_a_bracket(body: bytes, max_depth: int) 
     except RequestTooLarge as exc:
         offset = int(re.search(r"at byte (\d+)", str(exc))[1])  # type: ignore[index]
         assert body[offset : offset + 1] in (b"[", b"{")
+
+
+def test_echo_cuts_long_values() -> None:
+    assert R.echo("gpt-4o") == '"gpt-4o"'
+    long = R.echo("m" * 10_000)
+    assert long == '"' + "m" * R.MAX_ECHO + '…"'
+    assert R.echo(None) == "null" and R.echo([1]) == "an array"

@@ -41,6 +41,7 @@ from .toolschema import check_schema
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_DEPTH",
+    "MAX_ECHO",
     "MEDIA_TYPE",
     "PART_TYPES",
     "ROLES",
@@ -58,6 +59,7 @@ __all__ = [
     "ToolCallRef",
     "build",
     "dumps",
+    "echo",
     "parse",
 ]
 
@@ -345,6 +347,13 @@ def _show(value: object) -> str:
     if isinstance(value, int) and value.bit_length() <= 64 or isinstance(value, float):
         return repr(value)
     return _kind(value)
+
+
+def echo(value: object) -> str:
+    """``value`` as it may appear in an error message: a JSON string cut to
+    ``MAX_ECHO`` characters and an ellipsis, or a short rendering of a scalar
+    (e.g. ``f"unknown model {echo(request.model)}"``)."""
+    return _show(value)
 
 
 def _quote(key: str) -> str:
