@@ -129,3 +129,15 @@ def test_unusable_schemas_are_refused_with_their_path(schema: dict[str, Any], pa
 def test_a_schema_that_is_not_an_object_is_refused() -> None:
     with pytest.raises(InvalidRequest):
         check_schema([], "tools[0].parameters")
+
+
+def test_a_hand_built_schema_too_deep_or_not_json_is_refused() -> None:
+    deep: dict[str, Any] = {}
+    node = deep
+    for _ in range(100_000):
+        node["not"] = {}
+        node = node["not"]
+    with pytest.raises(InvalidRequest):
+        compile_checker(deep)
+    with pytest.raises(InvalidRequest):
+        check_schema({"enum": [object()]}, "$")

@@ -241,7 +241,15 @@ def check_schema(schema: object, path: str = "$") -> None:
     """
     if not isinstance(schema, dict):
         raise InvalidRequest("must be a JSON Schema object (§4.4)", path=path)
-    _checked(msgspec.json.encode(schema), path)
+    try:
+        key = msgspec.json.encode(schema)
+    except (TypeError, ValueError, RecursionError, UnicodeEncodeError):
+        # Only from a caller that built the schema by hand: request.parse gives JSON.
+        raise InvalidRequest("must be a JSON value of bounded depth", path=path) from None
+    try:
+        _checked(key, path)
+    except RecursionError:
+        raise InvalidRequest("nested too deeply to check", path=path) from None
 
 
 @functools.lru_cache(maxsize=256)
@@ -260,10 +268,7 @@ def _checked(key: bytes, path: str) -> None:
 
     cls = _validator_class(schema)
     meta = cls(cls.META_SCHEMA)  # no format checker: patterns were compiled by RE2 above
-    try:
-        error = jsonschema.exceptions.best_match(meta.iter_errors(schema))
-    except RecursionError:  # pragma: no cover - depth is bounded by request.parse
-        raise InvalidRequest("nested too deeply to check", path=path) from None
+    error = jsonschema.exceptions.best_match(meta.iter_errors(schema))
     if error is not None:
         where = path
         for part in error.absolute_path:
