@@ -79,6 +79,8 @@ MAX_DELAY_MS: Final = 5000.0
 _ECHO_WORDS: Final = 24
 #: A quoted tool result is cut to this many words.
 _QUOTE_WORDS: Final = 48
+#: Tool choice and argument hints read this much of a message, never more.
+_SCAN_CHARS: Final = 4096
 #: At zero delay, hand the event loop back every this many tokens.
 _YIELD_EVERY: Final = 64
 
@@ -90,7 +92,7 @@ _UPPER: Final = "A-ZÀ-ÖØ-Þ"
 # A run of capitalised words ("New York"); its start offset tells whether it
 # opens a sentence, where capitals say nothing ("What", "Mail").
 _PROPER: Final = re.compile(rf"\b[{_UPPER}][\w'-]*(?:\s+[{_UPPER}][\w'-]*)*")
-_SENTENCE_START: Final = re.compile(r"(?:^|[.!?:;]\s+|\n)\W*$")
+_OPENING_MARKS: Final = " \t\"'“‘«([-*"
 _AFTER_PREPOSITION: Final = re.compile(
     rf"\b((?i:in|at|for|to|from|near|about|of|on|into|around|with))\s+((?:[{_UPPER}][\w'-]*"
     rf"(?:\s+[{_UPPER}][\w'-]*)*)|[A-Za-z][\w'-]*)"
@@ -157,7 +159,9 @@ def tokenize(text: str) -> list[str]:
 
 def count_tokens(text: str) -> int:
     """How many demo tokens ``text`` holds."""
-    return len(_TOKEN.findall(text))
+    # One token per run of non-whitespace: str.split counts them in C, without
+    # building a match object per word of a 4 MiB message.
+    return len(text.split())
 
 
 def _content_words(text: str) -> list[str]:
@@ -177,8 +181,9 @@ def _words(text: str) -> set[str]:
 
 
 def _cut_words(text: str, limit: int) -> str:
-    words = text.split()
-    if len(words) <= limit:
+    head = text[: 64 * limit]  # enough for ``limit`` words of any sane length
+    words = head.split()
+    if len(words) <= limit and len(head) == len(text):
         return " ".join(words)
     return " ".join(words[:limit]) + " ..."
 
@@ -314,7 +319,7 @@ def _pick_tool(tools: Sequence[Tool], message: Message) -> Tool | None:
     description 1, and the message's first content word (its verb, as in
     "Mail the weather to Ann") 1 more: the action picks the tool.
     """
-    order = _content_words(message.text)
+    order = _content_words(message.text[:_SCAN_CHARS])  # the start says what is asked
     words = set(order)
     lead = order[0] if order else None
     best, best_score = None, 0
@@ -459,7 +464,7 @@ class _Hints:
     """Values a message offers for string arguments."""
 
     def __init__(self, text: str) -> None:
-        text = text[:4096]  # the hints need the start of a message, not all of it
+        text = text[:_SCAN_CHARS]  # the hints need the start of a message, not all of it
         self.text = text.strip()
         self.quoted = [next(g for g in m.groups() if g) for m in _QUOTED.finditer(text)]
         # Capitalised names; a capital that opens a sentence says nothing
@@ -468,7 +473,7 @@ class _Hints:
         self.initial: list[str] = []
         for m in _PROPER.finditer(text):
             run = m.group(0)
-            if _SENTENCE_START.search(text, 0, m.start()):
+            if _opens_sentence(text, m.start()):
                 first, _, run = run.partition(" ")
                 if first.lower() not in _STOPWORDS:
                     self.initial.append(first)
@@ -530,6 +535,15 @@ class _Hints:
             if candidates:
                 return candidates[0]
         return self.whole()
+
+
+def _opens_sentence(text: str, start: int) -> bool:
+    """Whether the word at ``start`` opens a sentence (looking back 64 characters at most)."""
+    window = text[max(0, start - 64) : start]
+    before = window.rstrip(_OPENING_MARKS)
+    if not before:
+        return start - len(window) == 0
+    return before[-1] in ".!?:;\n\r"
 
 
 def _strip_stopwords(name: str) -> str:
