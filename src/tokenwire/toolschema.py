@@ -66,8 +66,10 @@ MAX_UNIQUE_ITEMS: Final = 1000
 #: plain object schema takes a few dozen; 20,000 cost about half a second).
 #: A schema that once needed more is refused for every later call too.
 MAX_STEPS: Final = 20_000
-#: RE2's memory budget for one compiled pattern.
-_RE2_MAX_MEM: Final = 8 << 20
+#: RE2's memory budget for one compiled pattern (a real one needs kilobytes),
+#: and how many compiled patterns are kept: at most 128 MiB, whatever is sent.
+_RE2_MAX_MEM: Final = 1 << 20
+_RE2_CACHED: Final = 128
 
 #: The drafts a tool schema may name in ``$schema``; without one, 2020-12.
 _DRAFTS: Final = {
@@ -134,7 +136,7 @@ def _re2() -> Any:
     return re2
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=_RE2_CACHED)
 def _compiled(pattern: str) -> Any:
     """``pattern`` compiled by RE2; raises ``ValueError`` with the reason."""
     re2 = _re2()
@@ -247,14 +249,14 @@ def check_schema(schema: object, path: str = "$") -> None:
         # Only from a caller that built the schema by hand: request.parse gives JSON.
         raise InvalidRequest("must be a JSON value of bounded depth", path=path) from None
     try:
-        _checked(key, path)
+        # Small schemas (every real one) are remembered; a huge one is checked
+        # each time rather than kept: the cache must not hold gigabytes.
+        (_checked_cached if len(key) <= _CACHED_SCHEMA_BYTES else _checked)(key, path)
     except RecursionError:
         raise InvalidRequest("nested too deeply to check", path=path) from None
 
 
-@functools.lru_cache(maxsize=256)
 def _checked(key: bytes, path: str) -> None:
-    # Cached on the schema's JSON: a client sends the same tools with every turn.
     schema = msgspec.json.decode(key)
     found: set[str] = set()
     _walk(schema, path, found)
@@ -275,6 +277,11 @@ def _checked(key: bytes, path: str) -> None:
             where = _child(where, part if isinstance(part, int) else str(part))
         message = error.message if len(error.message) <= 200 else error.message[:200] + "…"
         raise InvalidRequest(f"not a valid JSON Schema: {message}", path=where)
+
+
+# Cached on the schema's JSON: a client sends the same tools with every turn.
+_checked_cached: Final = functools.lru_cache(maxsize=256)(_checked)
+_CACHED_SCHEMA_BYTES: Final = 64 << 10
 
 
 # --- The checker ------------------------------------------------------------------------
