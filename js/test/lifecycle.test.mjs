@@ -1,4 +1,4 @@
-// tokenwire.js Validator / validate against the shared lifecycle vectors
+// The package's Validator / validate against the shared lifecycle vectors
 // (tests/vectors/lifecycle/cases.json), the ones tests/test_lifecycle.py runs.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
