@@ -32,7 +32,13 @@ class JSPackage:
     node: str
     npm: str
 
-    def run(self, *argv: str, cwd: Path | None = None, timeout: float = 600, **kw: object) -> str:
+    def run(
+        self,
+        *argv: str,
+        cwd: Path | None = None,
+        timeout: float = 600,
+        env: dict[str, str] | None = None,
+    ) -> str:
         """Run a command (``node`` / ``npm`` ...) and return its stdout; fail with its output."""
         result = subprocess.run(
             list(argv),
@@ -41,7 +47,7 @@ class JSPackage:
             text=True,
             timeout=timeout,
             stdin=subprocess.DEVNULL,
-            env=_env(kw.pop("env", None)),  # type: ignore[arg-type]
+            env=_env(env),
         )
         assert result.returncode == 0, (
             f"{' '.join(argv)} exited {result.returncode}\n"
