@@ -5,7 +5,7 @@
  * @module
  */
 import {
-  FramingError,
+  EventDecodeError,
   ProtocolError,
   StreamTruncatedError,
   TokenwireError,
@@ -298,28 +298,22 @@ export class EventStream implements AsyncIterable<Event> {
     let drop = "";
     for (;;) {
       const before = this.lastSeq;
-      let response: Response;
+      let response: Response | null = null;
       try {
         response = await this.connect();
       } catch (exc) {
+        // The first answer's errors are the caller's; a failed resume is one more drop.
         if (this.connections <= 1 || this.controller.signal.aborted) throw exc;
         drop = `resume failed: ${(exc as Error).message}`;
-        response = null as unknown as Response;
       }
       if (response !== null) {
-        try {
-          yield* this.read(response);
-          if (this.done) return;
-          drop = "the connection closed before stream.end";
-        } catch (exc) {
-          if (this.controller.signal.aborted || exc instanceof FramingError) throw exc;
-          if (exc instanceof TokenwireError && !(exc instanceof ProtocolError)) throw exc;
-          drop = `${(exc as Error)?.name ?? "Error"}: ${(exc as Error)?.message ?? exc}`;
-        }
+        drop = yield* this.read(response);
+        if (this.done) return;
       }
       // The connection dropped before stream.end: resume (DESIGN.md) or give up.
       if (!this.client.resume || !this.resumable) {
-        throw new StreamTruncatedError(`${drop} (resume is off)`, this.lastSeq);
+        const why = this.client.resume ? "the stream is not resumable" : "resume is off";
+        throw new StreamTruncatedError(`${drop} (${why})`, this.lastSeq);
       }
       fruitless = this.lastSeq === before ? fruitless + 1 : 0;
       if (fruitless >= MAX_RESUME_ATTEMPTS) {
@@ -380,39 +374,54 @@ export class EventStream implements AsyncIterable<Event> {
     return response;
   }
 
-  private async *read(response: Response): AsyncGenerator<Event, void, undefined> {
+  /**
+   * Deliver one response body's events. Returns why the body ended early (a
+   * drop: the caller may resume); anything else (an abort, a framing error,
+   * the confirm hook's own error) is thrown.
+   */
+  private async *read(response: Response): AsyncGenerator<Event, string, undefined> {
     const decoder = new SSEDecoder({ maxEventBytes: this.client.maxEventBytes });
     const reader = response.body!.getReader();
     try {
       for (;;) {
-        const result = await reader.read();
+        let result: ReadableStreamReadResult<Uint8Array>;
+        try {
+          result = await reader.read();
+        } catch (exc) {
+          if (this.controller.signal.aborted) throw exc;
+          const error = exc as Error | null;
+          return `${error?.name ?? "Error"}: ${error?.message ?? String(exc)}`;
+        }
         const messages = result.done ? decoder.close() : decoder.feed(result.value);
         for (const message of messages) {
           let event: Event;
           try {
             event = parseEvent(message.event, message.data);
           } catch (exc) {
-            if (!(exc instanceof TokenwireError) || !("rule" in exc)) throw exc;
-            const error = exc as import("./errors.js").EventDecodeError;
-            if (error.seq !== null && (this.lastSeq === null || error.seq > this.lastSeq)) {
-              this.violations.push(...this.validator.feedInvalid(error));
-              this.lastSeq = error.seq;
+            if (!(exc instanceof EventDecodeError)) throw exc;
+            if (exc.seq !== null && (this.lastSeq === null || exc.seq > this.lastSeq)) {
+              this.violations.push(...this.validator.feedInvalid(exc));
+              this.lastSeq = exc.seq;
             }
+            continue;
+          }
+          if (!Number.isInteger(event.seq)) {
+            // An unregistered type without a usable seq: recorded, not delivered.
+            this.violations.push(...this.validator.feed(event));
             continue;
           }
           // A resume replays from Last-Event-ID; anything at or before it is a duplicate.
           if (this.lastSeq !== null && event.seq <= this.lastSeq) continue;
           this.lastSeq = event.seq;
           this.violations.push(...this.validator.feed(event));
-          if (event.type === "tool.call") {
-            const ok = await this.checkToolCall(event as ToolCall);
-            if (!ok) continue;
+          if (event.type === "tool.call" && !(await this.checkToolCall(event as ToolCall))) {
+            continue;
           }
           if (event.type === "stream.end") this.done = true;
           yield event;
-          if (this.done) return;
+          if (this.done) return "";
         }
-        if (result.done) return;
+        if (result.done) return "the connection closed before stream.end";
       }
     } finally {
       if (!this.done) await reader.cancel().catch(() => undefined);

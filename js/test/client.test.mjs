@@ -335,6 +335,14 @@ describe("§8.2 tool-call checks", () => {
     }, side);
     assert.deepEqual(quiet.delivered, ["w"]);
   });
+
+  test("an error thrown by the confirm hook reaches the caller (it is not a drop)", async () => {
+    const side = { "tokenwire:side_effects": ["delete_file"] };
+    const hook = () => {
+      throw new RangeError("hook failed");
+    };
+    await assert.rejects(run([["d1", "delete_file", "{}"]], { confirm: hook }, side), RangeError);
+  });
 });
 
 const GATEWAY = process.env.TOKENWIRE_GATEWAY;

@@ -42,6 +42,7 @@ def test_node_tests_on_the_built_package(js_package: JSPackage, gateway: ServerP
     assert counts.get("fail") == 0, out[-6000:]
     # Every test really ran: the gateway was given, so nothing may skip.
     assert counts.get("skipped", 0) == 0 and counts.get("cancelled", 0) == 0, out[-6000:]
+    assert "# SKIP" not in out, [line for line in out.splitlines() if "# SKIP" in line]
     assert counts.get("pass", 0) > 600, counts
 
 

@@ -1343,27 +1343,20 @@ var EventStream = class {
     let drop = "";
     for (; ; ) {
       const before = this.lastSeq;
-      let response;
+      let response = null;
       try {
         response = await this.connect();
       } catch (exc) {
         if (this.connections <= 1 || this.controller.signal.aborted) throw exc;
         drop = `resume failed: ${exc.message}`;
-        response = null;
       }
       if (response !== null) {
-        try {
-          yield* this.read(response);
-          if (this.done) return;
-          drop = "the connection closed before stream.end";
-        } catch (exc) {
-          if (this.controller.signal.aborted || exc instanceof FramingError) throw exc;
-          if (exc instanceof TokenwireError && !(exc instanceof ProtocolError)) throw exc;
-          drop = `${exc?.name ?? "Error"}: ${exc?.message ?? exc}`;
-        }
+        drop = yield* this.read(response);
+        if (this.done) return;
       }
       if (!this.client.resume || !this.resumable) {
-        throw new StreamTruncatedError(`${drop} (resume is off)`, this.lastSeq);
+        const why = this.client.resume ? "the stream is not resumable" : "resume is off";
+        throw new StreamTruncatedError(`${drop} (${why})`, this.lastSeq);
       }
       fruitless = this.lastSeq === before ? fruitless + 1 : 0;
       if (fruitless >= MAX_RESUME_ATTEMPTS) {
@@ -1420,38 +1413,52 @@ var EventStream = class {
     }
     return response;
   }
+  /**
+   * Deliver one response body's events. Returns why the body ended early (a
+   * drop: the caller may resume); anything else (an abort, a framing error,
+   * the confirm hook's own error) is thrown.
+   */
   async *read(response) {
     const decoder = new SSEDecoder({ maxEventBytes: this.client.maxEventBytes });
     const reader = response.body.getReader();
     try {
       for (; ; ) {
-        const result = await reader.read();
+        let result;
+        try {
+          result = await reader.read();
+        } catch (exc) {
+          if (this.controller.signal.aborted) throw exc;
+          const error = exc;
+          return `${error?.name ?? "Error"}: ${error?.message ?? String(exc)}`;
+        }
         const messages = result.done ? decoder.close() : decoder.feed(result.value);
         for (const message of messages) {
           let event;
           try {
             event = parseEvent(message.event, message.data);
           } catch (exc) {
-            if (!(exc instanceof TokenwireError) || !("rule" in exc)) throw exc;
-            const error = exc;
-            if (error.seq !== null && (this.lastSeq === null || error.seq > this.lastSeq)) {
-              this.violations.push(...this.validator.feedInvalid(error));
-              this.lastSeq = error.seq;
+            if (!(exc instanceof EventDecodeError)) throw exc;
+            if (exc.seq !== null && (this.lastSeq === null || exc.seq > this.lastSeq)) {
+              this.violations.push(...this.validator.feedInvalid(exc));
+              this.lastSeq = exc.seq;
             }
+            continue;
+          }
+          if (!Number.isInteger(event.seq)) {
+            this.violations.push(...this.validator.feed(event));
             continue;
           }
           if (this.lastSeq !== null && event.seq <= this.lastSeq) continue;
           this.lastSeq = event.seq;
           this.violations.push(...this.validator.feed(event));
-          if (event.type === "tool.call") {
-            const ok = await this.checkToolCall(event);
-            if (!ok) continue;
+          if (event.type === "tool.call" && !await this.checkToolCall(event)) {
+            continue;
           }
           if (event.type === "stream.end") this.done = true;
           yield event;
-          if (this.done) return;
+          if (this.done) return "";
         }
-        if (result.done) return;
+        if (result.done) return "the connection closed before stream.end";
       }
     } finally {
       if (!this.done) await reader.cancel().catch(() => void 0);
