@@ -126,6 +126,43 @@ describe("the AI SDK against tokenwire serve (demo)", needsGateway, () => {
     assert.deepEqual((await result.request).body.parameters, { max_tokens: 7, temperature: 0 });
   });
 
+  test("abortSignal cancels the generation on the server", async () => {
+    const rid = `ai-abort-${Date.now()}`;
+    // The resume token (when the gateway gives one) is needed to read the stored stream.
+    let token = null;
+    const capture = async (url, init) => {
+      const response = await fetch(url, init);
+      token ??= response.headers.get("tokenwire-resume-token");
+      return response;
+    };
+    const tokenwire = createTokenwire({ baseURL: GATEWAY, fetch: capture });
+    const controller = new AbortController();
+    const result = streamText({
+      model: tokenwire("demo"),
+      prompt: "Tell me a long story about streams.",
+      maxOutputTokens: 200,
+      abortSignal: controller.signal,
+      providerOptions: {
+        tokenwire: { metadata: { request_id: rid }, extensions: { "tokenwire:demo": { delay_ms: 20 } } },
+      },
+    });
+    let pieces = 0;
+    try {
+      for await (const _ of result.textStream) if (++pieces === 2) controller.abort();
+    } catch (exc) {
+      if (exc?.name !== "AbortError") throw exc;
+    }
+    // The stored stream (GET /v1/streams/{id}) ends as cancelled, well before 200 tokens.
+    const headers = { "Last-Event-ID": "0" };
+    if (token) headers["Tokenwire-Resume-Token"] = token;
+    const response = await fetch(`${GATEWAY}/v1/streams/${rid}`, { headers });
+    assert.equal(response.status, 200);
+    const text = await response.text();
+    assert.match(text, /"code":"cancelled"/);
+    assert.ok(text.trimEnd().endsWith('"type":"stream.end"}') || /event: stream\.end/.test(text));
+    assert.ok((text.match(/event: content\.delta/g) ?? []).length < 200);
+  });
+
   test("a refused request rejects with the package's RequestError (4xx)", async () => {
     const tokenwire = createTokenwire({ baseURL: GATEWAY });
     await assert.rejects(
