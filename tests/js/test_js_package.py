@@ -80,6 +80,24 @@ def test_npm_pack_installs_offline_and_works(js_package: JSPackage, tmp_path: Pa
     assert installed["name"] == "tokenwire"
     assert not installed.get("dependencies"), "the package has no runtime dependencies"
     shutil.copy(JS / "test" / "pack-smoke.mjs", app / "smoke.mjs")
+    # The declarations work for a TypeScript user (strict, Node ESM resolution).
+    shutil.copy(JS / "test" / "pack-consumer.ts", app / "consumer.ts")
+    tsconfig = {
+        "compilerOptions": {
+            "strict": True,
+            "noEmit": True,
+            "module": "NodeNext",
+            "moduleResolution": "NodeNext",
+            "target": "ES2022",
+            "lib": ["ES2022", "DOM", "DOM.Iterable"],
+            "types": [],
+        },
+        "files": ["consumer.ts"],
+    }
+    (app / "tsconfig.json").write_text(json.dumps(tsconfig))
+    tsc = JS / "node_modules" / "typescript" / "bin" / "tsc"
+    js_package.run(js_package.node, str(tsc), "-p", "tsconfig.json", cwd=app)
+
     result = json.loads(js_package.run(js_package.node, "smoke.mjs", cwd=app))
     assert result == {
         "types": ["stream.start", "content.delta", "content.stop", "usage", "stream.end"],
