@@ -80,9 +80,13 @@ export function createTokenwire(settings: TokenwireProviderSettings): TokenwireP
   const reasoning = settings.reasoning ?? true;
   const languageModel = (modelId: string): LanguageModelV3 =>
     new TokenwireLanguageModel(modelId, client, { provider: name, reasoning });
-  const unsupported = (kind: string) => (modelId: string): never => {
-    throw new TokenwireError(`${name}: no ${kind} model ${JSON.stringify(modelId)}: the standard streams text`);
-  };
+  const unsupported =
+    (kind: string) =>
+    (modelId: string): never => {
+      throw new TokenwireError(
+        `${name}: no ${kind} model ${JSON.stringify(modelId)}: the standard streams text`,
+      );
+    };
   const provider = (modelId: string): LanguageModelV3 => languageModel(modelId);
   return Object.assign(provider, {
     specificationVersion: "v3" as const,
@@ -139,7 +143,9 @@ export function toMessages(prompt: LanguageModelV3Prompt): Message[] {
         break;
       case "user": {
         const parts: Part[] = message.content.map((part) =>
-          part.type === "text" ? { type: "text", text: part.text } : filePart(part.data, part.mediaType),
+          part.type === "text"
+            ? { type: "text", text: part.text }
+            : filePart(part.data, part.mediaType),
         );
         const textOnly = parts.every((p) => p.type === "text");
         out.push({
@@ -158,14 +164,22 @@ export function toMessages(prompt: LanguageModelV3Prompt): Message[] {
             calls.push({
               id: part.toolCallId,
               name: part.toolName,
-              arguments: typeof part.input === "string" ? part.input : JSON.stringify(part.input ?? {}),
+              arguments:
+                typeof part.input === "string" ? part.input : JSON.stringify(part.input ?? {}),
             });
           } else if (part.type === "tool-result") {
-            results.push({ role: "tool", tool_call_id: part.toolCallId, content: toolResultText(part.output) });
+            results.push({
+              role: "tool",
+              tool_call_id: part.toolCallId,
+              content: toolResultText(part.output),
+            });
           }
           // Reasoning parts are not sent back: the standard has no request-side reasoning.
         }
-        const msg: Message = { role: "assistant", content: text === "" && calls.length ? null : text };
+        const msg: Message = {
+          role: "assistant",
+          content: text === "" && calls.length ? null : text,
+        };
         if (calls.length) msg.tool_calls = calls;
         out.push(msg, ...results);
         break;
@@ -173,7 +187,11 @@ export function toMessages(prompt: LanguageModelV3Prompt): Message[] {
       case "tool":
         for (const part of message.content) {
           if (part.type !== "tool-result") continue;
-          out.push({ role: "tool", tool_call_id: part.toolCallId, content: toolResultText(part.output) });
+          out.push({
+            role: "tool",
+            tool_call_id: part.toolCallId,
+            content: toolResultText(part.output),
+          });
         }
         break;
     }
@@ -202,7 +220,11 @@ export function toRequest(
     });
   }
   if (options.toolChoice && options.toolChoice.type !== "auto") {
-    warnings.push({ type: "unsupported", feature: "toolChoice", details: "the standard has no tool choice" });
+    warnings.push({
+      type: "unsupported",
+      feature: "toolChoice",
+      details: "the standard has no tool choice",
+    });
   }
   for (const [key, feature] of [
     ["topK", "topK"],
@@ -235,7 +257,10 @@ export function toRequest(
 // --- standard events -> AI SDK stream parts -------------------------------------------
 
 /** §5.3.3 stop reasons as AI SDK finish reasons. */
-export function finishReason(stopReason: string | null, errored = false): LanguageModelV3FinishReason {
+export function finishReason(
+  stopReason: string | null,
+  errored = false,
+): LanguageModelV3FinishReason {
   if (errored) return { unified: "error", raw: stopReason ?? "error" };
   switch (stopReason) {
     case "end_turn":
@@ -260,7 +285,9 @@ function usageOf(usage: Usage | null): LanguageModelV3Usage {
       cacheWrite: undefined,
     },
     outputTokens: { total: usage?.output_tokens, text: undefined, reasoning: undefined },
-    raw: usage ? { input_tokens: usage.input_tokens, output_tokens: usage.output_tokens } : undefined,
+    raw: usage
+      ? { input_tokens: usage.input_tokens, output_tokens: usage.output_tokens }
+      : undefined,
   };
 }
 
@@ -347,7 +374,11 @@ export class PartMapper {
     this.finished = true;
     const parts = [...this.open.keys()].flatMap((i) => this.end(i));
     const reason = this.toolCalls && this.stopReason === null ? "tool_use" : this.stopReason;
-    parts.push({ type: "finish", usage: usageOf(this.usage), finishReason: finishReason(reason, this.errored) });
+    parts.push({
+      type: "finish",
+      usage: usageOf(this.usage),
+      finishReason: finishReason(reason, this.errored),
+    });
     return parts;
   }
 }
@@ -360,17 +391,26 @@ class TokenwireLanguageModel implements LanguageModelV3 {
   private readonly client: Client;
   private readonly reasoning: boolean;
 
-  constructor(modelId: string, client: Client, { provider, reasoning }: { provider: string; reasoning: boolean }) {
+  constructor(
+    modelId: string,
+    client: Client,
+    { provider, reasoning }: { provider: string; reasoning: boolean },
+  ) {
     this.modelId = modelId;
     this.client = client;
     this.provider = provider;
     this.reasoning = reasoning;
   }
 
-  private open(options: LanguageModelV3CallOptions): { stream: EventStream; warnings: SharedV3Warning[] } {
+  private open(options: LanguageModelV3CallOptions): {
+    stream: EventStream;
+    warnings: SharedV3Warning[];
+  } {
     const { request, warnings } = toRequest(this.modelId, options, { reasoning: this.reasoning });
     const headers = Object.fromEntries(
-      Object.entries(options.headers ?? {}).filter((e): e is [string, string] => e[1] !== undefined),
+      Object.entries(options.headers ?? {}).filter(
+        (e): e is [string, string] => e[1] !== undefined,
+      ),
     );
     const stream = this.client.stream(request, { signal: options.abortSignal, headers });
     return { stream, warnings };
@@ -417,7 +457,9 @@ class TokenwireLanguageModel implements LanguageModelV3 {
     return {
       stream: body,
       request: { body: stream.request },
-      response: { headers: stream.headers ? Object.fromEntries(stream.headers.entries()) : undefined },
+      response: {
+        headers: stream.headers ? Object.fromEntries(stream.headers.entries()) : undefined,
+      },
     };
   }
 
@@ -429,7 +471,10 @@ class TokenwireLanguageModel implements LanguageModelV3 {
     let finish: Extract<LanguageModelV3StreamPart, { type: "finish" }> | null = null;
     const take = (part: LanguageModelV3StreamPart): void => {
       if (part.type === "text-start" || part.type === "reasoning-start") {
-        const item = { type: part.type === "text-start" ? ("text" as const) : ("reasoning" as const), text: "" };
+        const item = {
+          type: part.type === "text-start" ? ("text" as const) : ("reasoning" as const),
+          text: "",
+        };
         texts.set(part.id, item);
         content.push(item);
       } else if (part.type === "text-delta" || part.type === "reasoning-delta") {

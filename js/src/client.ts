@@ -264,7 +264,11 @@ export class EventStream implements AsyncIterable<Event> {
       try {
         const response = await this.client.fetch(this.resumeURL(), {
           method: "DELETE",
-          headers: { ...this.client.headers, ...(this.options.headers ?? {}), ...this.tokenHeaders() },
+          headers: {
+            ...this.client.headers,
+            ...(this.options.headers ?? {}),
+            ...this.tokenHeaders(),
+          },
         });
         await response.body?.cancel().catch(() => undefined);
       } catch {
@@ -432,7 +436,12 @@ export class EventStream implements AsyncIterable<Event> {
   private reject(event: ToolCall, reason: ToolCallError["reason"], message: string): false {
     this.rejectedToolCalls.push({
       event,
-      error: new ToolCallError(`§8.2: tool call ${JSON.stringify(event.name)} (${event.id}) refused: ${message}`, reason, event.name, event.id),
+      error: new ToolCallError(
+        `§8.2: tool call ${JSON.stringify(event.name)} (${event.id}) refused: ${message}`,
+        reason,
+        event.name,
+        event.id,
+      ),
     });
     return false;
   }
@@ -440,12 +449,20 @@ export class EventStream implements AsyncIterable<Event> {
   /** §8.2: declared, arguments a JSON object valid against the tool's schema, confirmed. */
   private async checkToolCall(event: ToolCall): Promise<boolean> {
     if (this.toolIds.has(event.id)) {
-      return this.reject(event, "duplicate-tool-id", `the id ${JSON.stringify(event.id)} was used twice`);
+      return this.reject(
+        event,
+        "duplicate-tool-id",
+        `the id ${JSON.stringify(event.id)} was used twice`,
+      );
     }
     this.toolIds.add(event.id);
     const tool = (this.request.tools ?? []).find((t) => t.name === event.name);
     if (tool === undefined) {
-      const declared = (this.request.tools ?? []).map((t) => t.name).sort().join(", ") || "none";
+      const declared =
+        (this.request.tools ?? [])
+          .map((t) => t.name)
+          .sort()
+          .join(", ") || "none";
       return this.reject(event, "undeclared-tool", `not a declared tool (declared: ${declared})`);
     }
     let args: unknown;
@@ -478,7 +495,11 @@ export class EventStream implements AsyncIterable<Event> {
       };
       const confirm = this.client.confirm;
       if (confirm === null) {
-        return this.reject(event, "not-confirmed", "the tool has side effects and no confirm hook was given");
+        return this.reject(
+          event,
+          "not-confirmed",
+          "the tool has side effects and no confirm hook was given",
+        );
       }
       if (!(await confirm(call))) {
         return this.reject(event, "not-confirmed", "the confirm hook refused it");

@@ -100,12 +100,7 @@ export class ToolCallError extends TokenwireError {
     | "not-confirmed";
   readonly toolName: string;
   readonly callId: string;
-  constructor(
-    message: string,
-    reason: ToolCallError["reason"],
-    toolName: string,
-    callId: string,
-  ) {
+  constructor(message: string, reason: ToolCallError["reason"], toolName: string, callId: string) {
     super(message);
     this.reason = reason;
     this.toolName = toolName;

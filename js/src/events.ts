@@ -125,13 +125,7 @@ export interface StreamEnd extends Envelope {
 
 /** A registered event (§9.2). */
 export type KnownEvent =
-  | StreamStart
-  | ContentDelta
-  | ContentStop
-  | ToolCall
-  | Usage
-  | ErrorEvent
-  | StreamEnd;
+  StreamStart | ContentDelta | ContentStop | ToolCall | Usage | ErrorEvent | StreamEnd;
 
 /** Any decoded event: a registered one, or an unknown type passed through (§5.2). */
 export type Event = KnownEvent | Envelope;

@@ -67,8 +67,13 @@ export class StreamResponse {
 
   constructor(
     body: ReadableStream<Uint8Array>,
-    { request = null, started = now(), status = 200, headers = null, maxEventBytes }:
-      StreamResponseOptions = {},
+    {
+      request = null,
+      started = now(),
+      status = 200,
+      headers = null,
+      maxEventBytes,
+    }: StreamResponseOptions = {},
   ) {
     this.body = body;
     this.status = status;

@@ -42,8 +42,7 @@ export interface SchemaViolation {
 
 type Obj = { [key: string]: unknown };
 
-const isObject = (v: unknown): v is Obj =>
-  v !== null && typeof v === "object" && !Array.isArray(v);
+const isObject = (v: unknown): v is Obj => v !== null && typeof v === "object" && !Array.isArray(v);
 
 function jsonType(v: unknown): string {
   if (v === null) return "null";
@@ -73,7 +72,9 @@ function equal(a: unknown, b: unknown): boolean {
 
 function child(path: string, key: string | number): string {
   if (typeof key === "number") return `${path}[${key}]`;
-  return /^[A-Za-z_][A-Za-z0-9_]*$/.test(key) ? `${path}.${key}` : `${path}[${JSON.stringify(key)}]`;
+  return /^[A-Za-z_][A-Za-z0-9_]*$/.test(key)
+    ? `${path}.${key}`
+    : `${path}[${JSON.stringify(key)}]`;
 }
 
 class Checker {
@@ -127,7 +128,10 @@ class Checker {
       throw new SchemaError(`$ref ${JSON.stringify(ref)}: only local refs (#/...) are supported`);
     }
     let node: unknown = this.root;
-    for (const raw of ref.slice(2).split("/").filter((p, i) => p !== "" || i > 0)) {
+    for (const raw of ref
+      .slice(2)
+      .split("/")
+      .filter((p, i) => p !== "" || i > 0)) {
       const key = decodeURIComponent(raw).replace(/~1/g, "/").replace(/~0/g, "~");
       if (Array.isArray(node) && /^[0-9]+$/.test(key)) node = node[Number(key)];
       else if (isObject(node) && Object.hasOwn(node, key)) node = node[key];
@@ -198,7 +202,12 @@ class Checker {
     return null;
   }
 
-  private array(schema: Obj, value: unknown[], path: string, depth: number): SchemaViolation | null {
+  private array(
+    schema: Obj,
+    value: unknown[],
+    path: string,
+    depth: number,
+  ): SchemaViolation | null {
     const fail = (message: string): SchemaViolation => ({ path, message });
     if (typeof schema.minItems === "number" && value.length < schema.minItems) {
       return fail(`fewer than ${schema.minItems} items`);

@@ -256,4 +256,3 @@ function toBytes(chunk: Chunk | null | undefined): Uint8Array {
   if (chunk == null) return EMPTY;
   throw new TypeError("expected bytes (Uint8Array, ArrayBuffer) or a string");
 }
-

@@ -16,7 +16,8 @@ const { Client, RequestError } = await import(MODULE);
 
 const GATEWAY = process.env.TOKENWIRE_GATEWAY;
 const needsGateway = { skip: GATEWAY ? false : "TOKENWIRE_GATEWAY is not set" };
-const demoVector = (name) => JSON.parse(readFileSync(join(VECTORS, "demo", `${name}.json`), "utf8"));
+const demoVector = (name) =>
+  JSON.parse(readFileSync(join(VECTORS, "demo", `${name}.json`), "utf8"));
 
 const weather = () =>
   tool({
@@ -51,7 +52,8 @@ describe("the AI SDK against tokenwire serve (demo)", needsGateway, () => {
       messages: [{ role: "user", content: "Tell me about streams." }],
       extensions: { "tokenwire:reasoning": true },
     });
-    for await (const event of events) if (event.type === "content.delta") direct += event.delta.text;
+    for await (const event of events)
+      if (event.type === "content.delta") direct += event.delta.text;
     assert.equal(streamed, direct);
     assert.deepEqual(events.violations, []);
   });
@@ -143,7 +145,10 @@ describe("the AI SDK against tokenwire serve (demo)", needsGateway, () => {
       maxOutputTokens: 200,
       abortSignal: controller.signal,
       providerOptions: {
-        tokenwire: { metadata: { request_id: rid }, extensions: { "tokenwire:demo": { delay_ms: 20 } } },
+        tokenwire: {
+          metadata: { request_id: rid },
+          extensions: { "tokenwire:demo": { delay_ms: 20 } },
+        },
       },
     });
     let pieces = 0;

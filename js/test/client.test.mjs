@@ -82,7 +82,9 @@ describe("prepareRequest", () => {
   });
 
   test("a malformed tokenwire:side_effects is refused before sending", () => {
-    assert.throws(() => prepareRequest({ ...REQUEST, extensions: { "tokenwire:side_effects": "x" } }));
+    assert.throws(() =>
+      prepareRequest({ ...REQUEST, extensions: { "tokenwire:side_effects": "x" } }),
+    );
   });
 });
 
@@ -97,7 +99,11 @@ describe("errors by status", () => {
   };
 
   for (const [status, cls, error] of [
-    [415, UnsupportedMediaTypeError, { code: "unsupported_media_type", message: "not llm-request" }],
+    [
+      415,
+      UnsupportedMediaTypeError,
+      { code: "unsupported_media_type", message: "not llm-request" },
+    ],
     [400, RequestError, { code: "invalid_request", message: "required", path: "messages" }],
     [404, RequestError, { code: "model_not_found", message: "unknown model", path: "model" }],
     [429, RequestError, { code: "rate_limited", message: "slow down" }],
@@ -119,8 +125,12 @@ describe("errors by status", () => {
   }
 
   test("a 200 that is not text/event-stream is a ProtocolError", async () => {
-    const fetch = async () => new Response("{}", { headers: { "content-type": "application/json" } });
-    await assert.rejects(drain(new Client({ baseURL: BASE, fetch }).stream(REQUEST)), ProtocolError);
+    const fetch = async () =>
+      new Response("{}", { headers: { "content-type": "application/json" } });
+    await assert.rejects(
+      drain(new Client({ baseURL: BASE, fetch }).stream(REQUEST)),
+      ProtocolError,
+    );
   });
 });
 
@@ -131,7 +141,11 @@ describe("delivery, resume and cancel (fetch stand-in)", () => {
       calls.push({ url, init });
       return sse(body(story(JSON.parse(init.body).metadata.request_id)));
     };
-    const client = new Client({ baseURL: `${BASE}/`, headers: { Authorization: "Bearer k" }, fetch });
+    const client = new Client({
+      baseURL: `${BASE}/`,
+      headers: { Authorization: "Bearer k" },
+      fetch,
+    });
     const stream = client.stream(REQUEST);
     const types = [];
     let text = "";
@@ -281,14 +295,19 @@ describe("§8.2 tool-call checks", () => {
     const frames = [
       frame("stream.start", { seq: 0, model: "demo", created: 1 }),
       ...calls.map((c, i) => call(i + 1, c[0], c[1], c[2], i)),
-      ...calls.map((_c, i) => frame("content.stop", { seq: calls.length + 1 + i, index: i, stop_reason: "tool_use" })),
+      ...calls.map((_c, i) =>
+        frame("content.stop", { seq: calls.length + 1 + i, index: i, stop_reason: "tool_use" }),
+      ),
       frame("stream.end", { seq: 2 * calls.length + 1 }),
     ];
     const client = new Client({ baseURL: BASE, fetch: async () => sse(body(frames)), ...options });
     const stream = client.stream({ ...REQUEST, tools: TOOLS, extensions });
     const delivered = [];
     for await (const event of stream) if (event.type === "tool.call") delivered.push(event.id);
-    return { delivered, rejected: stream.rejectedToolCalls.map((r) => [r.event.id, r.error.reason]) };
+    return {
+      delivered,
+      rejected: stream.rejectedToolCalls.map((r) => [r.event.id, r.error.reason]),
+    };
   }
 
   test("declared, valid calls pass; undeclared, bad JSON, schema-invalid and duplicates do not", async () => {
@@ -324,15 +343,20 @@ describe("§8.2 tool-call checks", () => {
     const asked = [];
     const yes = await run(calls, { confirm: async (c) => (asked.push(c), true) }, side);
     assert.deepEqual(yes.delivered, ["d1"]);
-    assert.deepEqual(asked.map((c) => [c.name, c.arguments, c.tool.name]), [
-      ["delete_file", { path: "/tmp/x" }, "delete_file"],
-    ]);
+    assert.deepEqual(
+      asked.map((c) => [c.name, c.arguments, c.tool.name]),
+      [["delete_file", { path: "/tmp/x" }, "delete_file"]],
+    );
     const no = await run(calls, { confirm: () => false }, side);
     assert.deepEqual(no, { delivered: [], rejected: [["d1", "not-confirmed"]] });
     // Tools without side effects never ask.
-    const quiet = await run([["w", "get_weather", '{"city":"Wels"}']], {
-      confirm: () => assert.fail("asked"),
-    }, side);
+    const quiet = await run(
+      [["w", "get_weather", '{"city":"Wels"}']],
+      {
+        confirm: () => assert.fail("asked"),
+      },
+      side,
+    );
     assert.deepEqual(quiet.delivered, ["w"]);
   });
 
@@ -347,88 +371,107 @@ describe("§8.2 tool-call checks", () => {
 
 const GATEWAY = process.env.TOKENWIRE_GATEWAY;
 
-describe("against tokenwire serve", { skip: GATEWAY ? false : "TOKENWIRE_GATEWAY is not set" }, () => {
-  const slow = (rid) => ({
-    model: "demo",
-    messages: [{ role: "user", content: "Tell me a long story about streams." }],
-    parameters: { max_tokens: 200 },
-    metadata: { request_id: rid },
-    extensions: { "tokenwire:demo": { delay_ms: 20 } },
-  });
+describe(
+  "against tokenwire serve",
+  { skip: GATEWAY ? false : "TOKENWIRE_GATEWAY is not set" },
+  () => {
+    const slow = (rid) => ({
+      model: "demo",
+      messages: [{ role: "user", content: "Tell me a long story about streams." }],
+      parameters: { max_tokens: 200 },
+      metadata: { request_id: rid },
+      extensions: { "tokenwire:demo": { delay_ms: 20 } },
+    });
 
-  async function replay(rid, token) {
-    // GET /v1/streams/{id} from the start: the stored stream, to its stream.end.
-    const headers = { "Last-Event-ID": "0" };
-    if (token) headers["Tokenwire-Resume-Token"] = token;
-    const response = await fetch(`${GATEWAY}/v1/streams/${rid}`, { headers });
-    assert.equal(response.status, 200);
-    const decoder = new SSEDecoder();
-    const events = [];
-    for await (const chunk of response.body) {
-      for (const m of decoder.feed(chunk)) events.push(parseEvent(m.event, m.data));
-    }
-    return events;
-  }
-
-  test("abort cancels the generation on the server (error cancelled, stream.end)", async () => {
-    const rid = `js-abort-${Date.now()}`;
-    const controller = new AbortController();
-    const stream = new Client({ baseURL: GATEWAY }).stream(slow(rid), { signal: controller.signal });
-    let deltas = 0;
-    await assert.rejects(async () => {
-      for await (const event of stream) {
-        if (event.type === "content.delta" && ++deltas === 3) controller.abort();
+    async function replay(rid, token) {
+      // GET /v1/streams/{id} from the start: the stored stream, to its stream.end.
+      const headers = { "Last-Event-ID": "0" };
+      if (token) headers["Tokenwire-Resume-Token"] = token;
+      const response = await fetch(`${GATEWAY}/v1/streams/${rid}`, { headers });
+      assert.equal(response.status, 200);
+      const decoder = new SSEDecoder();
+      const events = [];
+      for await (const chunk of response.body) {
+        for (const m of decoder.feed(chunk)) events.push(parseEvent(m.event, m.data));
       }
-    }, (exc) => exc.name === "AbortError");
-    const stored = await replay(rid, stream.resumeToken);
-    const tail = stored.slice(-2).map((e) => [e.type, e.code ?? null]);
-    assert.deepEqual(tail, [["error", "cancelled"], ["stream.end", null]]);
-    const generated = stored.filter((e) => e.type === "content.delta").length;
-    assert.ok(generated < 200, `the generation went on: ${generated} deltas`);
-  });
+      return events;
+    }
 
-  test("a dropped connection is resumed from the gateway: no gap, no duplicate", async () => {
-    const rid = `js-resume-${Date.now()}`;
-    let cut = false;
-    // Cut the POST's body after its first 600 bytes, as a network drop would.
-    const dropping = async (url, init) => {
-      const response = await fetch(url, init);
-      if (init.method !== "POST" || cut) return response;
-      cut = true;
-      const reader = response.body.getReader();
-      let sent = 0;
-      const body = new ReadableStream({
-        async pull(c) {
-          const { done, value } = await reader.read();
-          if (done) return c.close();
-          if (sent + value.length >= 600) {
-            c.enqueue(value.slice(0, 600 - sent));
-            await reader.cancel();
-            return c.error(new TypeError("terminated"));
-          }
-          sent += value.length;
-          c.enqueue(value);
-        },
+    test("abort cancels the generation on the server (error cancelled, stream.end)", async () => {
+      const rid = `js-abort-${Date.now()}`;
+      const controller = new AbortController();
+      const stream = new Client({ baseURL: GATEWAY }).stream(slow(rid), {
+        signal: controller.signal,
       });
-      return new Response(body, { status: response.status, headers: response.headers });
-    };
-    const request = { ...slow(rid), parameters: { max_tokens: 40 }, extensions: { "tokenwire:demo": { delay_ms: 5 } } };
-    const stream = new Client({ baseURL: GATEWAY, fetch: dropping }).stream(request);
-    const seqs = [];
-    let text = "";
-    for await (const event of stream) {
-      seqs.push(event.seq);
-      if (event.type === "content.delta") text += event.delta.text;
-    }
-    assert.equal(stream.connections, 2);
-    assert.deepEqual(seqs, seqs.map((_s, i) => i));
-    assert.deepEqual(stream.violations, []);
-    // The same words as an uninterrupted stream of the same request.
-    let clean = "";
-    const again = { ...request, metadata: { request_id: `${rid}-clean` } };
-    for await (const event of new Client({ baseURL: GATEWAY }).stream(again)) {
-      if (event.type === "content.delta") clean += event.delta.text;
-    }
-    assert.equal(text, clean);
-  });
-});
+      let deltas = 0;
+      await assert.rejects(
+        async () => {
+          for await (const event of stream) {
+            if (event.type === "content.delta" && ++deltas === 3) controller.abort();
+          }
+        },
+        (exc) => exc.name === "AbortError",
+      );
+      const stored = await replay(rid, stream.resumeToken);
+      const tail = stored.slice(-2).map((e) => [e.type, e.code ?? null]);
+      assert.deepEqual(tail, [
+        ["error", "cancelled"],
+        ["stream.end", null],
+      ]);
+      const generated = stored.filter((e) => e.type === "content.delta").length;
+      assert.ok(generated < 200, `the generation went on: ${generated} deltas`);
+    });
+
+    test("a dropped connection is resumed from the gateway: no gap, no duplicate", async () => {
+      const rid = `js-resume-${Date.now()}`;
+      let cut = false;
+      // Cut the POST's body after its first 600 bytes, as a network drop would.
+      const dropping = async (url, init) => {
+        const response = await fetch(url, init);
+        if (init.method !== "POST" || cut) return response;
+        cut = true;
+        const reader = response.body.getReader();
+        let sent = 0;
+        const body = new ReadableStream({
+          async pull(c) {
+            const { done, value } = await reader.read();
+            if (done) return c.close();
+            if (sent + value.length >= 600) {
+              c.enqueue(value.slice(0, 600 - sent));
+              await reader.cancel();
+              return c.error(new TypeError("terminated"));
+            }
+            sent += value.length;
+            c.enqueue(value);
+          },
+        });
+        return new Response(body, { status: response.status, headers: response.headers });
+      };
+      const request = {
+        ...slow(rid),
+        parameters: { max_tokens: 40 },
+        extensions: { "tokenwire:demo": { delay_ms: 5 } },
+      };
+      const stream = new Client({ baseURL: GATEWAY, fetch: dropping }).stream(request);
+      const seqs = [];
+      let text = "";
+      for await (const event of stream) {
+        seqs.push(event.seq);
+        if (event.type === "content.delta") text += event.delta.text;
+      }
+      assert.equal(stream.connections, 2);
+      assert.deepEqual(
+        seqs,
+        seqs.map((_s, i) => i),
+      );
+      assert.deepEqual(stream.violations, []);
+      // The same words as an uninterrupted stream of the same request.
+      let clean = "";
+      const again = { ...request, metadata: { request_id: `${rid}-clean` } };
+      for await (const event of new Client({ baseURL: GATEWAY }).stream(again)) {
+        if (event.type === "content.delta") clean += event.delta.text;
+      }
+      assert.equal(text, clean);
+    });
+  },
+);

@@ -1,6 +1,13 @@
 // Type-checked by tests/js/test_js_package.py in the folder where the packed
 // tarball was installed: the declarations describe the API a TypeScript user sees.
-import { Client, type Event, type KnownEvent, parseEvent, RequestError, SSEDecoder } from "tokenwire";
+import {
+  Client,
+  type Event,
+  type KnownEvent,
+  parseEvent,
+  RequestError,
+  SSEDecoder,
+} from "tokenwire";
 
 const client = new Client({ baseURL: "http://127.0.0.1:8080", headers: { "X-A": "b" } });
 const stream = client.stream({ model: "demo", messages: [{ role: "user", content: "hi" }] });

@@ -5,7 +5,8 @@ import { MODULE } from "./helpers.mjs";
 
 const { validateSchema, SchemaError, SCHEMA_LIMITS } = await import(MODULE);
 
-const ok = (schema, value) => assert.equal(validateSchema(schema, value), null, JSON.stringify(value));
+const ok = (schema, value) =>
+  assert.equal(validateSchema(schema, value), null, JSON.stringify(value));
 const bad = (schema, value, path, pattern) => {
   const problem = validateSchema(schema, value);
   assert.ok(problem, `${JSON.stringify(value)} should fail`);
@@ -73,7 +74,12 @@ describe("keywords", () => {
     bad(cond, { kind: "a" }, "$");
     ok(cond, { kind: "b" });
     const tree = {
-      $defs: { node: { type: "object", properties: { kids: { type: "array", items: { $ref: "#/$defs/node" } } } } },
+      $defs: {
+        node: {
+          type: "object",
+          properties: { kids: { type: "array", items: { $ref: "#/$defs/node" } } },
+        },
+      },
       $ref: "#/$defs/node",
     };
     ok(tree, { kids: [{ kids: [] }] });

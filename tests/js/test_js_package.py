@@ -46,6 +46,10 @@ def test_node_tests_on_the_built_package(js_package: JSPackage, gateway: ServerP
     assert counts.get("pass", 0) > 600, counts
 
 
+def test_the_sources_are_formatted(js_package: JSPackage) -> None:
+    js_package.run(js_package.npm, "run", "format:check")
+
+
 def test_the_served_tokenwire_js_is_the_build_of_js_src(js_package: JSPackage) -> None:
     # ensure_built() ran `npm run build`: dist/tokenwire.browser.js is fresh from js/src.
     built = BROWSER_BUILD.read_bytes()

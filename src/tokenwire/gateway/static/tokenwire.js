@@ -823,7 +823,13 @@ var StreamResponse = class {
   aborted = false;
   /** The verdict, once the iteration is over. */
   report = null;
-  constructor(body, { request = null, started = now(), status = 200, headers = null, maxEventBytes } = {}) {
+  constructor(body, {
+    request = null,
+    started = now(),
+    status = 200,
+    headers = null,
+    maxEventBytes
+  } = {}) {
     this.body = body;
     this.status = status;
     this.headers = headers;
@@ -1312,7 +1318,11 @@ var EventStream = class {
       try {
         const response = await this.client.fetch(this.resumeURL(), {
           method: "DELETE",
-          headers: { ...this.client.headers, ...this.options.headers ?? {}, ...this.tokenHeaders() }
+          headers: {
+            ...this.client.headers,
+            ...this.options.headers ?? {},
+            ...this.tokenHeaders()
+          }
         });
         await response.body?.cancel().catch(() => void 0);
       } catch {
@@ -1468,14 +1478,23 @@ var EventStream = class {
   reject(event, reason, message) {
     this.rejectedToolCalls.push({
       event,
-      error: new ToolCallError(`§8.2: tool call ${JSON.stringify(event.name)} (${event.id}) refused: ${message}`, reason, event.name, event.id)
+      error: new ToolCallError(
+        `§8.2: tool call ${JSON.stringify(event.name)} (${event.id}) refused: ${message}`,
+        reason,
+        event.name,
+        event.id
+      )
     });
     return false;
   }
   /** §8.2: declared, arguments a JSON object valid against the tool's schema, confirmed. */
   async checkToolCall(event) {
     if (this.toolIds.has(event.id)) {
-      return this.reject(event, "duplicate-tool-id", `the id ${JSON.stringify(event.id)} was used twice`);
+      return this.reject(
+        event,
+        "duplicate-tool-id",
+        `the id ${JSON.stringify(event.id)} was used twice`
+      );
     }
     this.toolIds.add(event.id);
     const tool = (this.request.tools ?? []).find((t) => t.name === event.name);
@@ -1512,7 +1531,11 @@ var EventStream = class {
       };
       const confirm = this.client.confirm;
       if (confirm === null) {
-        return this.reject(event, "not-confirmed", "the tool has side effects and no confirm hook was given");
+        return this.reject(
+          event,
+          "not-confirmed",
+          "the tool has side effects and no confirm hook was given"
+        );
       }
       if (!await confirm(call)) {
         return this.reject(event, "not-confirmed", "the confirm hook refused it");
