@@ -222,6 +222,7 @@ export class EventStream implements AsyncIterable<Event> {
   private readonly validator: Validator;
   private readonly toolIds = new Set<string>();
   private started = false;
+  private opened = false;
   private cancelled: Promise<void> | null = null;
 
   constructor(client: Client, request: Request, options: StreamCallOptions) {
@@ -260,7 +261,8 @@ export class EventStream implements AsyncIterable<Event> {
     if (this.cancelled) return this.cancelled;
     this.controller.abort(this.options.signal?.reason);
     this.cancelled = (async () => {
-      if (!this.resumable || !this.started || this.done) return;
+      // Only a stream the gateway accepted (a 2xx answer) has a generation to stop.
+      if (!this.resumable || !this.opened || this.done) return;
       try {
         const response = await this.client.fetch(this.resumeURL(), {
           method: "DELETE",
@@ -375,6 +377,7 @@ export class EventStream implements AsyncIterable<Event> {
         `§4.9: the endpoint answered ${type || "no content type"}, not text/event-stream`,
       );
     }
+    this.opened = true;
     return response;
   }
 

@@ -111,7 +111,9 @@ describe("errors by status", () => {
     [503, ServerError, { code: "overloaded", message: "busy" }],
   ]) {
     test(`${status} is ${cls.name}`, async () => {
-      const client = new Client({ baseURL: BASE, fetch: answer(status, error) });
+      const methods = [];
+      const fetch = async (url, init) => (methods.push(init.method), answer(status, error)());
+      const client = new Client({ baseURL: BASE, fetch });
       await assert.rejects(drain(client.stream(REQUEST)), (exc) => {
         assert.ok(exc instanceof cls, exc.name);
         assert.ok(exc instanceof HTTPStatusError);
@@ -121,6 +123,7 @@ describe("errors by status", () => {
         assert.match(exc.message, new RegExp(`HTTP ${status}: ${error.message}`));
         return true;
       });
+      assert.deepEqual(methods, ["POST"], "a refused request has nothing to cancel");
     });
   }
 

@@ -1282,6 +1282,7 @@ var EventStream = class {
   validator;
   toolIds = /* @__PURE__ */ new Set();
   started = false;
+  opened = false;
   cancelled = null;
   constructor(client, request, options) {
     this.client = client;
@@ -1314,7 +1315,7 @@ var EventStream = class {
     if (this.cancelled) return this.cancelled;
     this.controller.abort(this.options.signal?.reason);
     this.cancelled = (async () => {
-      if (!this.resumable || !this.started || this.done) return;
+      if (!this.resumable || !this.opened || this.done) return;
       try {
         const response = await this.client.fetch(this.resumeURL(), {
           method: "DELETE",
@@ -1421,6 +1422,7 @@ var EventStream = class {
         `§4.9: the endpoint answered ${type || "no content type"}, not text/event-stream`
       );
     }
+    this.opened = true;
     return response;
   }
   /**
