@@ -8,6 +8,7 @@ import {
   ERROR_CODES,
   type Event,
   type ErrorEvent,
+  type JSONSchema,
   type ContentStop,
   type ToolCall,
   isKnown,
@@ -17,6 +18,7 @@ import {
   STOP_REASONS,
   VERSION,
 } from "./events.js";
+import { SchemaError, type SchemaViolation, validateSchema } from "./schema.js";
 import { type Chunk, type SSEMessage, SSEDecoder } from "./sse.js";
 
 /** A rule of the validator. */
@@ -36,8 +38,8 @@ function rule(section: string, level: "must" | "should", summary: string): Rule 
 /**
  * Every rule the validator knows, by stable code: the same codes, sections
  * and levels as `tokenwire.lifecycle.RULES` in Python. `invalid-arguments`
- * (tool arguments against the tool's JSON Schema) is the one rule the
- * validator does not check; {@link Client} does (§8.2).
+ * uses this package's JSON Schema subset ({@link validateSchema}); a schema
+ * outside it is not checked, as the Python validator skips an unusable one.
  */
 export const RULES: Readonly<Record<string, Rule>> = Object.freeze({
   framing: rule("5.1", "must", "the SSE framing could not be read (size limit exceeded)"),
@@ -200,16 +202,23 @@ export class Validator {
   private _decoded = 0;
   private _framingFailed = false;
   private readonly _requestId: string | null;
-  private readonly _tools: Set<unknown> | null;
+  // §8.2: with the request at hand, only the tools it declared may be called (a
+  // request without tools declares none): name -> its parameters schema.
+  private readonly _tools: Map<unknown, unknown> | null;
 
   /** @param options.request  The request that was sent (a parsed object), or null. */
   constructor({ request = null }: { request?: Partial<Request> | null } = {}) {
     const rid = request?.metadata?.request_id;
     this._requestId = typeof rid === "string" ? rid : null;
-    const tools: unknown = request?.tools;
-    this._tools = Array.isArray(tools)
-      ? new Set(tools.map((t: { name?: unknown } | null) => t?.name))
-      : null;
+    if (request !== null && request !== undefined) {
+      const tools: unknown = request.tools;
+      const list = Array.isArray(tools)
+        ? (tools as ({ name?: unknown; parameters?: unknown } | null)[])
+        : [];
+      this._tools = new Map(list.map((t) => [t?.name, t?.parameters]));
+    } else {
+      this._tools = null;
+    }
   }
 
   /** True while no MUST has been broken. */
@@ -410,12 +419,28 @@ export class Validator {
       );
       return;
     }
-    if (this._tools !== null && !this._tools.has(call.name)) {
-      const declared = [...this._tools].sort().join(", ") || "none";
+    if (this._tools === null) return;
+    if (!this._tools.has(call.name)) {
+      const declared = [...this._tools.keys()].sort().join(", ") || "none";
       this._report(
         "undeclared-tool",
         seq,
         `tool ${JSON.stringify(call.name)} was not declared (declared: ${declared})`,
+      );
+      return;
+    }
+    let problem: SchemaViolation | null = null;
+    try {
+      problem = validateSchema(this._tools.get(call.name) as JSONSchema, args);
+    } catch (exc) {
+      // An unusable schema is the request's fault, not the stream's.
+      if (!(exc instanceof SchemaError)) throw exc;
+    }
+    if (problem !== null) {
+      this._report(
+        "invalid-arguments",
+        seq,
+        `arguments of ${JSON.stringify(call.name)}: ${problem.path}: ${problem.message}`,
       );
     }
   }
@@ -483,11 +508,10 @@ function makeReport(validator: Validator): Report {
 }
 
 /**
- * Decode a whole SSE body and check it against every rule (but
- * `invalid-arguments`). Never throws for bad input: framing errors,
+ * Decode a whole SSE body and check it against every rule. Never throws for bad input: framing errors,
  * undecodable events and lifecycle breaks all come back as violations.
  * @param body  The whole body, or its chunks in order.
- * @param options.request  The request that was sent, for the echo and declared-tool checks.
+ * @param options.request  The request that was sent, for the echo and tool-call checks.
  */
 export function validate(
   body: Chunk | Iterable<Chunk>,

@@ -415,528 +415,6 @@ function toBytes(chunk) {
   throw new TypeError("expected bytes (Uint8Array, ArrayBuffer) or a string");
 }
 
-// src/lifecycle.ts
-function rule(section, level, summary) {
-  return Object.freeze({ section, level, summary });
-}
-var RULES = Object.freeze({
-  framing: rule("5.1", "must", "the SSE framing could not be read (size limit exceeded)"),
-  "invalid-json": rule("5.1", "must", "data is not exactly one complete JSON object"),
-  "type-mismatch": rule("5.2", "must", "the JSON type differs from the SSE event: field"),
-  "invalid-field": rule("5.3", "must", "a required field is missing or has the wrong type"),
-  "bad-version": rule("5.2", "must", 'v is not "1.0"'),
-  "start-seq-not-zero": rule("5.2.1", "must", "stream.start does not have seq 0"),
-  "seq-gap": rule("5.2.1", "must", "seq skipped values: events were lost"),
-  "seq-regression": rule("5.2.1", "must", "seq did not increase (duplicate or reordered event)"),
-  "seq-exhausted": rule("8.4", "should", "seq passed 2^53; the stream should be terminated"),
-  "missing-start": rule("5.3.1", "must", "the stream has no events at all"),
-  "start-not-first": rule("5.3.1", "must", "the first event is not stream.start"),
-  "duplicate-start": rule("5.4", "must", "a second stream.start"),
-  "bad-role": rule("5.3.2", "must", 'content.delta role is not "assistant"'),
-  "block-already-stopped": rule("5.3.3", "must", "an event for a block after its content.stop"),
-  "unknown-stop-reason": rule("5.3.3", "must", "stop_reason is not a registered value"),
-  "block-not-stopped": rule("5.4", "must", "stream.end while a block has no content.stop"),
-  "bad-arguments-json": rule("5.3.4", "must", "tool.call arguments are not a JSON object"),
-  "duplicate-tool-id": rule("5.3.4", "must", "two tool.call events share an id"),
-  "tool-use-not-signalled": rule(
-    "4.8",
-    "should",
-    "a tool.call block stopped with a stop_reason other than tool_use"
-  ),
-  "missing-usage": rule("5.3.5", "should", "no usage event in the stream"),
-  "unknown-error-code": rule("5.3.6", "should", "error code is not a registered value"),
-  "duplicate-error": rule("5.3", "must", "more than one error event"),
-  "after-error": rule("5.4", "must", "content after an error: only usage, stream.end may follow"),
-  "after-end": rule("5.3.7", "must", "an event after stream.end"),
-  "missing-end": rule("5.3.7", "must", "the stream ended without stream.end"),
-  "request-id-not-echoed": rule(
-    "4.6",
-    "should",
-    "metadata.request_id is not echoed in stream.start/stream.end"
-  ),
-  "undeclared-tool": rule("8.2", "must", "tool.call names a tool the request did not declare"),
-  "invalid-arguments": rule(
-    "8.2",
-    "must",
-    "tool.call arguments do not match the tool's JSON Schema"
-  )
-});
-var MAX_SAFE_SEQ = 2 ** 53;
-var SeqTracker = class {
-  /** The seq due next. */
-  expected = 0;
-  /** Events lost so far, by gaps. */
-  lost = 0;
-  /**
-   * @param seq  The seq of the event that arrived.
-   * @returns The gap it reveals, or null. A seq that does not
-   *   increase is not a gap (the validator calls it `seq-regression`).
-   */
-  feed(seq) {
-    const expected = this.expected;
-    if (seq >= MAX_SAFE_SEQ) {
-      this.expected = seq;
-      return null;
-    }
-    if (seq < expected) return null;
-    this.expected = seq + 1;
-    if (seq === expected) return null;
-    this.lost += seq - expected;
-    return { expected, got: seq, lost: seq - expected };
-  }
-};
-var IDLE = "idle";
-var STREAMING = "streaming";
-var ERRORED = "errored";
-var CLOSED = "closed";
-var UNKNOWN = "*";
-var TRANSITIONS = Object.freeze({
-  "idle stream.start": STREAMING,
-  "streaming content.delta": STREAMING,
-  "streaming tool.call": STREAMING,
-  "streaming usage": STREAMING,
-  "streaming content.stop": STREAMING,
-  "streaming *": STREAMING,
-  "streaming error": ERRORED,
-  // §5.4: error may stand for open blocks' stops
-  "streaming stream.end": CLOSED,
-  "errored usage": ERRORED,
-  "errored *": ERRORED,
-  "errored stream.end": CLOSED
-});
-var REFUSALS = Object.freeze({
-  "idle *": "start-not-first",
-  "streaming stream.start": "duplicate-start",
-  "errored stream.start": "duplicate-start",
-  "errored error": "duplicate-error",
-  "errored *": "after-error",
-  "closed *": "after-end"
-});
-var Validator = class {
-  /** `idle`, `streaming`, `errored` or `closed`. */
-  state = IDLE;
-  /** Every violation so far, in order. */
-  violations = [];
-  /** Events seen, decodable or not. */
-  events = 0;
-  _expected = 0;
-  _lastSeq = null;
-  _open = /* @__PURE__ */ new Set();
-  _stopped = /* @__PURE__ */ new Set();
-  _toolBlocks = /* @__PURE__ */ new Set();
-  _toolIds = /* @__PURE__ */ new Set();
-  _usage = false;
-  _errorSeen = false;
-  _decoded = 0;
-  _framingFailed = false;
-  _requestId;
-  _tools;
-  /** @param options.request  The request that was sent (a parsed object), or null. */
-  constructor({ request = null } = {}) {
-    const rid = request?.metadata?.request_id;
-    this._requestId = typeof rid === "string" ? rid : null;
-    const tools = request?.tools;
-    this._tools = Array.isArray(tools) ? new Set(tools.map((t) => t?.name)) : null;
-  }
-  /** True while no MUST has been broken. */
-  get ok() {
-    return !this.violations.some((v) => v.level === "must");
-  }
-  _report(code, seq, message) {
-    const r = RULES[code];
-    const v = Object.freeze({
-      rule: code,
-      seq,
-      section: r.section,
-      level: r.level,
-      message
-    });
-    this.violations.push(v);
-    return v;
-  }
-  _checkSeq(seq) {
-    const expected = this._expected;
-    if (seq >= MAX_SAFE_SEQ) {
-      this._expected = seq;
-      this._lastSeq = seq;
-      this._report("seq-exhausted", seq, `seq ${seq} is past 2^53`);
-      return;
-    }
-    if (seq === expected) {
-      this._expected = seq + 1;
-    } else if (seq > expected) {
-      this._report("seq-gap", seq, `expected seq ${expected}, got ${seq}: ${seq - expected} lost`);
-      this._expected = seq + 1;
-    } else {
-      this._report("seq-regression", seq, `seq ${seq} after seq ${this._lastSeq}`);
-    }
-    this._lastSeq = seq;
-  }
-  /**
-   * Record an event that could not be decoded.
-   * @returns the violations it caused.
-   */
-  feedInvalid(error) {
-    const before = this.violations.length;
-    this.events += 1;
-    this._report(error.rule, error.seq, error.message);
-    if (error.seq !== null && error.seq !== void 0) this._checkSeq(error.seq);
-    else if (this.state !== IDLE) this._expected += 1;
-    if (this.state === IDLE) this.state = STREAMING;
-    return this.violations.slice(before);
-  }
-  /**
-   * Check one decoded event.
-   * @param event  From {@link parseEvent}.
-   * @returns the violations it caused (also kept in `violations`).
-   */
-  feed(event) {
-    const before = this.violations.length;
-    this.events += 1;
-    this._decoded += 1;
-    const kind = event.type;
-    const registered = isKnown(kind);
-    const key = registered ? kind : UNKNOWN;
-    const v = typeof event.v === "string" ? event.v : null;
-    const seq = Number.isInteger(event.seq) ? event.seq : null;
-    if (v !== VERSION) {
-      this._report("bad-version", seq, `v is ${JSON.stringify(v)}, not "${VERSION}"`);
-    }
-    if (seq === null) {
-      this._report("invalid-field", null, `${kind}: the required field seq is missing`);
-    } else if (kind === "stream.start" && this.state === IDLE && seq !== 0) {
-      this._report("start-seq-not-zero", seq, `stream.start has seq ${seq}`);
-      this._expected = seq + 1;
-      this._lastSeq = seq;
-    } else {
-      this._checkSeq(seq);
-    }
-    let next = TRANSITIONS[`${this.state} ${key}`];
-    if (next === void 0) {
-      const code = REFUSALS[`${this.state} ${kind}`] ?? REFUSALS[`${this.state} *`];
-      this._report(code, seq, `${kind} in state ${this.state}`);
-      if (this.state !== IDLE) return this.violations.slice(before);
-      this.state = STREAMING;
-      next = TRANSITIONS[`${this.state} ${key}`] ?? STREAMING;
-    }
-    this.state = next;
-    if (registered) this._checkEvent(event, seq);
-    return this.violations.slice(before);
-  }
-  _checkEvent(event, seq) {
-    const e = event;
-    switch (event.type) {
-      case "content.delta":
-        if (e.role !== "assistant") {
-          this._report("bad-role", seq, `role is ${JSON.stringify(e.role)}`);
-        }
-        this._useBlock(e.index, seq, "content.delta");
-        break;
-      case "tool.call":
-        this._useBlock(e.index, seq, "tool.call");
-        this._toolBlocks.add(e.index);
-        this._checkToolCall(event, seq);
-        break;
-      case "content.stop": {
-        const { index, stop_reason: reason } = event;
-        if (!STOP_REASONS.includes(reason)) {
-          this._report(
-            "unknown-stop-reason",
-            seq,
-            `stop_reason ${JSON.stringify(reason)} is not one of ${[...STOP_REASONS].sort().join(", ")}`
-          );
-        }
-        if (this._stopped.has(index)) {
-          this._report("block-already-stopped", seq, `block ${index} stopped twice`);
-        } else if (this._toolBlocks.has(index) && reason !== "tool_use") {
-          this._report(
-            "tool-use-not-signalled",
-            seq,
-            `block ${index} carried a tool.call but stopped with ${JSON.stringify(reason)}`
-          );
-        }
-        this._open.delete(index);
-        this._stopped.add(index);
-        break;
-      }
-      case "usage":
-        this._usage = true;
-        break;
-      case "error":
-        this._errorSeen = true;
-        const code = event.code;
-        if (!ERROR_CODES.includes(code) && code !== "cancelled") {
-          this._report("unknown-error-code", seq, `error code ${JSON.stringify(code)}`);
-        }
-        break;
-      case "stream.start":
-        this._checkEcho(e.request_id, seq, "stream.start");
-        break;
-      case "stream.end":
-        this._checkEcho(e.request_id, seq, "stream.end");
-        if (this._open.size && !this._errorSeen) {
-          const blocks = [...this._open].sort((a, b) => a - b).join(", ");
-          this._report("block-not-stopped", seq, `block(s) ${blocks} never stopped`);
-        }
-        break;
-    }
-  }
-  _useBlock(index, seq, kind) {
-    if (this._stopped.has(index)) {
-      this._report("block-already-stopped", seq, `${kind} for block ${index} after its stop`);
-    } else {
-      this._open.add(index);
-    }
-  }
-  _checkEcho(rid, seq, where) {
-    if (this._requestId !== null && rid !== this._requestId) {
-      this._report(
-        "request-id-not-echoed",
-        seq,
-        `${where} request_id is ${JSON.stringify(rid ?? null)}, the request's is ${JSON.stringify(this._requestId)}`
-      );
-    }
-  }
-  _checkToolCall(call, seq) {
-    if (this._toolIds.has(call.id)) {
-      this._report("duplicate-tool-id", seq, `tool call id ${JSON.stringify(call.id)} used twice`);
-    }
-    this._toolIds.add(call.id);
-    let args;
-    try {
-      args = JSON.parse(call.arguments);
-    } catch {
-      this._report(
-        "bad-arguments-json",
-        seq,
-        `arguments of ${JSON.stringify(call.name)} are not JSON`
-      );
-      return;
-    }
-    if (kindOf(args) !== "object") {
-      this._report(
-        "bad-arguments-json",
-        seq,
-        `arguments of ${JSON.stringify(call.name)} are not a JSON object`
-      );
-      return;
-    }
-    if (this._tools !== null && !this._tools.has(call.name)) {
-      const declared = [...this._tools].sort().join(", ") || "none";
-      this._report(
-        "undeclared-tool",
-        seq,
-        `tool ${JSON.stringify(call.name)} was not declared (declared: ${declared})`
-      );
-    }
-  }
-  /**
-   * Record that the SSE framing failed: the rest cannot be read.
-   */
-  feedFramingError(error) {
-    this._report("framing", this._lastSeq, error.message);
-    this._framingFailed = true;
-  }
-  /**
-   * End of input: report what never came.
-   * @returns the new violations.
-   */
-  close() {
-    const before = this.violations.length;
-    if (this._framingFailed) return [];
-    if (this.events === 0) {
-      this._report("missing-start", null, "no events were received");
-    } else if (this._decoded === 0) {
-    } else if (this.state !== CLOSED) {
-      this._report(
-        "missing-end",
-        this._lastSeq,
-        "the input ended before stream.end: truncated stream"
-      );
-    } else if (!this._usage && !this._errorSeen) {
-      this._report("missing-usage", null, "at least one usage event should be sent");
-    }
-    return this.violations.slice(before);
-  }
-  /** The verdict so far. */
-  report() {
-    return makeReport(this);
-  }
-};
-function makeReport(validator) {
-  const violations = [...validator.violations];
-  return Object.freeze({
-    ok: validator.ok,
-    events: validator.events,
-    violations,
-    errors: violations.filter((v) => v.level === "must"),
-    warnings: violations.filter((v) => v.level === "should")
-  });
-}
-function validate(body, {
-  request = null,
-  maxEventBytes = 1 << 20
-} = {}) {
-  const validator = new Validator({ request });
-  const decoder = new SSEDecoder({ maxEventBytes });
-  const chunks = typeof body === "string" || body instanceof Uint8Array || body instanceof ArrayBuffer ? [body] : body;
-  try {
-    for (const chunk of chunks) {
-      for (const message of decoder.feed(chunk)) feedMessage(validator, message);
-    }
-    decoder.close();
-  } catch (exc) {
-    if (!(exc instanceof FramingError)) throw exc;
-    validator.feedFramingError(exc);
-  }
-  validator.close();
-  return validator.report();
-}
-function feedMessage(validator, message) {
-  try {
-    const event = parseEvent(message.event, message.data);
-    return { event, error: null, violations: validator.feed(event) };
-  } catch (exc) {
-    if (!(exc instanceof EventDecodeError)) throw exc;
-    return { event: null, error: exc, violations: validator.feedInvalid(exc) };
-  }
-}
-
-// src/http.ts
-var now = () => typeof performance !== "undefined" ? performance.now() : Date.now();
-var StreamResponse = class {
-  body;
-  /** HTTP status. */
-  status;
-  /** Response headers, when known. */
-  headers;
-  /** When the request was sent (`performance.now()` time). */
-  started;
-  validator;
-  decoder;
-  seq;
-  /** The answer text so far. */
-  text = "";
-  /** Milliseconds from the request to the first content.delta or tool.call. */
-  ttft = null;
-  /** True when the stream was aborted before its end. */
-  aborted = false;
-  /** The verdict, once the iteration is over. */
-  report = null;
-  constructor(body, {
-    request = null,
-    started = now(),
-    status = 200,
-    headers = null,
-    maxEventBytes
-  } = {}) {
-    this.body = body;
-    this.status = status;
-    this.headers = headers;
-    this.started = started;
-    this.validator = new Validator({ request });
-    this.decoder = new SSEDecoder({ maxEventBytes });
-    this.seq = new SeqTracker();
-  }
-  _item(message, time) {
-    const checked = feedMessage(this.validator, message);
-    const seq = checked.event ? checked.event.seq : checked.error?.seq;
-    const item = {
-      ...checked,
-      message,
-      time,
-      gap: typeof seq === "number" && Number.isInteger(seq) ? this.seq.feed(seq) : null
-    };
-    const ev = item.event;
-    if (ev && (ev.type === "content.delta" || ev.type === "tool.call")) {
-      if (this.ttft === null) this.ttft = item.time;
-      if (ev.type === "content.delta" && !ev["tokenwire:reasoning"]) {
-        this.text += ev.delta.text;
-      }
-    }
-    return item;
-  }
-  async *[Symbol.asyncIterator]() {
-    const reader = this.body.getReader();
-    try {
-      for (; ; ) {
-        let result;
-        try {
-          result = await reader.read();
-        } catch (exc) {
-          if (exc?.name === "AbortError") this.aborted = true;
-          throw exc;
-        }
-        const time = now() - this.started;
-        let messages;
-        try {
-          messages = result.done ? this.decoder.close() : this.decoder.feed(result.value);
-        } catch (exc) {
-          if (!(exc instanceof FramingError)) throw exc;
-          this.validator.feedFramingError(exc);
-          break;
-        }
-        for (const message of messages) yield this._item(message, time);
-        if (result.done) break;
-      }
-    } finally {
-      if (!this.aborted) this.validator.close();
-      this.report = this.validator.report();
-      reader.releaseLock?.();
-    }
-  }
-};
-async function stream(url, request, options = {}) {
-  const doFetch = options.fetch ?? globalThis.fetch;
-  const started = now();
-  const response = await doFetch(url, {
-    method: "POST",
-    headers: {
-      "Content-Type": REQUEST_MEDIA_TYPE,
-      Accept: "text/event-stream",
-      ...options.headers ?? {}
-    },
-    body: typeof request === "string" ? request : JSON.stringify(request),
-    signal: options.signal,
-    cache: "no-store"
-  });
-  return open(response, {
-    request: typeof request === "string" ? null : request,
-    started,
-    maxEventBytes: options.maxEventBytes
-  });
-}
-async function raiseForStatus(response) {
-  if (response.ok) return;
-  const text = await response.text().catch(() => "");
-  let body = null;
-  try {
-    const parsed = JSON.parse(text);
-    body = parsed !== null && typeof parsed === "object" ? parsed : null;
-  } catch {
-    body = null;
-  }
-  throw httpError(response.status, body, text);
-}
-async function open(response, {
-  request = null,
-  started = now(),
-  maxEventBytes
-} = {}) {
-  await raiseForStatus(response);
-  const type = (response.headers.get("content-type") ?? "").split(";")[0].trim().toLowerCase();
-  if (type !== "text/event-stream" || response.body === null) {
-    throw new ProtocolError(`expected text/event-stream, got ${type || "no content type"}`);
-  }
-  return new StreamResponse(response.body, {
-    request,
-    started,
-    status: response.status,
-    headers: response.headers,
-    maxEventBytes
-  });
-}
-
 // src/schema.ts
 var SchemaError = class extends TokenwireError {
 };
@@ -1181,6 +659,550 @@ var Checker = class {
 };
 function validateSchema(schema, value) {
   return new Checker(schema).check(schema, value, "$", 0);
+}
+
+// src/lifecycle.ts
+function rule(section, level, summary) {
+  return Object.freeze({ section, level, summary });
+}
+var RULES = Object.freeze({
+  framing: rule("5.1", "must", "the SSE framing could not be read (size limit exceeded)"),
+  "invalid-json": rule("5.1", "must", "data is not exactly one complete JSON object"),
+  "type-mismatch": rule("5.2", "must", "the JSON type differs from the SSE event: field"),
+  "invalid-field": rule("5.3", "must", "a required field is missing or has the wrong type"),
+  "bad-version": rule("5.2", "must", 'v is not "1.0"'),
+  "start-seq-not-zero": rule("5.2.1", "must", "stream.start does not have seq 0"),
+  "seq-gap": rule("5.2.1", "must", "seq skipped values: events were lost"),
+  "seq-regression": rule("5.2.1", "must", "seq did not increase (duplicate or reordered event)"),
+  "seq-exhausted": rule("8.4", "should", "seq passed 2^53; the stream should be terminated"),
+  "missing-start": rule("5.3.1", "must", "the stream has no events at all"),
+  "start-not-first": rule("5.3.1", "must", "the first event is not stream.start"),
+  "duplicate-start": rule("5.4", "must", "a second stream.start"),
+  "bad-role": rule("5.3.2", "must", 'content.delta role is not "assistant"'),
+  "block-already-stopped": rule("5.3.3", "must", "an event for a block after its content.stop"),
+  "unknown-stop-reason": rule("5.3.3", "must", "stop_reason is not a registered value"),
+  "block-not-stopped": rule("5.4", "must", "stream.end while a block has no content.stop"),
+  "bad-arguments-json": rule("5.3.4", "must", "tool.call arguments are not a JSON object"),
+  "duplicate-tool-id": rule("5.3.4", "must", "two tool.call events share an id"),
+  "tool-use-not-signalled": rule(
+    "4.8",
+    "should",
+    "a tool.call block stopped with a stop_reason other than tool_use"
+  ),
+  "missing-usage": rule("5.3.5", "should", "no usage event in the stream"),
+  "unknown-error-code": rule("5.3.6", "should", "error code is not a registered value"),
+  "duplicate-error": rule("5.3", "must", "more than one error event"),
+  "after-error": rule("5.4", "must", "content after an error: only usage, stream.end may follow"),
+  "after-end": rule("5.3.7", "must", "an event after stream.end"),
+  "missing-end": rule("5.3.7", "must", "the stream ended without stream.end"),
+  "request-id-not-echoed": rule(
+    "4.6",
+    "should",
+    "metadata.request_id is not echoed in stream.start/stream.end"
+  ),
+  "undeclared-tool": rule("8.2", "must", "tool.call names a tool the request did not declare"),
+  "invalid-arguments": rule(
+    "8.2",
+    "must",
+    "tool.call arguments do not match the tool's JSON Schema"
+  )
+});
+var MAX_SAFE_SEQ = 2 ** 53;
+var SeqTracker = class {
+  /** The seq due next. */
+  expected = 0;
+  /** Events lost so far, by gaps. */
+  lost = 0;
+  /**
+   * @param seq  The seq of the event that arrived.
+   * @returns The gap it reveals, or null. A seq that does not
+   *   increase is not a gap (the validator calls it `seq-regression`).
+   */
+  feed(seq) {
+    const expected = this.expected;
+    if (seq >= MAX_SAFE_SEQ) {
+      this.expected = seq;
+      return null;
+    }
+    if (seq < expected) return null;
+    this.expected = seq + 1;
+    if (seq === expected) return null;
+    this.lost += seq - expected;
+    return { expected, got: seq, lost: seq - expected };
+  }
+};
+var IDLE = "idle";
+var STREAMING = "streaming";
+var ERRORED = "errored";
+var CLOSED = "closed";
+var UNKNOWN = "*";
+var TRANSITIONS = Object.freeze({
+  "idle stream.start": STREAMING,
+  "streaming content.delta": STREAMING,
+  "streaming tool.call": STREAMING,
+  "streaming usage": STREAMING,
+  "streaming content.stop": STREAMING,
+  "streaming *": STREAMING,
+  "streaming error": ERRORED,
+  // §5.4: error may stand for open blocks' stops
+  "streaming stream.end": CLOSED,
+  "errored usage": ERRORED,
+  "errored *": ERRORED,
+  "errored stream.end": CLOSED
+});
+var REFUSALS = Object.freeze({
+  "idle *": "start-not-first",
+  "streaming stream.start": "duplicate-start",
+  "errored stream.start": "duplicate-start",
+  "errored error": "duplicate-error",
+  "errored *": "after-error",
+  "closed *": "after-end"
+});
+var Validator = class {
+  /** `idle`, `streaming`, `errored` or `closed`. */
+  state = IDLE;
+  /** Every violation so far, in order. */
+  violations = [];
+  /** Events seen, decodable or not. */
+  events = 0;
+  _expected = 0;
+  _lastSeq = null;
+  _open = /* @__PURE__ */ new Set();
+  _stopped = /* @__PURE__ */ new Set();
+  _toolBlocks = /* @__PURE__ */ new Set();
+  _toolIds = /* @__PURE__ */ new Set();
+  _usage = false;
+  _errorSeen = false;
+  _decoded = 0;
+  _framingFailed = false;
+  _requestId;
+  // §8.2: with the request at hand, only the tools it declared may be called (a
+  // request without tools declares none): name -> its parameters schema.
+  _tools;
+  /** @param options.request  The request that was sent (a parsed object), or null. */
+  constructor({ request = null } = {}) {
+    const rid = request?.metadata?.request_id;
+    this._requestId = typeof rid === "string" ? rid : null;
+    if (request !== null && request !== void 0) {
+      const tools = request.tools;
+      const list = Array.isArray(tools) ? tools : [];
+      this._tools = new Map(list.map((t) => [t?.name, t?.parameters]));
+    } else {
+      this._tools = null;
+    }
+  }
+  /** True while no MUST has been broken. */
+  get ok() {
+    return !this.violations.some((v) => v.level === "must");
+  }
+  _report(code, seq, message) {
+    const r = RULES[code];
+    const v = Object.freeze({
+      rule: code,
+      seq,
+      section: r.section,
+      level: r.level,
+      message
+    });
+    this.violations.push(v);
+    return v;
+  }
+  _checkSeq(seq) {
+    const expected = this._expected;
+    if (seq >= MAX_SAFE_SEQ) {
+      this._expected = seq;
+      this._lastSeq = seq;
+      this._report("seq-exhausted", seq, `seq ${seq} is past 2^53`);
+      return;
+    }
+    if (seq === expected) {
+      this._expected = seq + 1;
+    } else if (seq > expected) {
+      this._report("seq-gap", seq, `expected seq ${expected}, got ${seq}: ${seq - expected} lost`);
+      this._expected = seq + 1;
+    } else {
+      this._report("seq-regression", seq, `seq ${seq} after seq ${this._lastSeq}`);
+    }
+    this._lastSeq = seq;
+  }
+  /**
+   * Record an event that could not be decoded.
+   * @returns the violations it caused.
+   */
+  feedInvalid(error) {
+    const before = this.violations.length;
+    this.events += 1;
+    this._report(error.rule, error.seq, error.message);
+    if (error.seq !== null && error.seq !== void 0) this._checkSeq(error.seq);
+    else if (this.state !== IDLE) this._expected += 1;
+    if (this.state === IDLE) this.state = STREAMING;
+    return this.violations.slice(before);
+  }
+  /**
+   * Check one decoded event.
+   * @param event  From {@link parseEvent}.
+   * @returns the violations it caused (also kept in `violations`).
+   */
+  feed(event) {
+    const before = this.violations.length;
+    this.events += 1;
+    this._decoded += 1;
+    const kind = event.type;
+    const registered = isKnown(kind);
+    const key = registered ? kind : UNKNOWN;
+    const v = typeof event.v === "string" ? event.v : null;
+    const seq = Number.isInteger(event.seq) ? event.seq : null;
+    if (v !== VERSION) {
+      this._report("bad-version", seq, `v is ${JSON.stringify(v)}, not "${VERSION}"`);
+    }
+    if (seq === null) {
+      this._report("invalid-field", null, `${kind}: the required field seq is missing`);
+    } else if (kind === "stream.start" && this.state === IDLE && seq !== 0) {
+      this._report("start-seq-not-zero", seq, `stream.start has seq ${seq}`);
+      this._expected = seq + 1;
+      this._lastSeq = seq;
+    } else {
+      this._checkSeq(seq);
+    }
+    let next = TRANSITIONS[`${this.state} ${key}`];
+    if (next === void 0) {
+      const code = REFUSALS[`${this.state} ${kind}`] ?? REFUSALS[`${this.state} *`];
+      this._report(code, seq, `${kind} in state ${this.state}`);
+      if (this.state !== IDLE) return this.violations.slice(before);
+      this.state = STREAMING;
+      next = TRANSITIONS[`${this.state} ${key}`] ?? STREAMING;
+    }
+    this.state = next;
+    if (registered) this._checkEvent(event, seq);
+    return this.violations.slice(before);
+  }
+  _checkEvent(event, seq) {
+    const e = event;
+    switch (event.type) {
+      case "content.delta":
+        if (e.role !== "assistant") {
+          this._report("bad-role", seq, `role is ${JSON.stringify(e.role)}`);
+        }
+        this._useBlock(e.index, seq, "content.delta");
+        break;
+      case "tool.call":
+        this._useBlock(e.index, seq, "tool.call");
+        this._toolBlocks.add(e.index);
+        this._checkToolCall(event, seq);
+        break;
+      case "content.stop": {
+        const { index, stop_reason: reason } = event;
+        if (!STOP_REASONS.includes(reason)) {
+          this._report(
+            "unknown-stop-reason",
+            seq,
+            `stop_reason ${JSON.stringify(reason)} is not one of ${[...STOP_REASONS].sort().join(", ")}`
+          );
+        }
+        if (this._stopped.has(index)) {
+          this._report("block-already-stopped", seq, `block ${index} stopped twice`);
+        } else if (this._toolBlocks.has(index) && reason !== "tool_use") {
+          this._report(
+            "tool-use-not-signalled",
+            seq,
+            `block ${index} carried a tool.call but stopped with ${JSON.stringify(reason)}`
+          );
+        }
+        this._open.delete(index);
+        this._stopped.add(index);
+        break;
+      }
+      case "usage":
+        this._usage = true;
+        break;
+      case "error":
+        this._errorSeen = true;
+        const code = event.code;
+        if (!ERROR_CODES.includes(code) && code !== "cancelled") {
+          this._report("unknown-error-code", seq, `error code ${JSON.stringify(code)}`);
+        }
+        break;
+      case "stream.start":
+        this._checkEcho(e.request_id, seq, "stream.start");
+        break;
+      case "stream.end":
+        this._checkEcho(e.request_id, seq, "stream.end");
+        if (this._open.size && !this._errorSeen) {
+          const blocks = [...this._open].sort((a, b) => a - b).join(", ");
+          this._report("block-not-stopped", seq, `block(s) ${blocks} never stopped`);
+        }
+        break;
+    }
+  }
+  _useBlock(index, seq, kind) {
+    if (this._stopped.has(index)) {
+      this._report("block-already-stopped", seq, `${kind} for block ${index} after its stop`);
+    } else {
+      this._open.add(index);
+    }
+  }
+  _checkEcho(rid, seq, where) {
+    if (this._requestId !== null && rid !== this._requestId) {
+      this._report(
+        "request-id-not-echoed",
+        seq,
+        `${where} request_id is ${JSON.stringify(rid ?? null)}, the request's is ${JSON.stringify(this._requestId)}`
+      );
+    }
+  }
+  _checkToolCall(call, seq) {
+    if (this._toolIds.has(call.id)) {
+      this._report("duplicate-tool-id", seq, `tool call id ${JSON.stringify(call.id)} used twice`);
+    }
+    this._toolIds.add(call.id);
+    let args;
+    try {
+      args = JSON.parse(call.arguments);
+    } catch {
+      this._report(
+        "bad-arguments-json",
+        seq,
+        `arguments of ${JSON.stringify(call.name)} are not JSON`
+      );
+      return;
+    }
+    if (kindOf(args) !== "object") {
+      this._report(
+        "bad-arguments-json",
+        seq,
+        `arguments of ${JSON.stringify(call.name)} are not a JSON object`
+      );
+      return;
+    }
+    if (this._tools === null) return;
+    if (!this._tools.has(call.name)) {
+      const declared = [...this._tools.keys()].sort().join(", ") || "none";
+      this._report(
+        "undeclared-tool",
+        seq,
+        `tool ${JSON.stringify(call.name)} was not declared (declared: ${declared})`
+      );
+      return;
+    }
+    let problem = null;
+    try {
+      problem = validateSchema(this._tools.get(call.name), args);
+    } catch (exc) {
+      if (!(exc instanceof SchemaError)) throw exc;
+    }
+    if (problem !== null) {
+      this._report(
+        "invalid-arguments",
+        seq,
+        `arguments of ${JSON.stringify(call.name)}: ${problem.path}: ${problem.message}`
+      );
+    }
+  }
+  /**
+   * Record that the SSE framing failed: the rest cannot be read.
+   */
+  feedFramingError(error) {
+    this._report("framing", this._lastSeq, error.message);
+    this._framingFailed = true;
+  }
+  /**
+   * End of input: report what never came.
+   * @returns the new violations.
+   */
+  close() {
+    const before = this.violations.length;
+    if (this._framingFailed) return [];
+    if (this.events === 0) {
+      this._report("missing-start", null, "no events were received");
+    } else if (this._decoded === 0) {
+    } else if (this.state !== CLOSED) {
+      this._report(
+        "missing-end",
+        this._lastSeq,
+        "the input ended before stream.end: truncated stream"
+      );
+    } else if (!this._usage && !this._errorSeen) {
+      this._report("missing-usage", null, "at least one usage event should be sent");
+    }
+    return this.violations.slice(before);
+  }
+  /** The verdict so far. */
+  report() {
+    return makeReport(this);
+  }
+};
+function makeReport(validator) {
+  const violations = [...validator.violations];
+  return Object.freeze({
+    ok: validator.ok,
+    events: validator.events,
+    violations,
+    errors: violations.filter((v) => v.level === "must"),
+    warnings: violations.filter((v) => v.level === "should")
+  });
+}
+function validate(body, {
+  request = null,
+  maxEventBytes = 1 << 20
+} = {}) {
+  const validator = new Validator({ request });
+  const decoder = new SSEDecoder({ maxEventBytes });
+  const chunks = typeof body === "string" || body instanceof Uint8Array || body instanceof ArrayBuffer ? [body] : body;
+  try {
+    for (const chunk of chunks) {
+      for (const message of decoder.feed(chunk)) feedMessage(validator, message);
+    }
+    decoder.close();
+  } catch (exc) {
+    if (!(exc instanceof FramingError)) throw exc;
+    validator.feedFramingError(exc);
+  }
+  validator.close();
+  return validator.report();
+}
+function feedMessage(validator, message) {
+  try {
+    const event = parseEvent(message.event, message.data);
+    return { event, error: null, violations: validator.feed(event) };
+  } catch (exc) {
+    if (!(exc instanceof EventDecodeError)) throw exc;
+    return { event: null, error: exc, violations: validator.feedInvalid(exc) };
+  }
+}
+
+// src/http.ts
+var now = () => typeof performance !== "undefined" ? performance.now() : Date.now();
+var StreamResponse = class {
+  body;
+  /** HTTP status. */
+  status;
+  /** Response headers, when known. */
+  headers;
+  /** When the request was sent (`performance.now()` time). */
+  started;
+  validator;
+  decoder;
+  seq;
+  /** The answer text so far. */
+  text = "";
+  /** Milliseconds from the request to the first content.delta or tool.call. */
+  ttft = null;
+  /** True when the stream was aborted before its end. */
+  aborted = false;
+  /** The verdict, once the iteration is over. */
+  report = null;
+  constructor(body, {
+    request = null,
+    started = now(),
+    status = 200,
+    headers = null,
+    maxEventBytes
+  } = {}) {
+    this.body = body;
+    this.status = status;
+    this.headers = headers;
+    this.started = started;
+    this.validator = new Validator({ request });
+    this.decoder = new SSEDecoder({ maxEventBytes });
+    this.seq = new SeqTracker();
+  }
+  _item(message, time) {
+    const checked = feedMessage(this.validator, message);
+    const seq = checked.event ? checked.event.seq : checked.error?.seq;
+    const item = {
+      ...checked,
+      message,
+      time,
+      gap: typeof seq === "number" && Number.isInteger(seq) ? this.seq.feed(seq) : null
+    };
+    const ev = item.event;
+    if (ev && (ev.type === "content.delta" || ev.type === "tool.call")) {
+      if (this.ttft === null) this.ttft = item.time;
+      if (ev.type === "content.delta" && !ev["tokenwire:reasoning"]) {
+        this.text += ev.delta.text;
+      }
+    }
+    return item;
+  }
+  async *[Symbol.asyncIterator]() {
+    const reader = this.body.getReader();
+    try {
+      for (; ; ) {
+        let result;
+        try {
+          result = await reader.read();
+        } catch (exc) {
+          if (exc?.name === "AbortError") this.aborted = true;
+          throw exc;
+        }
+        const time = now() - this.started;
+        let messages;
+        try {
+          messages = result.done ? this.decoder.close() : this.decoder.feed(result.value);
+        } catch (exc) {
+          if (!(exc instanceof FramingError)) throw exc;
+          this.validator.feedFramingError(exc);
+          break;
+        }
+        for (const message of messages) yield this._item(message, time);
+        if (result.done) break;
+      }
+    } finally {
+      if (!this.aborted) this.validator.close();
+      this.report = this.validator.report();
+      reader.releaseLock?.();
+    }
+  }
+};
+async function stream(url, request, options = {}) {
+  const doFetch = options.fetch ?? globalThis.fetch;
+  const started = now();
+  const response = await doFetch(url, {
+    method: "POST",
+    headers: {
+      "Content-Type": REQUEST_MEDIA_TYPE,
+      Accept: "text/event-stream",
+      ...options.headers ?? {}
+    },
+    body: typeof request === "string" ? request : JSON.stringify(request),
+    signal: options.signal,
+    cache: "no-store"
+  });
+  return open(response, {
+    request: typeof request === "string" ? null : request,
+    started,
+    maxEventBytes: options.maxEventBytes
+  });
+}
+async function raiseForStatus(response) {
+  if (response.ok) return;
+  const text = await response.text().catch(() => "");
+  let body = null;
+  try {
+    const parsed = JSON.parse(text);
+    body = parsed !== null && typeof parsed === "object" ? parsed : null;
+  } catch {
+    body = null;
+  }
+  throw httpError(response.status, body, text);
+}
+async function open(response, {
+  request = null,
+  started = now(),
+  maxEventBytes
+} = {}) {
+  await raiseForStatus(response);
+  const type = (response.headers.get("content-type") ?? "").split(";")[0].trim().toLowerCase();
+  if (type !== "text/event-stream" || response.body === null) {
+    throw new ProtocolError(`expected text/event-stream, got ${type || "no content type"}`);
+  }
+  return new StreamResponse(response.body, {
+    request,
+    started,
+    status: response.status,
+    headers: response.headers,
+    maxEventBytes
+  });
 }
 
 // src/client.ts
