@@ -1,5 +1,23 @@
 /**
- * Every error this package throws descends from {@link TokenwireError}.
+ * Every error this package throws descends from {@link TokenwireError}:
+ *
+ * ```text
+ * TokenwireError
+ * ├── FramingError              an SSE event over maxEventBytes (.offset)
+ * ├── EventDecodeError          one message is not a valid envelope (.rule, .seq)
+ * ├── HTTPStatusError           a non-2xx answer (.status, .code, .path, .body)
+ * │   ├── UnsupportedMediaTypeError   415
+ * │   ├── RequestError                any other 4xx
+ * │   └── ServerError                 5xx
+ * ├── ProtocolError             a 2xx answer that is not text/event-stream
+ * ├── StreamTruncatedError      ended before stream.end, no resume (.lastSeq)
+ * ├── ToolCallError             a tool.call refused by §8.2 (.reason), not thrown: recorded
+ * ├── StreamError               an error event, for the AI SDK bridge (.code)
+ * └── SchemaError               a JSON Schema the validator cannot use (schema.ts)
+ * ```
+ *
+ * An `error` event is data: `Client` yields it, only the AI SDK bridge turns it
+ * into an error part.
  * @module
  */
 
