@@ -1,6 +1,6 @@
 /**
  * app.js: the playground UI. Chat, tools, inspector, chart and replay, on
- * top of the standalone client module `tokenwire.js`.
+ * top of `tokenwire.js`, the browser build of the npm package in js/.
  *
  * Model text is only ever inserted as DOM text (`textContent`, text nodes):
  * no HTML is built from strings anywhere, and the page's CSP forbids inline

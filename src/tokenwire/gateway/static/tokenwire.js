@@ -1,86 +1,671 @@
 /**
- * tokenwire.js: a client for the LLM-Stream standard
- * (draft-spk-agentproto-llm-stream), for browsers and Node 18+, with no
- * dependencies and no build step.
+ * tokenwire.js: the browser build of the `tokenwire` npm package (js/ in the
+ * tokenwire repository), served by the gateway at /static/tokenwire.js.
  *
- * The layers, each usable alone:
- *
- * - {@link SSEDecoder}: an exact, incremental WHATWG server-sent-events
- *   decoder working on bytes (BOM, CR / LF / CRLF line ends even when split
- *   across chunks, comments, `id` with NUL ignored, `retry` digits only, no
- *   dispatch of an empty data buffer, nothing dispatched at end of input).
- *   It passes the same shared vectors as tokenwire's Python decoder.
- * - {@link parseEvent}: one SSE message to one event envelope (§5.2), keyed on
- *   the SSE `event:` name; raises {@link EventDecodeError} with a rule code.
- * - {@link Validator}: the §5 lifecycle, one event at a time, with the same
- *   rule codes as the Python validator (`seq-gap`, `start-not-first`,
- *   `missing-end`, `type-mismatch`, `invalid-json`, `block-not-stopped`,
- *   `after-end`, ...). {@link validate} runs it over a whole body.
- * - {@link stream}: `fetch` with a POST (EventSource cannot POST) and a
- *   `ReadableStream` reader, yielding each event with its arrival time.
- *
- * @example
- * import { stream } from "/static/tokenwire.js";
- * const controller = new AbortController();
- * const response = await stream("/v1/stream", {
- *   version: "1.0", stream: true, model: "demo",
- *   messages: [{ role: "user", content: "Hello" }],
- * }, { signal: controller.signal });
- * for await (const item of response) {
- *   if (item.event?.type === "content.delta") console.log(item.event.delta.text);
- * }
- * console.log(response.report.ok, response.report.violations);
- *
- * @module tokenwire
+ * GENERATED from js/src by `npm run build:static`: do not edit; change
+ * js/src and rebuild (tests/js/test_js_package.py checks this file is current).
  */
 
-/** The protocol version every envelope carries (§5.2). */
-export const VERSION = "1.0";
+// src/errors.ts
+var TokenwireError = class extends Error {
+  constructor(message) {
+    super(message);
+    this.name = new.target.name;
+  }
+};
+var FramingError = class extends TokenwireError {
+  offset;
+  constructor(message, offset) {
+    super(message);
+    this.offset = offset;
+  }
+};
+var EventDecodeError = class extends TokenwireError {
+  rule;
+  seq;
+  constructor(message, rule2, seq = null) {
+    super(message);
+    this.rule = rule2;
+    this.seq = seq;
+  }
+};
+var HTTPStatusError = class extends TokenwireError {
+  status;
+  body;
+  code;
+  path;
+  constructor(status, body, text = "") {
+    const detail = body?.error?.message ?? text;
+    super(`HTTP ${status}${detail ? `: ${detail}` : ""}`);
+    this.status = status;
+    this.body = body;
+    this.code = body?.error?.code ?? null;
+    this.path = body?.error?.path ?? null;
+  }
+};
+var UnsupportedMediaTypeError = class extends HTTPStatusError {
+};
+var RequestError = class extends HTTPStatusError {
+};
+var ServerError = class extends HTTPStatusError {
+};
+function httpError(status, body, text = "") {
+  if (status === 415) return new UnsupportedMediaTypeError(status, body, text);
+  if (status >= 400 && status < 500) return new RequestError(status, body, text);
+  if (status >= 500) return new ServerError(status, body, text);
+  return new HTTPStatusError(status, body, text);
+}
+var ProtocolError = class extends TokenwireError {
+};
+var ToolCallError = class extends TokenwireError {
+  reason;
+  toolName;
+  callId;
+  constructor(message, reason, toolName, callId) {
+    super(message);
+    this.reason = reason;
+    this.toolName = toolName;
+    this.callId = callId;
+  }
+};
+var StreamError = class extends TokenwireError {
+  code;
+  constructor(code, message) {
+    super(`${code}: ${message}`);
+    this.code = code;
+  }
+};
+var StreamTruncatedError = class extends TokenwireError {
+  lastSeq;
+  constructor(message, lastSeq) {
+    super(message);
+    this.lastSeq = lastSeq;
+  }
+};
 
-/** The request media type (§4.1). */
-export const REQUEST_MEDIA_TYPE = "application/llm-request+json";
-
-/** The seven registered event types (§9.2), in lifecycle order. */
-export const EVENT_TYPES = Object.freeze([
+// src/events.ts
+var VERSION = "1.0";
+var REQUEST_MEDIA_TYPE = "application/llm-request+json";
+var EVENT_TYPES = Object.freeze([
   "stream.start",
   "content.delta",
   "content.stop",
   "tool.call",
   "usage",
   "error",
-  "stream.end",
+  "stream.end"
 ]);
-
-/** The registered stop reasons (§5.3.3). */
-export const STOP_REASONS = Object.freeze(["end_turn", "max_tokens", "tool_use", "content_filter"]);
-
-/**
- * The registered error codes (§5.3.6). `cancelled` is tokenwire's documented
- * extension code and is accepted beside them.
- */
-export const ERROR_CODES = Object.freeze([
+var STOP_REASONS = Object.freeze([
+  "end_turn",
+  "max_tokens",
+  "tool_use",
+  "content_filter"
+]);
+var ERROR_CODES = Object.freeze([
   "rate_limited",
   "context_length_exceeded",
   "content_filtered",
   "internal_error",
-  "overloaded",
+  "overloaded"
 ]);
+var CANCELLED = "cancelled";
+var EXTENSIONS = Object.freeze({
+  /** Request: carry reasoning text as marked `content.delta` blocks. Event: the marker. */
+  reasoning: "tokenwire:reasoning",
+  /** Request: `{delay_ms: N}` paces the built-in demo model. */
+  demo: "tokenwire:demo",
+  /** Request: the gateway stores the stream so it can be resumed and cancelled. */
+  resumable: "tokenwire:resumable",
+  /** Request: tools the client must confirm before running (§8.2). */
+  sideEffects: "tokenwire:side_effects"
+});
+function isReasoning(event) {
+  return event.type === "content.delta" && event[EXTENSIONS.reasoning] === true;
+}
+var COUNT = "int >= 0";
+var SCHEMAS = {
+  "stream.start": { model: "str", created: "int", request_id: "str?" },
+  "content.delta": { index: COUNT, role: "str", delta: "delta", "tokenwire:reasoning": "bool?" },
+  "content.stop": { index: COUNT, stop_reason: "str" },
+  "tool.call": { index: COUNT, id: "str", name: "str", arguments: "str" },
+  usage: { input_tokens: COUNT, output_tokens: COUNT },
+  error: { code: "str", message: "str" },
+  "stream.end": { request_id: "str?" }
+};
+function kindOf(value) {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "array";
+  if (typeof value === "number") return Number.isInteger(value) ? "int" : "float";
+  if (typeof value === "string") return "str";
+  if (typeof value === "boolean") return "bool";
+  return typeof value === "object" ? "object" : typeof value;
+}
+function fieldError(kind, value) {
+  const optional = kind.endsWith("?");
+  const want = optional ? kind.slice(0, -1) : kind;
+  if (value === void 0) return optional ? null : "missing";
+  if (optional && value === null) return null;
+  const got = kindOf(value);
+  switch (want) {
+    case "int":
+      return got === "int" ? null : `Expected \`int\`, got \`${got}\``;
+    case COUNT:
+      if (got !== "int") return `Expected \`int\`, got \`${got}\``;
+      return value >= 0 ? null : "Expected `int` >= 0";
+    case "delta": {
+      if (got !== "object") return `Expected \`object\`, got \`${got}\``;
+      const text = value.text;
+      if (text === void 0) return "Object missing required field `text`";
+      return kindOf(text) === "str" ? null : `Expected \`str\`, got \`${kindOf(text)}\``;
+    }
+    default:
+      return got === want ? null : `Expected \`${want}\`, got \`${got}\``;
+  }
+}
+function checkFields(name, obj) {
+  const fields = { v: "str", seq: COUNT, ...SCHEMAS[name] };
+  for (const [field, kind] of Object.entries(fields)) {
+    const problem = fieldError(kind, obj[field]);
+    if (problem === "missing") return `${name}: Object missing required field \`${field}\``;
+    if (problem) return `${name}: ${problem} - at \`$.${field}\``;
+  }
+  return null;
+}
+function parseEvent(name, data) {
+  let obj;
+  try {
+    obj = JSON.parse(data);
+  } catch (exc) {
+    throw new EventDecodeError(
+      `§5.1: data is not valid JSON: ${exc.message}`,
+      "invalid-json"
+    );
+  }
+  if (kindOf(obj) !== "object") {
+    throw new EventDecodeError("§5.1: data is JSON but not a JSON object", "invalid-json");
+  }
+  const record = obj;
+  const known = Object.hasOwn(SCHEMAS, name);
+  const seqOk = Number.isInteger(record.seq) && (!known || record.seq >= 0);
+  const seq = seqOk ? record.seq : null;
+  if (record.type !== name) {
+    throw new EventDecodeError(
+      `§5.2: JSON type ${JSON.stringify(record.type ?? null)} does not match SSE event ${JSON.stringify(name)}`,
+      "type-mismatch",
+      seq
+    );
+  }
+  if (known) {
+    const problem = checkFields(name, record);
+    if (problem) throw new EventDecodeError(problem, "invalid-field", seq);
+  }
+  return record;
+}
+function isKnown(type) {
+  return typeof type === "string" && Object.hasOwn(SCHEMAS, type);
+}
 
-/**
- * @typedef {Object} Rule
- * @property {string} section  The draft section the rule comes from.
- * @property {"must"|"should"} level  `must`: the stream is not conformant; `should`: a warning.
- * @property {string} summary  One sentence.
- */
+// src/sse.ts
+var LF = 10;
+var CR = 13;
+var EMPTY = new Uint8Array(0);
+var SSEDecoder = class {
+  #max;
+  #decoder = new TextDecoder("utf-8", { ignoreBOM: true });
+  #pending = [];
+  // pieces of the unterminated line (copies)
+  #pendingBytes = 0;
+  #fed = 0;
+  // bytes consumed so far
+  #blockStart = 0;
+  // input offset of the pending block's first byte
+  #skipLF = false;
+  // the last byte was a CR that ended a line
+  #atStart = true;
+  // a BOM may still come
+  #bomHead = EMPTY;
+  // the first bytes, while they may be the start of a BOM
+  #closed = false;
+  #error = null;
+  #data = [];
+  #event = "";
+  #id = "";
+  // the last event ID buffer
+  #lastId = "";
+  // committed at each blank line
+  #blockRetry = null;
+  #reconnect = null;
+  /** @param options.maxEventBytes  Default 1 MiB. */
+  constructor({ maxEventBytes = 1 << 20 } = {}) {
+    if (!(maxEventBytes >= 1)) throw new RangeError("maxEventBytes must be >= 1");
+    this.#max = maxEventBytes;
+  }
+  /** The last event ID committed by a blank line. */
+  get lastEventId() {
+    return this.#lastId;
+  }
+  /** The last valid `retry` value seen anywhere, or null. */
+  get reconnectMs() {
+    return this.#reconnect;
+  }
+  /** Total bytes consumed so far (`FramingError.offset` counts in the same unit). */
+  get bytesFed() {
+    return this.#fed;
+  }
+  /**
+   * Consume the next bytes and return the events they complete, in order.
+   * Never throws on malformed bytes (invalid UTF-8 becomes U+FFFD, unknown
+   * fields are ignored).
+   * @param chunk  A string is encoded as UTF-8.
+   * @throws {@link FramingError} when one event passes `maxEventBytes`.
+   * @throws {@link TokenwireError} when called after `close()`.
+   */
+  feed(chunk) {
+    if (this.#error) throw this.#error;
+    if (this.#closed) throw new TokenwireError("SSEDecoder.feed() called after close()");
+    let bytes = toBytes(chunk);
+    const out = [];
+    if (bytes.length === 0) return out;
+    this.#fed += bytes.length;
+    let base = this.#fed - bytes.length;
+    if (this.#skipLF) {
+      this.#skipLF = false;
+      if (bytes[0] === LF) {
+        if (this.#blockStart === base) this.#blockStart = base + 1;
+        bytes = bytes.subarray(1);
+        base += 1;
+      }
+    }
+    if (this.#atStart && bytes.length) {
+      const head = this.#bomHead.length ? concatBytes(this.#bomHead, bytes) : bytes;
+      if (head.length < 3 && isBomPrefix(head)) {
+        this.#bomHead = head.slice();
+        return out;
+      }
+      this.#atStart = false;
+      this.#bomHead = EMPTY;
+      bytes = isBomPrefix(head) ? head.subarray(3) : head;
+      base = this.#fed - bytes.length;
+    }
+    const n = bytes.length;
+    if (n === 0) return out;
+    let pos = 0;
+    let nextLF = bytes.indexOf(LF, pos);
+    let nextCR = bytes.indexOf(CR, pos);
+    while (pos < n) {
+      if (nextLF !== -1 && nextLF < pos) nextLF = bytes.indexOf(LF, pos);
+      if (nextCR !== -1 && nextCR < pos) nextCR = bytes.indexOf(CR, pos);
+      const end = nextLF === -1 ? nextCR : nextCR === -1 ? nextLF : Math.min(nextLF, nextCR);
+      if (end === -1) {
+        this.#pending.push(bytes.slice(pos));
+        this.#pendingBytes += n - pos;
+        break;
+      }
+      if (base + pos - this.#pendingBytes - this.#blockStart > this.#max) {
+        this.#fail(this.#blockStart + this.#max);
+        break;
+      }
+      let size = 1;
+      if (bytes[end] === CR) {
+        if (end + 1 < n) {
+          if (bytes[end + 1] === LF) size = 2;
+        } else {
+          this.#skipLF = true;
+        }
+      }
+      const blank = this.#line(this.#takeLine(bytes, pos, end), out);
+      pos = end + size;
+      if (blank) this.#blockStart = base + pos;
+    }
+    if (!this.#error && this.#fed - this.#blockStart > this.#max) {
+      this.#fail(this.#blockStart + this.#max);
+    }
+    if (this.#error && !out.length) throw this.#error;
+    return out;
+  }
+  #fail(offset) {
+    this.#error = new FramingError(`SSE event larger than maxEventBytes=${this.#max}`, offset);
+  }
+  #takeLine(bytes, start, end) {
+    if (this.#pendingBytes === 0) return bytes.subarray(start, end);
+    const line = new Uint8Array(this.#pendingBytes + (end - start));
+    let at = 0;
+    for (const piece of this.#pending) {
+      line.set(piece, at);
+      at += piece.length;
+    }
+    line.set(bytes.subarray(start, end), at);
+    this.#pending = [];
+    this.#pendingBytes = 0;
+    return line;
+  }
+  /** Process one complete line; returns true for a blank line. */
+  #line(bytes, out) {
+    if (bytes.length === 0) {
+      this.#lastId = this.#id;
+      if (this.#data.length) {
+        out.push({
+          event: this.#event || "message",
+          data: this.#data.join("\n"),
+          id: this.#id,
+          retry: this.#blockRetry
+        });
+        this.#data = [];
+      }
+      this.#event = "";
+      this.#blockRetry = null;
+      return true;
+    }
+    const text = this.#decoder.decode(bytes);
+    const colon = text.indexOf(":");
+    if (colon === 0) return false;
+    let name = text;
+    let value = "";
+    if (colon > 0) {
+      name = text.slice(0, colon);
+      value = text.slice(colon + 1);
+      if (value.startsWith(" ")) value = value.slice(1);
+    }
+    if (name === "data") this.#data.push(value);
+    else if (name === "event") this.#event = value;
+    else if (name === "id") {
+      if (!value.includes("\0")) this.#id = value;
+    } else if (name === "retry") {
+      if (/^[0-9]+$/.test(value)) this.#blockRetry = this.#reconnect = Number(value);
+    }
+    return false;
+  }
+  /**
+   * Signal the end of input. Always returns `[]`: an event without its
+   * blank line is dropped and its id never committed.
+   * @throws {@link FramingError} a pending framing error.
+   */
+  close() {
+    if (this.#error) throw this.#error;
+    this.#closed = true;
+    this.#bomHead = EMPTY;
+    this.#pending = [];
+    this.#pendingBytes = 0;
+    this.#data = [];
+    this.#event = "";
+    this.#blockRetry = null;
+    return [];
+  }
+};
+var encoder = new TextEncoder();
+var BOM = [239, 187, 191];
+function isBomPrefix(bytes) {
+  const n = Math.min(bytes.length, 3);
+  for (let i = 0; i < n; i++) if (bytes[i] !== BOM[i]) return false;
+  return n > 0;
+}
+function concatBytes(a, b) {
+  const out = new Uint8Array(a.length + b.length);
+  out.set(a, 0);
+  out.set(b, a.length);
+  return out;
+}
+function toBytes(chunk) {
+  if (chunk instanceof Uint8Array) return chunk;
+  if (typeof chunk === "string") return encoder.encode(chunk);
+  if (chunk instanceof ArrayBuffer) return new Uint8Array(chunk);
+  if (ArrayBuffer.isView(chunk))
+    return new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+  if (chunk == null) return EMPTY;
+  throw new TypeError("expected bytes (Uint8Array, ArrayBuffer) or a string");
+}
 
-/**
- * Every rule the validator knows, by stable code: the same codes, sections
- * and levels as `tokenwire.lifecycle.RULES` in Python. `invalid-arguments`
- * (tool arguments against the tool's JSON Schema) is the one rule this module
- * does not check.
- * @type {Readonly<Record<string, Rule>>}
- */
-export const RULES = Object.freeze({
+// src/schema.ts
+var SchemaError = class extends TokenwireError {
+};
+var SCHEMA_LIMITS = Object.freeze({
+  /** Nested schema applications (value depth plus `$ref` hops). */
+  maxDepth: 64,
+  /** Total schema applications for one value. */
+  maxSteps: 1e5,
+  /** The longest string a `pattern` is run on. */
+  maxPatternInput: 1e4
+});
+var isObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
+function jsonType(v) {
+  if (v === null) return "null";
+  if (Array.isArray(v)) return "array";
+  if (typeof v === "number") return Number.isInteger(v) ? "integer" : "number";
+  return typeof v;
+}
+function typeMatches(want, value) {
+  const got = jsonType(value);
+  if (want === "number") return got === "number" || got === "integer";
+  return want === got;
+}
+function equal(a, b) {
+  if (a === b) return true;
+  if (Array.isArray(a)) {
+    return Array.isArray(b) && a.length === b.length && a.every((x, i) => equal(x, b[i]));
+  }
+  if (isObject(a) && isObject(b)) {
+    const ka = Object.keys(a);
+    const kb = Object.keys(b);
+    return ka.length === kb.length && ka.every((k) => Object.hasOwn(b, k) && equal(a[k], b[k]));
+  }
+  return false;
+}
+function child(path, key) {
+  if (typeof key === "number") return `${path}[${key}]`;
+  return /^[A-Za-z_][A-Za-z0-9_]*$/.test(key) ? `${path}.${key}` : `${path}[${JSON.stringify(key)}]`;
+}
+var Checker = class {
+  constructor(root) {
+    this.root = root;
+  }
+  root;
+  steps = 0;
+  patterns = /* @__PURE__ */ new Map();
+  check(schema, value, path, depth) {
+    if (++this.steps > SCHEMA_LIMITS.maxSteps) {
+      throw new SchemaError(`schema check passed ${SCHEMA_LIMITS.maxSteps} steps`);
+    }
+    if (depth > SCHEMA_LIMITS.maxDepth) {
+      throw new SchemaError(`schema nesting passed ${SCHEMA_LIMITS.maxDepth} levels`);
+    }
+    if (schema === true || schema === void 0) return null;
+    if (schema === false) return { path, message: "no value is allowed here" };
+    if (!isObject(schema)) throw new SchemaError(`${path}: a schema must be an object or boolean`);
+    const fail = (message) => ({ path, message });
+    if (typeof schema.$ref === "string") {
+      const target = this.resolve(schema.$ref);
+      const problem2 = this.check(target, value, path, depth + 1);
+      if (problem2) return problem2;
+    }
+    const type = schema.type;
+    if (type !== void 0) {
+      const types = Array.isArray(type) ? type : [type];
+      if (!types.some((t) => typeMatches(t, value))) {
+        return fail(`expected ${types.join(" or ")}, got ${jsonType(value)}`);
+      }
+    }
+    if (Array.isArray(schema.enum) && !schema.enum.some((e) => equal(e, value))) {
+      return fail(`not one of ${JSON.stringify(schema.enum)}`);
+    }
+    if ("const" in schema && !equal(schema.const, value)) {
+      return fail(`not ${JSON.stringify(schema.const)}`);
+    }
+    const problem = typeof value === "string" && this.string(schema, value, fail) || typeof value === "number" && this.number(schema, value, fail) || Array.isArray(value) && this.array(schema, value, path, depth) || isObject(value) && this.object(schema, value, path, depth) || this.combinators(schema, value, path, depth);
+    return problem || null;
+  }
+  resolve(ref) {
+    if (ref !== "#" && !ref.startsWith("#/")) {
+      throw new SchemaError(`$ref ${JSON.stringify(ref)}: only local refs (#/...) are supported`);
+    }
+    let node = this.root;
+    for (const raw of ref.slice(2).split("/").filter((p, i) => p !== "" || i > 0)) {
+      const key = decodeURIComponent(raw).replace(/~1/g, "/").replace(/~0/g, "~");
+      if (Array.isArray(node) && /^[0-9]+$/.test(key)) node = node[Number(key)];
+      else if (isObject(node) && Object.hasOwn(node, key)) node = node[key];
+      else throw new SchemaError(`$ref ${JSON.stringify(ref)} points at nothing`);
+    }
+    return node;
+  }
+  string(schema, value, fail) {
+    const length = [...value].length;
+    if (typeof schema.minLength === "number" && length < schema.minLength) {
+      return fail(`shorter than ${schema.minLength} characters`);
+    }
+    if (typeof schema.maxLength === "number" && length > schema.maxLength) {
+      return fail(`longer than ${schema.maxLength} characters`);
+    }
+    if (typeof schema.pattern === "string") {
+      if (value.length > SCHEMA_LIMITS.maxPatternInput) {
+        return fail(`too long (${value.length}) to check against pattern ${schema.pattern}`);
+      }
+      if (!this.regex(schema.pattern).test(value)) {
+        return fail(`does not match pattern ${JSON.stringify(schema.pattern)}`);
+      }
+    }
+    return null;
+  }
+  regex(pattern) {
+    let re = this.patterns.get(pattern);
+    if (re === void 0) {
+      try {
+        re = new RegExp(pattern, "u");
+      } catch (exc) {
+        throw new SchemaError(`pattern ${JSON.stringify(pattern)}: ${exc.message}`);
+      }
+      this.patterns.set(pattern, re);
+    }
+    return re;
+  }
+  number(schema, value, fail) {
+    const { minimum, maximum, exclusiveMinimum: exMin, exclusiveMaximum: exMax } = schema;
+    if (typeof minimum === "number") {
+      if (exMin === true ? value <= minimum : value < minimum) {
+        return fail(`less than ${exMin === true ? "or equal to " : ""}${minimum}`);
+      }
+    }
+    if (typeof maximum === "number") {
+      if (exMax === true ? value >= maximum : value > maximum) {
+        return fail(`greater than ${exMax === true ? "or equal to " : ""}${maximum}`);
+      }
+    }
+    if (typeof exMin === "number" && value <= exMin) return fail(`not greater than ${exMin}`);
+    if (typeof exMax === "number" && value >= exMax) return fail(`not less than ${exMax}`);
+    const step = schema.multipleOf;
+    if (typeof step === "number" && step > 0) {
+      const q = value / step;
+      if (Math.abs(q - Math.round(q)) > 1e-9) return fail(`not a multiple of ${step}`);
+    }
+    return null;
+  }
+  array(schema, value, path, depth) {
+    const fail = (message) => ({ path, message });
+    if (typeof schema.minItems === "number" && value.length < schema.minItems) {
+      return fail(`fewer than ${schema.minItems} items`);
+    }
+    if (typeof schema.maxItems === "number" && value.length > schema.maxItems) {
+      return fail(`more than ${schema.maxItems} items`);
+    }
+    if (schema.uniqueItems === true) {
+      for (let i = 0; i < value.length; i++) {
+        for (let j = i + 1; j < value.length; j++) {
+          if (equal(value[i], value[j])) return fail(`items ${i} and ${j} are equal`);
+        }
+      }
+    }
+    const prefix = Array.isArray(schema.prefixItems) ? schema.prefixItems : [];
+    for (let i = 0; i < value.length; i++) {
+      const sub = i < prefix.length ? prefix[i] : schema.items;
+      if (sub === void 0 || Array.isArray(sub)) continue;
+      const problem = this.check(sub, value[i], child(path, i), depth + 1);
+      if (problem) return problem;
+    }
+    return null;
+  }
+  object(schema, value, path, depth) {
+    const keys = Object.keys(value);
+    if (typeof schema.minProperties === "number" && keys.length < schema.minProperties) {
+      return { path, message: `fewer than ${schema.minProperties} properties` };
+    }
+    if (typeof schema.maxProperties === "number" && keys.length > schema.maxProperties) {
+      return { path, message: `more than ${schema.maxProperties} properties` };
+    }
+    if (Array.isArray(schema.required)) {
+      for (const name of schema.required) {
+        if (typeof name === "string" && !Object.hasOwn(value, name)) {
+          return { path, message: `the required property ${JSON.stringify(name)} is missing` };
+        }
+      }
+    }
+    const properties = isObject(schema.properties) ? schema.properties : {};
+    const patterns = isObject(schema.patternProperties) ? schema.patternProperties : {};
+    for (const key of keys) {
+      let matched = false;
+      if (Object.hasOwn(properties, key)) {
+        matched = true;
+        const problem = this.check(properties[key], value[key], child(path, key), depth + 1);
+        if (problem) return problem;
+      }
+      for (const [pattern, sub] of Object.entries(patterns)) {
+        if (key.length <= SCHEMA_LIMITS.maxPatternInput && this.regex(pattern).test(key)) {
+          matched = true;
+          const problem = this.check(sub, value[key], child(path, key), depth + 1);
+          if (problem) return problem;
+        }
+      }
+      if (!matched && schema.additionalProperties !== void 0) {
+        if (schema.additionalProperties === false) {
+          return { path, message: `the property ${JSON.stringify(key)} is not allowed` };
+        }
+        const problem = this.check(
+          schema.additionalProperties,
+          value[key],
+          child(path, key),
+          depth + 1
+        );
+        if (problem) return problem;
+      }
+    }
+    return null;
+  }
+  combinators(schema, value, path, depth) {
+    const fail = (message) => ({ path, message });
+    if (Array.isArray(schema.allOf)) {
+      for (const sub of schema.allOf) {
+        const problem = this.check(sub, value, path, depth + 1);
+        if (problem) return problem;
+      }
+    }
+    if (Array.isArray(schema.anyOf)) {
+      if (!schema.anyOf.some((sub) => this.check(sub, value, path, depth + 1) === null)) {
+        return fail("matches none of anyOf");
+      }
+    }
+    if (Array.isArray(schema.oneOf)) {
+      const n = schema.oneOf.filter((sub) => this.check(sub, value, path, depth + 1) === null);
+      if (n.length !== 1) return fail(`matches ${n.length} of oneOf, not exactly one`);
+    }
+    if ("not" in schema && this.check(schema.not, value, path, depth + 1) === null) {
+      return fail("matches the schema of not");
+    }
+    if ("if" in schema) {
+      const branch = this.check(schema.if, value, path, depth + 1) === null ? "then" : "else";
+      if (branch in schema) {
+        const problem = this.check(schema[branch], value, path, depth + 1);
+        if (problem) return problem;
+      }
+    }
+    return null;
+  }
+};
+function validateSchema(schema, value) {
+  return new Checker(schema).check(schema, value, "$", 0);
+}
+
+// src/lifecycle.ts
+function rule(section, level, summary) {
+  return Object.freeze({ section, level, summary });
+}
+var RULES = Object.freeze({
   framing: rule("5.1", "must", "the SSE framing could not be read (size limit exceeded)"),
   "invalid-json": rule("5.1", "must", "data is not exactly one complete JSON object"),
   "type-mismatch": rule("5.2", "must", "the JSON type differs from the SSE event: field"),
@@ -102,7 +687,7 @@ export const RULES = Object.freeze({
   "tool-use-not-signalled": rule(
     "4.8",
     "should",
-    "a tool.call block stopped with a stop_reason other than tool_use",
+    "a tool.call block stopped with a stop_reason other than tool_use"
   ),
   "missing-usage": rule("5.3.5", "should", "no usage event in the stream"),
   "unknown-error-code": rule("5.3.6", "should", "error code is not a registered value"),
@@ -113,480 +698,29 @@ export const RULES = Object.freeze({
   "request-id-not-echoed": rule(
     "4.6",
     "should",
-    "metadata.request_id is not echoed in stream.start/stream.end",
+    "metadata.request_id is not echoed in stream.start/stream.end"
   ),
   "undeclared-tool": rule("8.2", "must", "tool.call names a tool the request did not declare"),
   "invalid-arguments": rule(
     "8.2",
     "must",
-    "tool.call arguments do not match the tool's JSON Schema",
-  ),
+    "tool.call arguments do not match the tool's JSON Schema"
+  )
 });
-
-function rule(section, level, summary) {
-  return Object.freeze({ section, level, summary });
-}
-
-// ---------------------------------------------------------------------------
-// Errors
-// ---------------------------------------------------------------------------
-
-/** Base class of every error this module throws. */
-export class TokenwireError extends Error {
-  constructor(message) {
-    super(message);
-    this.name = new.target.name;
-  }
-}
-
-/**
- * The SSE framing could not be read: one pending event passed
- * `maxEventBytes`. `offset` is the input offset of the first byte over it.
- */
-export class FramingError extends TokenwireError {
-  /** @param {string} message @param {number} offset */
-  constructor(message, offset) {
-    super(message);
-    /** @type {number} */
-    this.offset = offset;
-  }
-}
-
-/**
- * One SSE message whose data is not a valid event envelope.
- * `rule` is `invalid-json`, `type-mismatch` or `invalid-field`; `seq` is the
- * envelope's seq when it could be read, else `null`.
- */
-export class EventDecodeError extends TokenwireError {
-  /** @param {string} message @param {string} rule @param {number|null} seq */
-  constructor(message, rule, seq = null) {
-    super(message);
-    /** @type {string} */
-    this.rule = rule;
-    /** @type {number|null} */
-    this.seq = seq;
-  }
-}
-
-/**
- * The endpoint answered with a non-2xx status. `status` is the HTTP status,
- * `body` the parsed JSON error body (`{error: {code, message, path}}`) when
- * there was one, else `null`; `code` is `body.error.code` when present.
- */
-export class HTTPStatusError extends TokenwireError {
-  constructor(status, body, text) {
-    const detail = body?.error?.message ?? (text || "");
-    super(`HTTP ${status}${detail ? `: ${detail}` : ""}`);
-    /** @type {number} */
-    this.status = status;
-    /** @type {any} */
-    this.body = body;
-    /** @type {string|null} */
-    this.code = body?.error?.code ?? null;
-  }
-}
-
-// ---------------------------------------------------------------------------
-// SSE decoding (WHATWG HTML, "event stream interpretation")
-// ---------------------------------------------------------------------------
-
-const LF = 0x0a;
-const CR = 0x0d;
-const EMPTY = new Uint8Array(0);
-
-/**
- * One dispatched server-sent event.
- * @typedef {Object} Message
- * @property {string} event  The `event:` field, `"message"` when there was none.
- * @property {string} data  The data lines joined with LF.
- * @property {string} id  The last event ID in force when it was dispatched.
- * @property {number|null} retry  A valid `retry` given in this event's own block, else null.
- */
-
-/**
- * Incremental WHATWG event-stream decoder: `feed(bytes) -> Message[]`.
- *
- * Lines are split on CR, LF and CRLF bytes only (never on U+2028 or other
- * Unicode separators), and each complete line is decoded as UTF-8 with
- * replacement characters, so a character split across chunks survives.
- *
- * `maxEventBytes` bounds one pending event (every line from the previous
- * blank line on, terminators included, or an unterminated line). Passing it
- * throws {@link FramingError}; events completed earlier in the same `feed`
- * are returned first and the error is thrown by the next call. After that
- * every call throws the same error.
- */
-export class SSEDecoder {
-  #max;
-  #decoder = new TextDecoder("utf-8", { ignoreBOM: true });
-  #pending = []; // pieces of the unterminated line (copies)
-  #pendingBytes = 0;
-  #fed = 0; // bytes consumed so far
-  #blockStart = 0; // input offset of the pending block's first byte
-  #skipLF = false; // the last byte was a CR that ended a line
-  #atStart = true; // a BOM may still come
-  #bomHead = EMPTY; // the first bytes, while they may be the start of a BOM
-  #closed = false;
-  #error = null;
-  #data = [];
-  #event = "";
-  #id = ""; // the last event ID buffer
-  #lastId = ""; // committed at each blank line
-  #blockRetry = null;
-  #reconnect = null;
-
-  /** @param {{maxEventBytes?: number}} [options]  Default 1 MiB. */
-  constructor({ maxEventBytes = 1 << 20 } = {}) {
-    if (!(maxEventBytes >= 1)) throw new RangeError("maxEventBytes must be >= 1");
-    this.#max = maxEventBytes;
-  }
-
-  /** The last event ID committed by a blank line. @type {string} */
-  get lastEventId() {
-    return this.#lastId;
-  }
-
-  /** The last valid `retry` value seen anywhere, or null. @type {number|null} */
-  get reconnectMs() {
-    return this.#reconnect;
-  }
-
-  /** Total bytes consumed so far (`FramingError.offset` counts in the same unit). */
-  get bytesFed() {
-    return this.#fed;
-  }
-
+var MAX_SAFE_SEQ = 2 ** 53;
+var SeqTracker = class {
+  /** The seq due next. */
+  expected = 0;
+  /** Events lost so far, by gaps. */
+  lost = 0;
   /**
-   * Consume the next bytes and return the events they complete, in order.
-   * Never throws on malformed bytes (invalid UTF-8 becomes U+FFFD, unknown
-   * fields are ignored).
-   * @param {Uint8Array|ArrayBuffer|string} chunk  A string is encoded as UTF-8.
-   * @returns {Message[]}
-   * @throws {FramingError} when one event passes `maxEventBytes`.
-   * @throws {TokenwireError} when called after `close()`.
-   */
-  feed(chunk) {
-    if (this.#error) throw this.#error;
-    if (this.#closed) throw new TokenwireError("SSEDecoder.feed() called after close()");
-    let bytes = toBytes(chunk);
-    const out = [];
-    if (bytes.length === 0) return out;
-    this.#fed += bytes.length;
-    let base = this.#fed - bytes.length; // offset of bytes[0]
-    if (this.#skipLF) {
-      // The LF of a CRLF split across chunks belongs to the CR's line.
-      this.#skipLF = false;
-      if (bytes[0] === LF) {
-        if (this.#blockStart === base) this.#blockStart = base + 1; // that CRLF was a blank line
-        bytes = bytes.subarray(1);
-        base += 1;
-      }
-    }
-    if (this.#atStart && bytes.length) {
-      // One BOM, only at the very start of the stream, even split across chunks.
-      // Its bytes count toward the first block, like the Python decoder's.
-      const head = this.#bomHead.length ? concatBytes(this.#bomHead, bytes) : bytes;
-      if (head.length < 3 && isBomPrefix(head)) {
-        this.#bomHead = head.slice();
-        return out; // wait for the rest of a possible BOM
-      }
-      this.#atStart = false;
-      this.#bomHead = EMPTY;
-      bytes = isBomPrefix(head) ? head.subarray(3) : head;
-      base = this.#fed - bytes.length;
-    }
-    const n = bytes.length;
-    if (n === 0) return out;
-    let pos = 0;
-    let nextLF = bytes.indexOf(LF, pos);
-    let nextCR = bytes.indexOf(CR, pos);
-    while (pos < n) {
-      if (nextLF !== -1 && nextLF < pos) nextLF = bytes.indexOf(LF, pos);
-      if (nextCR !== -1 && nextCR < pos) nextCR = bytes.indexOf(CR, pos);
-      const end = nextLF === -1 ? nextCR : nextCR === -1 ? nextLF : Math.min(nextLF, nextCR);
-      if (end === -1) {
-        // An unterminated line: keep a copy until its terminator comes.
-        this.#pending.push(bytes.slice(pos));
-        this.#pendingBytes += n - pos;
-        break;
-      }
-      // The limit is checked at each line start: the block so far must fit.
-      if (base + pos - this.#pendingBytes - this.#blockStart > this.#max) {
-        this.#fail(this.#blockStart + this.#max);
-        break;
-      }
-      let size = 1;
-      if (bytes[end] === CR) {
-        if (end + 1 < n) {
-          if (bytes[end + 1] === LF) size = 2; // CRLF is one terminator
-        } else {
-          this.#skipLF = true; // the CR ended its line already; drop an LF that follows
-        }
-      }
-      const blank = this.#line(this.#takeLine(bytes, pos, end), out);
-      pos = end + size;
-      if (blank) this.#blockStart = base + pos;
-    }
-    // The pending block (complete lines and the unterminated rest) must fit too.
-    if (!this.#error && this.#fed - this.#blockStart > this.#max) {
-      this.#fail(this.#blockStart + this.#max);
-    }
-    if (this.#error && !out.length) throw this.#error;
-    return out;
-  }
-
-  #fail(offset) {
-    this.#error = new FramingError(`SSE event larger than maxEventBytes=${this.#max}`, offset);
-  }
-
-  #takeLine(bytes, start, end) {
-    if (this.#pendingBytes === 0) return bytes.subarray(start, end);
-    const line = new Uint8Array(this.#pendingBytes + (end - start));
-    let at = 0;
-    for (const piece of this.#pending) {
-      line.set(piece, at);
-      at += piece.length;
-    }
-    line.set(bytes.subarray(start, end), at);
-    this.#pending = [];
-    this.#pendingBytes = 0;
-    return line;
-  }
-
-  /** Process one complete line; returns true for a blank line. */
-  #line(bytes, out) {
-    if (bytes.length === 0) {
-      // A blank line dispatches; it commits the id even without data, and
-      // an empty data buffer dispatches nothing.
-      this.#lastId = this.#id;
-      if (this.#data.length) {
-        out.push({
-          event: this.#event || "message",
-          data: this.#data.join("\n"),
-          id: this.#id,
-          retry: this.#blockRetry,
-        });
-        this.#data = [];
-      }
-      this.#event = "";
-      this.#blockRetry = null;
-      return true;
-    }
-    const text = this.#decoder.decode(bytes);
-    const colon = text.indexOf(":");
-    if (colon === 0) return; // a comment
-    let name = text;
-    let value = "";
-    if (colon > 0) {
-      name = text.slice(0, colon);
-      value = text.slice(colon + 1);
-      if (value.startsWith(" ")) value = value.slice(1); // exactly one space
-    }
-    // Field names are compared exactly: case, spaces and NUL matter.
-    if (name === "data") this.#data.push(value);
-    else if (name === "event") this.#event = value;
-    else if (name === "id") {
-      if (!value.includes("\0")) this.#id = value;
-    } else if (name === "retry") {
-      if (/^[0-9]+$/.test(value)) this.#blockRetry = this.#reconnect = Number(value);
-    }
-    return false;
-  }
-
-  /**
-   * Signal the end of input. Always returns `[]`: an event without its
-   * blank line is dropped and its id never committed.
-   * @returns {Message[]}
-   * @throws {FramingError} a pending framing error.
-   */
-  close() {
-    if (this.#error) throw this.#error;
-    this.#closed = true;
-    this.#bomHead = EMPTY;
-    this.#pending = [];
-    this.#pendingBytes = 0;
-    this.#data = [];
-    this.#event = "";
-    this.#blockRetry = null;
-    return [];
-  }
-}
-
-const encoder = new TextEncoder();
-const BOM = [0xef, 0xbb, 0xbf];
-
-/** True when `bytes` starts with the UTF-8 BOM, or is a (shorter) start of it. */
-function isBomPrefix(bytes) {
-  const n = Math.min(bytes.length, 3);
-  for (let i = 0; i < n; i++) if (bytes[i] !== BOM[i]) return false;
-  return n > 0;
-}
-
-function concatBytes(a, b) {
-  const out = new Uint8Array(a.length + b.length);
-  out.set(a, 0);
-  out.set(b, a.length);
-  return out;
-}
-
-function toBytes(chunk) {
-  if (chunk instanceof Uint8Array) return chunk;
-  if (typeof chunk === "string") return encoder.encode(chunk);
-  if (chunk instanceof ArrayBuffer) return new Uint8Array(chunk);
-  if (ArrayBuffer.isView(chunk))
-    return new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength);
-  if (chunk == null) return EMPTY;
-  throw new TypeError("expected bytes (Uint8Array, ArrayBuffer) or a string");
-}
-
-// ---------------------------------------------------------------------------
-// Event envelopes (§5.2, §5.3)
-// ---------------------------------------------------------------------------
-
-/**
- * A decoded event: the JSON envelope exactly as sent, unknown fields
- * included (§5.2: parsers ignore them, a pass-through keeps them). Known
- * types have been checked field by field; a type outside the §9.2 registry
- * is returned as is (`isKnown(event.type)` is false).
- * @typedef {Object} Event
- * @property {string} type
- * @property {string} v
- * @property {number} seq
- */
-
-const COUNT = "int >= 0";
-// §5.3: required (and optional) fields of each registered type, by JSON kind.
-const SCHEMAS = {
-  "stream.start": { model: "str", created: "int", request_id: "str?" },
-  "content.delta": { index: COUNT, role: "str", delta: "delta", "tokenwire:reasoning": "bool?" },
-  "content.stop": { index: COUNT, stop_reason: "str" },
-  "tool.call": { index: COUNT, id: "str", name: "str", arguments: "str" },
-  usage: { input_tokens: COUNT, output_tokens: COUNT },
-  error: { code: "str", message: "str" },
-  "stream.end": { request_id: "str?" },
-};
-
-function kindOf(value) {
-  if (value === null) return "null";
-  if (Array.isArray(value)) return "array";
-  if (typeof value === "number") return Number.isInteger(value) ? "int" : "float";
-  if (typeof value === "string") return "str";
-  if (typeof value === "boolean") return "bool";
-  return typeof value === "object" ? "object" : typeof value;
-}
-
-function fieldError(kind, value) {
-  const optional = kind.endsWith("?");
-  const want = optional ? kind.slice(0, -1) : kind;
-  if (value === undefined) return optional ? null : "missing";
-  if (optional && value === null) return null;
-  const got = kindOf(value);
-  switch (want) {
-    case "int":
-      return got === "int" ? null : `Expected \`int\`, got \`${got}\``;
-    case COUNT:
-      if (got !== "int") return `Expected \`int\`, got \`${got}\``;
-      return value >= 0 ? null : "Expected `int` >= 0";
-    case "delta":
-      if (got !== "object") return `Expected \`object\`, got \`${got}\``;
-      if (value.text === undefined) return "Object missing required field `text`";
-      return kindOf(value.text) === "str"
-        ? null
-        : `Expected \`str\`, got \`${kindOf(value.text)}\``;
-    default:
-      return got === want ? null : `Expected \`${want}\`, got \`${got}\``;
-  }
-}
-
-function checkFields(name, obj) {
-  const fields = { v: "str", seq: COUNT, ...SCHEMAS[name] };
-  for (const [field, kind] of Object.entries(fields)) {
-    const problem = fieldError(kind, obj[field]);
-    if (problem === "missing") return `${name}: Object missing required field \`${field}\``;
-    if (problem) return `${name}: ${problem} - at \`$.${field}\``;
-  }
-  return null;
-}
-
-/**
- * Decode one SSE message into an event envelope. The SSE `event:` name picks
- * the rules (§5.2: the TLV "T"); the JSON `type` must match it.
- * @param {string} name  The SSE `event:` field (`"message"` when absent).
- * @param {string} data  The SSE data.
- * @returns {Event}  The envelope; for a type outside the registry, `isKnown(event.type)` is false.
- * @throws {EventDecodeError} `invalid-json` (not one JSON object), `type-mismatch`
- *   (JSON type differs from `name`) or `invalid-field` (a required field
- *   missing or of the wrong type).
- */
-export function parseEvent(name, data) {
-  let obj;
-  try {
-    obj = JSON.parse(data);
-  } catch (exc) {
-    throw new EventDecodeError(`§5.1: data is not valid JSON: ${exc.message}`, "invalid-json");
-  }
-  if (kindOf(obj) !== "object") {
-    throw new EventDecodeError("§5.1: data is JSON but not a JSON object", "invalid-json");
-  }
-  const known = Object.hasOwn(SCHEMAS, name);
-  const seqOk = Number.isInteger(obj.seq) && (!known || obj.seq >= 0);
-  const seq = seqOk ? obj.seq : null;
-  if (obj.type !== name) {
-    throw new EventDecodeError(
-      `§5.2: JSON type ${JSON.stringify(obj.type ?? null)} ` +
-        `does not match SSE event ${JSON.stringify(name)}`,
-      "type-mismatch",
-      seq,
-    );
-  }
-  if (known) {
-    const problem = checkFields(name, obj);
-    if (problem) throw new EventDecodeError(problem, "invalid-field", seq);
-  }
-  return obj;
-}
-
-/** True when `type` is one of the seven registered event types. */
-export function isKnown(type) {
-  return Object.hasOwn(SCHEMAS, type);
-}
-
-// ---------------------------------------------------------------------------
-// Sequence numbers (§5.2.1)
-// ---------------------------------------------------------------------------
-
-/** §8.4: past this, JavaScript numbers cannot tell seqs apart. */
-export const MAX_SAFE_SEQ = 2 ** 53;
-
-/**
- * A seq gap: `expected` was due, `got` arrived, so `got - expected` events were lost.
- * @typedef {Object} Gap
- * @property {number} expected
- * @property {number} got
- * @property {number} lost
- */
-
-/**
- * Seq-gap detection on its own (§5.2.1: "0, 1, 2, 5 indicates events 3 and 4
- * were lost"). `feed(seq)` returns a {@link Gap} or null.
- */
-export class SeqTracker {
-  constructor() {
-    /** The seq due next. */
-    this.expected = 0;
-    /** Events lost so far, by gaps. */
-    this.lost = 0;
-  }
-
-  /**
-   * @param {number} seq  The seq of the event that arrived.
-   * @returns {Gap|null}  The gap it reveals, or null. A seq that does not
+   * @param seq  The seq of the event that arrived.
+   * @returns The gap it reveals, or null. A seq that does not
    *   increase is not a gap (the validator calls it `seq-regression`).
    */
   feed(seq) {
     const expected = this.expected;
     if (seq >= MAX_SAFE_SEQ) {
-      // §8.4: no arithmetic is exact here any more; the validator warns instead.
       this.expected = seq;
       return null;
     }
@@ -596,100 +730,86 @@ export class SeqTracker {
     this.lost += seq - expected;
     return { expected, got: seq, lost: seq - expected };
   }
-}
-
-// ---------------------------------------------------------------------------
-// The lifecycle validator (§5.4): a port of tokenwire.lifecycle
-// ---------------------------------------------------------------------------
-
-/**
- * One broken rule.
- * @typedef {Object} Violation
- * @property {string} rule  A stable code from {@link RULES}.
- * @property {number|null} seq  The offending event's seq.
- * @property {string} section  The draft section.
- * @property {"must"|"should"} level
- * @property {string} message  One sentence.
- */
-
-const IDLE = "idle";
-const STREAMING = "streaming";
-const ERRORED = "errored";
-const CLOSED = "closed";
-const UNKNOWN = "*";
-
-/** (state, event type) -> next state. Anything missing is refused (REFUSALS). */
-export const TRANSITIONS = Object.freeze({
+};
+var IDLE = "idle";
+var STREAMING = "streaming";
+var ERRORED = "errored";
+var CLOSED = "closed";
+var UNKNOWN = "*";
+var TRANSITIONS = Object.freeze({
   "idle stream.start": STREAMING,
   "streaming content.delta": STREAMING,
   "streaming tool.call": STREAMING,
   "streaming usage": STREAMING,
   "streaming content.stop": STREAMING,
   "streaming *": STREAMING,
-  "streaming error": ERRORED, // §5.4: error may stand for open blocks' stops
+  "streaming error": ERRORED,
+  // §5.4: error may stand for open blocks' stops
   "streaming stream.end": CLOSED,
   "errored usage": ERRORED,
   "errored *": ERRORED,
-  "errored stream.end": CLOSED,
+  "errored stream.end": CLOSED
 });
-
-/** The violation for a move TRANSITIONS does not allow: (state, type), then (state, "*"). */
-export const REFUSALS = Object.freeze({
+var REFUSALS = Object.freeze({
   "idle *": "start-not-first",
   "streaming stream.start": "duplicate-start",
   "errored stream.start": "duplicate-start",
   "errored error": "duplicate-error",
   "errored *": "after-error",
-  "closed *": "after-end",
+  "closed *": "after-end"
 });
-
-/**
- * The §5 lifecycle, fed one event at a time; the same rules, codes and
- * recovery as tokenwire's Python `lifecycle.Validator`.
- *
- * With `request` (the request object that was sent), it also checks the
- * §4.6 request_id echo and that every tool.call names a declared tool (§8.2).
- */
-export class Validator {
-  /** @param {{request?: any}} [options] */
+var Validator = class {
+  /** `idle`, `streaming`, `errored` or `closed`. */
+  state = IDLE;
+  /** Every violation so far, in order. */
+  violations = [];
+  /** Events seen, decodable or not. */
+  events = 0;
+  _expected = 0;
+  _lastSeq = null;
+  _open = /* @__PURE__ */ new Set();
+  _stopped = /* @__PURE__ */ new Set();
+  _toolBlocks = /* @__PURE__ */ new Set();
+  _toolIds = /* @__PURE__ */ new Set();
+  _usage = false;
+  _errorSeen = false;
+  _decoded = 0;
+  _framingFailed = false;
+  _requestId;
+  // §8.2: with the request at hand, only the tools it declared may be called (a
+  // request without tools declares none): name -> its parameters schema.
+  _tools;
+  /** @param options.request  The request that was sent (a parsed object), or null. */
   constructor({ request = null } = {}) {
-    /** `idle`, `streaming`, `errored` or `closed`. */
-    this.state = IDLE;
-    /** @type {Violation[]} */
-    this.violations = [];
-    /** Events seen, decodable or not. */
-    this.events = 0;
-    this._expected = 0;
-    this._lastSeq = null;
-    this._open = new Set();
-    this._stopped = new Set();
-    this._toolBlocks = new Set();
-    this._toolIds = new Set();
-    this._usage = false;
-    this._errorSeen = false;
-    this._decoded = 0;
     const rid = request?.metadata?.request_id;
     this._requestId = typeof rid === "string" ? rid : null;
-    this._tools = Array.isArray(request?.tools) ? new Set(request.tools.map((t) => t?.name)) : null;
+    if (request !== null && request !== void 0) {
+      const tools = request.tools;
+      const list = Array.isArray(tools) ? tools : [];
+      this._tools = new Map(list.map((t) => [t?.name, t?.parameters]));
+    } else {
+      this._tools = null;
+    }
   }
-
   /** True while no MUST has been broken. */
   get ok() {
     return !this.violations.some((v) => v.level === "must");
   }
-
   _report(code, seq, message) {
     const r = RULES[code];
-    const v = Object.freeze({ rule: code, seq, section: r.section, level: r.level, message });
+    const v = Object.freeze({
+      rule: code,
+      seq,
+      section: r.section,
+      level: r.level,
+      message
+    });
     this.violations.push(v);
     return v;
   }
-
   _checkSeq(seq) {
     const expected = this._expected;
     if (seq >= MAX_SAFE_SEQ) {
-      // §8.4: JSON numbers in JavaScript lose precision here, so seq
-      // arithmetic means nothing any more: only warn.
       this._expected = seq;
       this._lastSeq = seq;
       this._report("seq-exhausted", seq, `seq ${seq} is past 2^53`);
@@ -705,26 +825,23 @@ export class Validator {
     }
     this._lastSeq = seq;
   }
-
   /**
    * Record an event that could not be decoded.
-   * @param {EventDecodeError} error
-   * @returns {Violation[]} the violations it caused.
+   * @returns the violations it caused.
    */
   feedInvalid(error) {
     const before = this.violations.length;
     this.events += 1;
     this._report(error.rule, error.seq, error.message);
-    if (error.seq !== null && error.seq !== undefined) this._checkSeq(error.seq);
-    else if (this.state !== IDLE) this._expected += 1; // assume it took the next seq
+    if (error.seq !== null && error.seq !== void 0) this._checkSeq(error.seq);
+    else if (this.state !== IDLE) this._expected += 1;
     if (this.state === IDLE) this.state = STREAMING;
     return this.violations.slice(before);
   }
-
   /**
    * Check one decoded event.
-   * @param {Event} event  From {@link parseEvent}.
-   * @returns {Violation[]} the violations it caused (also kept in `violations`).
+   * @param event  From {@link parseEvent}.
+   * @returns the violations it caused (also kept in `violations`).
    */
   feed(event) {
     const before = this.violations.length;
@@ -735,7 +852,6 @@ export class Validator {
     const key = registered ? kind : UNKNOWN;
     const v = typeof event.v === "string" ? event.v : null;
     const seq = Number.isInteger(event.seq) ? event.seq : null;
-
     if (v !== VERSION) {
       this._report("bad-version", seq, `v is ${JSON.stringify(v)}, not "${VERSION}"`);
     }
@@ -748,13 +864,11 @@ export class Validator {
     } else {
       this._checkSeq(seq);
     }
-
     let next = TRANSITIONS[`${this.state} ${key}`];
-    if (next === undefined) {
+    if (next === void 0) {
       const code = REFUSALS[`${this.state} ${kind}`] ?? REFUSALS[`${this.state} *`];
       this._report(code, seq, `${kind} in state ${this.state}`);
       if (this.state !== IDLE) return this.violations.slice(before);
-      // Recover as if stream.start had come, so later rules still run.
       this.state = STREAMING;
       next = TRANSITIONS[`${this.state} ${key}`] ?? STREAMING;
     }
@@ -762,18 +876,18 @@ export class Validator {
     if (registered) this._checkEvent(event, seq);
     return this.violations.slice(before);
   }
-
   _checkEvent(event, seq) {
+    const e = event;
     switch (event.type) {
       case "content.delta":
-        if (event.role !== "assistant") {
-          this._report("bad-role", seq, `role is ${JSON.stringify(event.role)}`);
+        if (e.role !== "assistant") {
+          this._report("bad-role", seq, `role is ${JSON.stringify(e.role)}`);
         }
-        this._useBlock(event.index, seq, "content.delta");
+        this._useBlock(e.index, seq, "content.delta");
         break;
       case "tool.call":
-        this._useBlock(event.index, seq, "tool.call");
-        this._toolBlocks.add(event.index);
+        this._useBlock(e.index, seq, "tool.call");
+        this._toolBlocks.add(e.index);
         this._checkToolCall(event, seq);
         break;
       case "content.stop": {
@@ -782,8 +896,7 @@ export class Validator {
           this._report(
             "unknown-stop-reason",
             seq,
-            `stop_reason ${JSON.stringify(reason)} ` +
-              `is not one of ${[...STOP_REASONS].sort().join(", ")}`,
+            `stop_reason ${JSON.stringify(reason)} is not one of ${[...STOP_REASONS].sort().join(", ")}`
           );
         }
         if (this._stopped.has(index)) {
@@ -792,7 +905,7 @@ export class Validator {
           this._report(
             "tool-use-not-signalled",
             seq,
-            `block ${index} carried a tool.call but stopped with ${JSON.stringify(reason)}`,
+            `block ${index} carried a tool.call but stopped with ${JSON.stringify(reason)}`
           );
         }
         this._open.delete(index);
@@ -804,15 +917,16 @@ export class Validator {
         break;
       case "error":
         this._errorSeen = true;
-        if (!ERROR_CODES.includes(event.code) && event.code !== "cancelled") {
-          this._report("unknown-error-code", seq, `error code ${JSON.stringify(event.code)}`);
+        const code = event.code;
+        if (!ERROR_CODES.includes(code) && code !== "cancelled") {
+          this._report("unknown-error-code", seq, `error code ${JSON.stringify(code)}`);
         }
         break;
       case "stream.start":
-        this._checkEcho(event.request_id, seq, "stream.start");
+        this._checkEcho(e.request_id, seq, "stream.start");
         break;
       case "stream.end":
-        this._checkEcho(event.request_id, seq, "stream.end");
+        this._checkEcho(e.request_id, seq, "stream.end");
         if (this._open.size && !this._errorSeen) {
           const blocks = [...this._open].sort((a, b) => a - b).join(", ");
           this._report("block-not-stopped", seq, `block(s) ${blocks} never stopped`);
@@ -820,7 +934,6 @@ export class Validator {
         break;
     }
   }
-
   _useBlock(index, seq, kind) {
     if (this._stopped.has(index)) {
       this._report("block-already-stopped", seq, `${kind} for block ${index} after its stop`);
@@ -828,18 +941,15 @@ export class Validator {
       this._open.add(index);
     }
   }
-
   _checkEcho(rid, seq, where) {
     if (this._requestId !== null && rid !== this._requestId) {
       this._report(
         "request-id-not-echoed",
         seq,
-        `${where} request_id is ${JSON.stringify(rid ?? null)}, ` +
-          `the request's is ${JSON.stringify(this._requestId)}`,
+        `${where} request_id is ${JSON.stringify(rid ?? null)}, the request's is ${JSON.stringify(this._requestId)}`
       );
     }
   }
-
   _checkToolCall(call, seq) {
     if (this._toolIds.has(call.id)) {
       this._report("duplicate-tool-id", seq, `tool call id ${JSON.stringify(call.id)} used twice`);
@@ -852,7 +962,7 @@ export class Validator {
       this._report(
         "bad-arguments-json",
         seq,
-        `arguments of ${JSON.stringify(call.name)} are not JSON`,
+        `arguments of ${JSON.stringify(call.name)} are not JSON`
       );
       return;
     }
@@ -860,32 +970,44 @@ export class Validator {
       this._report(
         "bad-arguments-json",
         seq,
-        `arguments of ${JSON.stringify(call.name)} are not a JSON object`,
+        `arguments of ${JSON.stringify(call.name)} are not a JSON object`
       );
       return;
     }
-    if (this._tools !== null && !this._tools.has(call.name)) {
-      const declared = [...this._tools].sort().join(", ") || "none";
+    if (this._tools === null) return;
+    if (!this._tools.has(call.name)) {
+      const declared = [...this._tools.keys()].sort().join(", ") || "none";
       this._report(
         "undeclared-tool",
         seq,
-        `tool ${JSON.stringify(call.name)} was not declared (declared: ${declared})`,
+        `tool ${JSON.stringify(call.name)} was not declared (declared: ${declared})`
+      );
+      return;
+    }
+    let problem = null;
+    try {
+      problem = validateSchema(this._tools.get(call.name), args);
+    } catch (exc) {
+      if (!(exc instanceof SchemaError)) throw exc;
+    }
+    if (problem !== null) {
+      this._report(
+        "invalid-arguments",
+        seq,
+        `arguments of ${JSON.stringify(call.name)}: ${problem.path}: ${problem.message}`
       );
     }
   }
-
   /**
    * Record that the SSE framing failed: the rest cannot be read.
-   * @param {FramingError} error
    */
   feedFramingError(error) {
     this._report("framing", this._lastSeq, error.message);
     this._framingFailed = true;
   }
-
   /**
    * End of input: report what never came.
-   * @returns {Violation[]} the new violations.
+   * @returns the new violations.
    */
   close() {
     const before = this.violations.length;
@@ -893,35 +1015,22 @@ export class Validator {
     if (this.events === 0) {
       this._report("missing-start", null, "no events were received");
     } else if (this._decoded === 0) {
-      // nothing was an event at all: the decode violations say it all
     } else if (this.state !== CLOSED) {
       this._report(
         "missing-end",
         this._lastSeq,
-        "the input ended before stream.end: truncated stream",
+        "the input ended before stream.end: truncated stream"
       );
     } else if (!this._usage && !this._errorSeen) {
       this._report("missing-usage", null, "at least one usage event should be sent");
     }
     return this.violations.slice(before);
   }
-
-  /** The verdict so far. @returns {Report} */
+  /** The verdict so far. */
   report() {
     return makeReport(this);
   }
-}
-
-/**
- * The outcome of a validation.
- * @typedef {Object} Report
- * @property {boolean} ok  True when no MUST was broken (the stream is conformant).
- * @property {number} events  Events seen.
- * @property {Violation[]} violations  Every violation, in order.
- * @property {Violation[]} errors  The MUST violations.
- * @property {Violation[]} warnings  The SHOULD violations.
- */
-
+};
 function makeReport(validator) {
   const violations = [...validator.violations];
   return Object.freeze({
@@ -929,25 +1038,16 @@ function makeReport(validator) {
     events: validator.events,
     violations,
     errors: violations.filter((v) => v.level === "must"),
-    warnings: violations.filter((v) => v.level === "should"),
+    warnings: violations.filter((v) => v.level === "should")
   });
 }
-
-/**
- * Decode a whole SSE body and check it against every rule (but
- * `invalid-arguments`). Never throws for bad input: framing errors,
- * undecodable events and lifecycle breaks all come back as violations.
- * @param {string|Uint8Array|ArrayBuffer|Iterable<Uint8Array|string>} body
- * @param {{request?: any, maxEventBytes?: number}} [options]
- * @returns {Report}
- */
-export function validate(body, { request = null, maxEventBytes = 1 << 20 } = {}) {
+function validate(body, {
+  request = null,
+  maxEventBytes = 1 << 20
+} = {}) {
   const validator = new Validator({ request });
   const decoder = new SSEDecoder({ maxEventBytes });
-  const chunks =
-    typeof body === "string" || body instanceof Uint8Array || body instanceof ArrayBuffer
-      ? [body]
-      : body;
+  const chunks = typeof body === "string" || body instanceof Uint8Array || body instanceof ArrayBuffer ? [body] : body;
   try {
     for (const chunk of chunks) {
       for (const message of decoder.feed(chunk)) feedMessage(validator, message);
@@ -960,7 +1060,6 @@ export function validate(body, { request = null, maxEventBytes = 1 << 20 } = {})
   validator.close();
   return validator.report();
 }
-
 function feedMessage(validator, message) {
   try {
     const event = parseEvent(message.event, message.data);
@@ -971,78 +1070,64 @@ function feedMessage(validator, message) {
   }
 }
 
-// ---------------------------------------------------------------------------
-// Over HTTP: fetch + ReadableStream
-// ---------------------------------------------------------------------------
-
-/**
- * One event as it arrived.
- * @typedef {Object} StreamItem
- * @property {Event|null} event  The envelope, or null when it did not decode.
- * @property {Message} message  The raw SSE message.
- * @property {EventDecodeError|null} error  Why it did not decode.
- * @property {Violation[]} violations  The rules this event broke.
- * @property {Gap|null} gap  The seq gap this event revealed (§5.2.1).
- * @property {number} time  Milliseconds from sending the request to the arrival of
- *   the bytes that completed this event.
- */
-
-const now = () => (typeof performance !== "undefined" ? performance.now() : Date.now());
-
-/**
- * A standard response being read: iterate it (once) for {@link StreamItem}s.
- * After the iteration, `report` holds the lifecycle verdict; `text` is the
- * answer so far (the `delta.text` of non-reasoning blocks).
- */
-export class StreamResponse {
-  /**
-   * @param {ReadableStream<Uint8Array>} body
-   * @param {{request?: any, started?: number, status?: number, headers?: Headers,
-   *   maxEventBytes?: number}} [options]
-   */
-  constructor(
-    body,
-    { request = null, started = now(), status = 200, headers = null, maxEventBytes } = {},
-  ) {
+// src/http.ts
+var now = () => typeof performance !== "undefined" ? performance.now() : Date.now();
+var StreamResponse = class {
+  body;
+  /** HTTP status. */
+  status;
+  /** Response headers, when known. */
+  headers;
+  /** When the request was sent (`performance.now()` time). */
+  started;
+  validator;
+  decoder;
+  seq;
+  /** The answer text so far. */
+  text = "";
+  /** Milliseconds from the request to the first content.delta or tool.call. */
+  ttft = null;
+  /** True when the stream was aborted before its end. */
+  aborted = false;
+  /** The verdict, once the iteration is over. */
+  report = null;
+  constructor(body, {
+    request = null,
+    started = now(),
+    status = 200,
+    headers = null,
+    maxEventBytes
+  } = {}) {
     this.body = body;
-    /** HTTP status. */
     this.status = status;
-    /** Response headers (a `Headers`), when known. */
     this.headers = headers;
-    /** When the request was sent (`performance.now()` time). */
     this.started = started;
     this.validator = new Validator({ request });
     this.decoder = new SSEDecoder({ maxEventBytes });
     this.seq = new SeqTracker();
-    /** The answer text so far. */
-    this.text = "";
-    /** Milliseconds from the request to the first content.delta or tool.call. */
-    this.ttft = null;
-    /** True when the stream was aborted before its end. */
-    this.aborted = false;
-    /** @type {Report|null} */
-    this.report = null;
   }
-
   _item(message, time) {
-    const item = feedMessage(this.validator, message);
-    item.message = message;
-    item.time = time;
-    const seq = item.event ? item.event.seq : item.error?.seq;
-    item.gap = Number.isInteger(seq) ? this.seq.feed(seq) : null;
+    const checked = feedMessage(this.validator, message);
+    const seq = checked.event ? checked.event.seq : checked.error?.seq;
+    const item = {
+      ...checked,
+      message,
+      time,
+      gap: typeof seq === "number" && Number.isInteger(seq) ? this.seq.feed(seq) : null
+    };
     const ev = item.event;
     if (ev && (ev.type === "content.delta" || ev.type === "tool.call")) {
       if (this.ttft === null) this.ttft = item.time;
-      if (ev.type === "content.delta" && !ev["tokenwire:reasoning"]) this.text += ev.delta.text;
+      if (ev.type === "content.delta" && !ev["tokenwire:reasoning"]) {
+        this.text += ev.delta.text;
+      }
     }
     return item;
   }
-
-  /** @returns {AsyncGenerator<StreamItem>} */
   async *[Symbol.asyncIterator]() {
     const reader = this.body.getReader();
     try {
-      for (;;) {
+      for (; ; ) {
         let result;
         try {
           result = await reader.read();
@@ -1050,7 +1135,6 @@ export class StreamResponse {
           if (exc?.name === "AbortError") this.aborted = true;
           throw exc;
         }
-        // Stamped when the bytes arrived, not when the caller gets to the event.
         const time = now() - this.started;
         let messages;
         try {
@@ -1064,32 +1148,13 @@ export class StreamResponse {
         if (result.done) break;
       }
     } finally {
-      if (!this.aborted) {
-        this.validator.close();
-      }
+      if (!this.aborted) this.validator.close();
       this.report = this.validator.report();
       reader.releaseLock?.();
     }
   }
-}
-
-/**
- * Send a standard request and return the streamed response.
- *
- * POSTs `request` as `application/llm-request+json` (§4.1) with `fetch`
- * (EventSource cannot POST) and reads the body with a `ReadableStream`
- * reader. Abort with `options.signal`: the iteration then throws the fetch's
- * `AbortError` and `response.aborted` is true.
- *
- * @param {string|URL} url  The endpoint, e.g. `/v1/stream`.
- * @param {any} request  The request envelope (§4.2), sent as JSON.
- * @param {{signal?: AbortSignal, headers?: Record<string,string>, fetch?: typeof fetch,
- *   maxEventBytes?: number}} [options]
- * @returns {Promise<StreamResponse>}
- * @throws {HTTPStatusError} a non-2xx answer (400 names the field, 415, 413...).
- * @throws {TokenwireError} a 2xx answer that is not `text/event-stream`.
- */
-export async function stream(url, request, options = {}) {
+};
+async function stream(url, request, options = {}) {
   const doFetch = options.fetch ?? globalThis.fetch;
   const started = now();
   const response = await doFetch(url, {
@@ -1097,47 +1162,456 @@ export async function stream(url, request, options = {}) {
     headers: {
       "Content-Type": REQUEST_MEDIA_TYPE,
       Accept: "text/event-stream",
-      ...(options.headers ?? {}),
+      ...options.headers ?? {}
     },
     body: typeof request === "string" ? request : JSON.stringify(request),
     signal: options.signal,
-    cache: "no-store",
+    cache: "no-store"
   });
   return open(response, {
     request: typeof request === "string" ? null : request,
     started,
-    ...options,
+    maxEventBytes: options.maxEventBytes
   });
 }
-
-/**
- * Wrap an already made `fetch` response whose body is a standard stream
- * (for example a replayed capture).
- * @param {Response} response
- * @param {{request?: any, started?: number, maxEventBytes?: number}} [options]
- * @returns {Promise<StreamResponse>}
- * @throws {HTTPStatusError|TokenwireError} as {@link stream}.
- */
-export async function open(response, { request = null, started = now(), maxEventBytes } = {}) {
-  if (!response.ok) {
-    const text = await response.text().catch(() => "");
-    let body = null;
-    try {
-      body = JSON.parse(text);
-    } catch {
-      body = null;
-    }
-    throw new HTTPStatusError(response.status, body, text);
+async function raiseForStatus(response) {
+  if (response.ok) return;
+  const text = await response.text().catch(() => "");
+  let body = null;
+  try {
+    const parsed = JSON.parse(text);
+    body = parsed !== null && typeof parsed === "object" ? parsed : null;
+  } catch {
+    body = null;
   }
+  throw httpError(response.status, body, text);
+}
+async function open(response, {
+  request = null,
+  started = now(),
+  maxEventBytes
+} = {}) {
+  await raiseForStatus(response);
   const type = (response.headers.get("content-type") ?? "").split(";")[0].trim().toLowerCase();
-  if (type !== "text/event-stream") {
-    throw new TokenwireError(`expected text/event-stream, got ${type || "no content type"}`);
+  if (type !== "text/event-stream" || response.body === null) {
+    throw new ProtocolError(`expected text/event-stream, got ${type || "no content type"}`);
   }
   return new StreamResponse(response.body, {
     request,
     started,
     status: response.status,
     headers: response.headers,
-    maxEventBytes,
+    maxEventBytes
   });
 }
+
+// src/client.ts
+var RESUME_TOKEN_HEADER = "tokenwire-resume-token";
+var RESUME_TOKEN_REQUEST_HEADER = "Tokenwire-Resume-Token";
+var MAX_RESUME_ATTEMPTS = 3;
+var delay = (ms, signal) => new Promise((resolve) => {
+  if (ms <= 0 || signal.aborted) return resolve();
+  const timer = setTimeout(done, ms);
+  signal.addEventListener("abort", done, { once: true });
+  function done() {
+    clearTimeout(timer);
+    signal.removeEventListener("abort", done);
+    resolve();
+  }
+});
+function newRequestId() {
+  const c = globalThis.crypto;
+  if (c?.randomUUID) return c.randomUUID();
+  return `tw-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 12)}`;
+}
+function prepareRequest(input, { resume = true } = {}) {
+  const request = {
+    ...input,
+    version: input.version ?? VERSION,
+    stream: input.stream ?? true,
+    metadata: { ...input.metadata ?? {} }
+  };
+  if (typeof request.metadata.request_id !== "string") {
+    request.metadata.request_id = newRequestId();
+  }
+  if (resume && request.extensions?.[EXTENSIONS.resumable] === void 0) {
+    request.extensions = { ...request.extensions ?? {}, [EXTENSIONS.resumable]: true };
+  }
+  const sideEffects = request.extensions?.[EXTENSIONS.sideEffects];
+  if (sideEffects !== void 0 && !(Array.isArray(sideEffects) && sideEffects.every((s) => typeof s === "string"))) {
+    throw new TokenwireError(
+      `extensions["${EXTENSIONS.sideEffects}"]: must be a list of tool names`
+    );
+  }
+  return request;
+}
+var Client = class {
+  baseURL;
+  headers;
+  resume;
+  confirm;
+  maxEventBytes;
+  streamPath;
+  resumePath;
+  fetch;
+  constructor(options) {
+    if (!options?.baseURL) throw new TokenwireError("Client: baseURL is required");
+    this.baseURL = String(options.baseURL).replace(/\/+$/, "");
+    this.headers = { ...options.headers ?? {} };
+    this.resume = options.resume ?? true;
+    this.confirm = options.confirm ?? null;
+    this.maxEventBytes = options.maxEventBytes ?? 1 << 20;
+    this.streamPath = options.streamPath ?? "/v1/stream";
+    this.resumePath = options.resumePath ?? "/v1/streams/{request_id}";
+    this.fetch = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
+  }
+  /** The absolute URL of `path` on this gateway. */
+  url(path) {
+    return this.baseURL + (path.startsWith("/") ? path : `/${path}`);
+  }
+  /**
+   * Send `request` and stream its events. Nothing is sent until the result
+   * is iterated (once). Leaving the loop early (`break`) or aborting
+   * `options.signal` stops the stream and cancels the generation.
+   * @throws (while iterating) {@link UnsupportedMediaTypeError}, {@link RequestError},
+   *   {@link ServerError}, {@link ProtocolError}, {@link StreamTruncatedError},
+   *   {@link FramingError}, or the signal's abort reason.
+   */
+  stream(request, options = {}) {
+    return new EventStream(this, prepareRequest(request, { resume: this.resume }), options);
+  }
+};
+var EventStream = class {
+  /** The request as sent. */
+  request;
+  /** Every lifecycle violation seen (delivered events only, plus undecodable ones). */
+  violations = [];
+  /** Tool calls refused by §8.2, in order. */
+  rejectedToolCalls = [];
+  /** The last seq delivered (the next resume's `Last-Event-ID`). */
+  lastSeq = null;
+  /** HTTP connections made: 1, plus one per resume. */
+  connections = 0;
+  /** The resume token from the POST's `tokenwire-resume-token` header, when given. */
+  resumeToken = null;
+  /** The first response's headers. */
+  headers = null;
+  /** True once `stream.end` has been delivered. */
+  done = false;
+  client;
+  options;
+  controller = new AbortController();
+  validator;
+  toolIds = /* @__PURE__ */ new Set();
+  started = false;
+  opened = false;
+  cancelled = null;
+  constructor(client, request, options) {
+    this.client = client;
+    this.request = request;
+    this.options = options;
+    this.validator = new Validator({ request });
+  }
+  /** The request's `metadata.request_id`. */
+  get requestId() {
+    return this.request.metadata.request_id;
+  }
+  /** True when the request asked for a resumable stream. */
+  get resumable() {
+    return this.request.extensions?.[EXTENSIONS.resumable] === true;
+  }
+  resumeURL() {
+    return this.client.url(
+      this.client.resumePath.replace("{request_id}", encodeURIComponent(this.requestId))
+    );
+  }
+  tokenHeaders() {
+    return this.resumeToken ? { [RESUME_TOKEN_REQUEST_HEADER]: this.resumeToken } : {};
+  }
+  /**
+   * Stop reading and cancel the generation: aborts the fetch and, for a
+   * resumable stream, sends `DELETE /v1/streams/{request_id}` (with the
+   * resume token) so the server stops generating. Safe to call twice.
+   */
+  cancel() {
+    if (this.cancelled) return this.cancelled;
+    this.controller.abort(this.options.signal?.reason);
+    this.cancelled = (async () => {
+      if (!this.resumable || !this.opened || this.done) return;
+      try {
+        const response = await this.client.fetch(this.resumeURL(), {
+          method: "DELETE",
+          headers: {
+            ...this.client.headers,
+            ...this.options.headers ?? {},
+            ...this.tokenHeaders()
+          }
+        });
+        await response.body?.cancel().catch(() => void 0);
+      } catch {
+      }
+    })();
+    return this.cancelled;
+  }
+  async *[Symbol.asyncIterator]() {
+    if (this.started) throw new TokenwireError("an EventStream can be iterated only once");
+    this.started = true;
+    const signal = this.options.signal;
+    const onAbort = () => void this.cancel();
+    if (signal?.aborted) {
+      throw signal.reason ?? new DOMException("aborted", "AbortError");
+    }
+    signal?.addEventListener("abort", onAbort, { once: true });
+    let finished = false;
+    try {
+      yield* this.connectionsLoop();
+      finished = true;
+    } finally {
+      signal?.removeEventListener("abort", onAbort);
+      if (!finished && !this.done) await this.cancel();
+    }
+  }
+  async *connectionsLoop() {
+    let fruitless = 0;
+    let drop = "";
+    for (; ; ) {
+      const before = this.lastSeq;
+      let response = null;
+      try {
+        response = await this.connect();
+      } catch (exc) {
+        if (this.connections <= 1 || this.controller.signal.aborted) throw exc;
+        drop = `resume failed: ${exc.message}`;
+      }
+      if (response !== null) {
+        drop = yield* this.read(response);
+        if (this.done) return;
+      }
+      if (!this.client.resume || !this.resumable) {
+        const why = this.client.resume ? "the stream is not resumable" : "resume is off";
+        throw new StreamTruncatedError(`${drop} (${why})`, this.lastSeq);
+      }
+      fruitless = this.lastSeq === before ? fruitless + 1 : 0;
+      if (fruitless >= MAX_RESUME_ATTEMPTS) {
+        throw new StreamTruncatedError(
+          `${drop}; ${MAX_RESUME_ATTEMPTS} resume attempts brought nothing new`,
+          this.lastSeq
+        );
+      }
+      await delay(fruitless ? Math.min(100 * 2 ** fruitless, 2e3) : 0, this.controller.signal);
+      if (this.controller.signal.aborted) throw this.abortReason();
+    }
+  }
+  abortReason() {
+    return this.options.signal?.reason ?? new DOMException("aborted", "AbortError");
+  }
+  /** The POST, or for a resume the GET with `Last-Event-ID`; checks status and type. */
+  async connect() {
+    const first = this.connections === 0;
+    this.connections += 1;
+    const common = { ...this.client.headers, ...this.options.headers ?? {} };
+    let response;
+    if (first) {
+      response = await this.client.fetch(this.client.url(this.client.streamPath), {
+        method: "POST",
+        headers: { "Content-Type": REQUEST_MEDIA_TYPE, Accept: "text/event-stream", ...common },
+        body: JSON.stringify(this.request),
+        signal: this.controller.signal,
+        cache: "no-store"
+      });
+      this.headers = response.headers;
+      this.resumeToken = response.headers.get(RESUME_TOKEN_HEADER);
+    } else {
+      const headers = {
+        Accept: "text/event-stream",
+        "Cache-Control": "no-cache",
+        ...common,
+        ...this.tokenHeaders()
+      };
+      if (this.lastSeq !== null) headers["Last-Event-ID"] = String(this.lastSeq);
+      response = await this.client.fetch(this.resumeURL(), {
+        method: "GET",
+        headers,
+        signal: this.controller.signal,
+        cache: "no-store"
+      });
+    }
+    await raiseForStatus(response);
+    const type = (response.headers.get("content-type") ?? "").split(";")[0].trim().toLowerCase();
+    if (type !== "text/event-stream" || response.body === null) {
+      await response.body?.cancel().catch(() => void 0);
+      throw new ProtocolError(
+        `§4.9: the endpoint answered ${type || "no content type"}, not text/event-stream`
+      );
+    }
+    this.opened = true;
+    return response;
+  }
+  /**
+   * Deliver one response body's events. Returns why the body ended early (a
+   * drop: the caller may resume); anything else (an abort, a framing error,
+   * the confirm hook's own error) is thrown.
+   */
+  async *read(response) {
+    const decoder = new SSEDecoder({ maxEventBytes: this.client.maxEventBytes });
+    const reader = response.body.getReader();
+    try {
+      for (; ; ) {
+        let result;
+        try {
+          result = await reader.read();
+        } catch (exc) {
+          if (this.controller.signal.aborted) throw exc;
+          const error = exc;
+          return `${error?.name ?? "Error"}: ${error?.message ?? String(exc)}`;
+        }
+        const messages = result.done ? decoder.close() : decoder.feed(result.value);
+        for (const message of messages) {
+          let event;
+          try {
+            event = parseEvent(message.event, message.data);
+          } catch (exc) {
+            if (!(exc instanceof EventDecodeError)) throw exc;
+            if (exc.seq !== null && (this.lastSeq === null || exc.seq > this.lastSeq)) {
+              this.violations.push(...this.validator.feedInvalid(exc));
+              this.lastSeq = exc.seq;
+            }
+            continue;
+          }
+          if (!Number.isInteger(event.seq)) {
+            this.violations.push(...this.validator.feed(event));
+            continue;
+          }
+          if (this.lastSeq !== null && event.seq <= this.lastSeq) continue;
+          this.lastSeq = event.seq;
+          this.violations.push(...this.validator.feed(event));
+          if (event.type === "tool.call" && !await this.checkToolCall(event)) {
+            continue;
+          }
+          if (event.type === "stream.end") this.done = true;
+          yield event;
+          if (this.done) return "";
+        }
+        if (result.done) return "the connection closed before stream.end";
+      }
+    } finally {
+      if (!this.done) await reader.cancel().catch(() => void 0);
+      reader.releaseLock();
+    }
+  }
+  reject(event, reason, message) {
+    this.rejectedToolCalls.push({
+      event,
+      error: new ToolCallError(
+        `§8.2: tool call ${JSON.stringify(event.name)} (${event.id}) refused: ${message}`,
+        reason,
+        event.name,
+        event.id
+      )
+    });
+    return false;
+  }
+  /** §8.2: declared, arguments a JSON object valid against the tool's schema, confirmed. */
+  async checkToolCall(event) {
+    if (this.toolIds.has(event.id)) {
+      return this.reject(
+        event,
+        "duplicate-tool-id",
+        `the id ${JSON.stringify(event.id)} was used twice`
+      );
+    }
+    this.toolIds.add(event.id);
+    const tool = (this.request.tools ?? []).find((t) => t.name === event.name);
+    if (tool === void 0) {
+      const declared = (this.request.tools ?? []).map((t) => t.name).sort().join(", ") || "none";
+      return this.reject(event, "undeclared-tool", `not a declared tool (declared: ${declared})`);
+    }
+    let args;
+    try {
+      args = JSON.parse(event.arguments);
+    } catch {
+      return this.reject(event, "bad-arguments-json", "the arguments are not JSON");
+    }
+    if (args === null || typeof args !== "object" || Array.isArray(args)) {
+      return this.reject(event, "bad-arguments-json", "the arguments are not a JSON object");
+    }
+    try {
+      const problem = validateSchema(tool.parameters, args);
+      if (problem) {
+        return this.reject(event, "invalid-arguments", `${problem.path}: ${problem.message}`);
+      }
+    } catch (exc) {
+      if (!(exc instanceof SchemaError)) throw exc;
+    }
+    const sideEffects = this.request.extensions?.[EXTENSIONS.sideEffects] ?? [];
+    if (sideEffects.includes(event.name)) {
+      const call = {
+        id: event.id,
+        name: event.name,
+        index: event.index,
+        arguments: args,
+        raw: event.arguments,
+        tool
+      };
+      const confirm = this.client.confirm;
+      if (confirm === null) {
+        return this.reject(
+          event,
+          "not-confirmed",
+          "the tool has side effects and no confirm hook was given"
+        );
+      }
+      if (!await confirm(call)) {
+        return this.reject(event, "not-confirmed", "the confirm hook refused it");
+      }
+    }
+    return true;
+  }
+};
+export {
+  CANCELLED,
+  Client,
+  ERROR_CODES,
+  EVENT_TYPES,
+  EXTENSIONS,
+  EventDecodeError,
+  EventStream,
+  FramingError,
+  HTTPStatusError,
+  MAX_RESUME_ATTEMPTS,
+  MAX_SAFE_SEQ,
+  ProtocolError,
+  REFUSALS,
+  REQUEST_MEDIA_TYPE,
+  RESUME_TOKEN_HEADER,
+  RESUME_TOKEN_REQUEST_HEADER,
+  RULES,
+  RequestError,
+  SCHEMA_LIMITS,
+  SSEDecoder,
+  STOP_REASONS,
+  SchemaError,
+  SeqTracker,
+  ServerError,
+  StreamError,
+  StreamResponse,
+  StreamTruncatedError,
+  TRANSITIONS,
+  TokenwireError,
+  ToolCallError,
+  UnsupportedMediaTypeError,
+  VERSION,
+  Validator,
+  feedMessage,
+  httpError,
+  isKnown,
+  isReasoning,
+  kindOf,
+  open,
+  parseEvent,
+  prepareRequest,
+  raiseForStatus,
+  stream,
+  validate,
+  validateSchema
+};

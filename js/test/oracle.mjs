@@ -1,4 +1,4 @@
-// A long-lived helper for tests/playground/test_js_differential.py: one JSON
+// A long-lived helper for tests/js/test_js_differential.py (on the built package): one JSON
 // request per stdin line, one JSON answer per stdout line.
 //   {"op": "decode", "chunks": [base64...], "max": N}
 //     -> {"events": [...], "last_event_id", "reconnect_ms", "error_offset"}

@@ -1,4 +1,4 @@
-// tokenwire.js SSEDecoder against the shared WHATWG vectors (tests/vectors/sse/*.json),
+// The package's SSEDecoder against the shared WHATWG vectors (tests/vectors/sse/*.json),
 // the same ones tests/test_sse.py runs against the Python decoder.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";

@@ -1,10 +1,15 @@
 // Shared by the node tests: where things are, and the vectors' byte encoding.
+// The tests run on the built package (js/dist, `npm run build`), against the
+// Python project's shared vectors (tests/vectors/).
 import { readFileSync, readdirSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 
-export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
-export const MODULE = join(ROOT, "src", "tokenwire", "gateway", "static", "tokenwire.js");
+export const PACKAGE = join(dirname(fileURLToPath(import.meta.url)), "..");
+export const ROOT = join(PACKAGE, "..");
+/** The package's entry point, as a file URL (what `import "tokenwire"` loads). */
+export const MODULE = pathToFileURL(join(PACKAGE, "dist", "index.js")).href;
+export const AI_SDK = pathToFileURL(join(PACKAGE, "dist", "ai-sdk.js")).href;
 export const VECTORS = join(ROOT, "tests", "vectors");
 
 /** Every case of tests/vectors/sse/*.json, with its file name. */

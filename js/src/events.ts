@@ -1,0 +1,303 @@
+/**
+ * The standard's event envelopes (§5.2, §5.3) as types, the request envelope
+ * (§4), tokenwire's `tokenwire:` extensions (docs/extensions.md), and
+ * {@link parseEvent}: one SSE message to one checked envelope.
+ * @module
+ */
+import { EventDecodeError } from "./errors.js";
+
+/** The protocol version every envelope carries (§5.2). */
+export const VERSION = "1.0";
+
+/** The request media type (§4.1). */
+export const REQUEST_MEDIA_TYPE = "application/llm-request+json";
+
+/** The seven registered event types (§9.2), in lifecycle order. */
+export const EVENT_TYPES = Object.freeze([
+  "stream.start",
+  "content.delta",
+  "content.stop",
+  "tool.call",
+  "usage",
+  "error",
+  "stream.end",
+] as const);
+
+/** The registered stop reasons (§5.3.3). */
+export const STOP_REASONS = Object.freeze([
+  "end_turn",
+  "max_tokens",
+  "tool_use",
+  "content_filter",
+] as const);
+
+/**
+ * The registered error codes (§5.3.6). `cancelled` is tokenwire's documented
+ * extension code ({@link CANCELLED}) and is accepted beside them.
+ */
+export const ERROR_CODES = Object.freeze([
+  "rate_limited",
+  "context_length_exceeded",
+  "content_filtered",
+  "internal_error",
+  "overloaded",
+] as const);
+
+/** docs/extensions.md: the error code of a stream stopped on request. */
+export const CANCELLED = "cancelled";
+
+/** The `tokenwire:` extension keys (docs/extensions.md). */
+export const EXTENSIONS = Object.freeze({
+  /** Request: carry reasoning text as marked `content.delta` blocks. Event: the marker. */
+  reasoning: "tokenwire:reasoning",
+  /** Request: `{delay_ms: N}` paces the built-in demo model. */
+  demo: "tokenwire:demo",
+  /** Request: the gateway stores the stream so it can be resumed and cancelled. */
+  resumable: "tokenwire:resumable",
+  /** Request: tools the client must confirm before running (§8.2). */
+  sideEffects: "tokenwire:side_effects",
+} as const);
+
+export type EventType = (typeof EVENT_TYPES)[number];
+export type StopReason = (typeof STOP_REASONS)[number];
+export type ErrorCode = (typeof ERROR_CODES)[number] | typeof CANCELLED;
+
+/** Fields every envelope carries (§5.2). Unknown fields are kept as sent. */
+export interface Envelope {
+  v: string;
+  seq: number;
+  type: string;
+  [field: string]: unknown;
+}
+
+/** §5.3.1 */
+export interface StreamStart extends Envelope {
+  type: "stream.start";
+  model: string;
+  created: number;
+  request_id?: string | null;
+}
+
+/** §5.3.2; `tokenwire:reasoning` marks a reasoning block (docs/extensions.md). */
+export interface ContentDelta extends Envelope {
+  type: "content.delta";
+  index: number;
+  role: "assistant";
+  delta: { text: string; [field: string]: unknown };
+  "tokenwire:reasoning"?: boolean | null;
+}
+
+/** §5.3.3 */
+export interface ContentStop extends Envelope {
+  type: "content.stop";
+  index: number;
+  stop_reason: StopReason | (string & {});
+}
+
+/** §5.3.4: `arguments` is a JSON text. */
+export interface ToolCall extends Envelope {
+  type: "tool.call";
+  index: number;
+  id: string;
+  name: string;
+  arguments: string;
+}
+
+/** §5.3.5 */
+export interface Usage extends Envelope {
+  type: "usage";
+  input_tokens: number;
+  output_tokens: number;
+}
+
+/** §5.3.6 */
+export interface ErrorEvent extends Envelope {
+  type: "error";
+  code: ErrorCode | (string & {});
+  message: string;
+}
+
+/** §5.3.7 */
+export interface StreamEnd extends Envelope {
+  type: "stream.end";
+  request_id?: string | null;
+}
+
+/** A registered event (§9.2). */
+export type KnownEvent =
+  StreamStart | ContentDelta | ContentStop | ToolCall | Usage | ErrorEvent | StreamEnd;
+
+/** Any decoded event: a registered one, or an unknown type passed through (§5.2). */
+export type Event = KnownEvent | Envelope;
+
+/** True for a `content.delta` of a reasoning block (docs/extensions.md). */
+export function isReasoning(event: Event): boolean {
+  return event.type === "content.delta" && event[EXTENSIONS.reasoning] === true;
+}
+
+// --- the request envelope (§4) --------------------------------------------------------
+
+/** §4.3.1 Table 3: a typed content part. */
+export type Part =
+  | { type: "text"; text: string }
+  | { type: "image" | "document" | "audio"; media_type: string; data: string };
+
+/** §4.8: a tool call on an assistant message; `arguments` is a JSON text. */
+export interface ToolCallRef {
+  id: string;
+  name: string;
+  arguments: string;
+}
+
+/** §4.3 Table 2 */
+export interface Message {
+  role: "system" | "user" | "assistant" | "tool";
+  content: string | Part[] | null;
+  name?: string;
+  tool_call_id?: string;
+  tool_calls?: ToolCallRef[];
+}
+
+/** A JSON Schema object (the subset {@link validateSchema} checks is documented there). */
+export type JSONSchema = { [keyword: string]: unknown } | boolean;
+
+/** §4.4 Table 4 */
+export interface Tool {
+  name: string;
+  description: string;
+  parameters: { [keyword: string]: unknown };
+}
+
+/** §4.5 Table 5 */
+export interface Parameters {
+  max_tokens?: number;
+  temperature?: number;
+  top_p?: number;
+  stop_sequences?: string[];
+  [name: string]: unknown;
+}
+
+/** tokenwire's request extensions (docs/extensions.md); other namespaces pass through. */
+export interface Extensions {
+  "tokenwire:reasoning"?: boolean;
+  "tokenwire:demo"?: { delay_ms: number };
+  "tokenwire:resumable"?: boolean;
+  "tokenwire:side_effects"?: string[];
+  [key: string]: unknown;
+}
+
+/** §4.2 Table 1: the request envelope. */
+export interface Request {
+  version: string;
+  stream: boolean;
+  model: string;
+  messages: Message[];
+  tools?: Tool[];
+  parameters?: Parameters;
+  metadata?: { request_id?: string; [key: string]: unknown };
+  extensions?: Extensions;
+}
+
+// --- decoding -------------------------------------------------------------------------
+
+const COUNT = "int >= 0";
+// §5.3: required (and optional) fields of each registered type, by JSON kind.
+const SCHEMAS: Record<string, Record<string, string>> = {
+  "stream.start": { model: "str", created: "int", request_id: "str?" },
+  "content.delta": { index: COUNT, role: "str", delta: "delta", "tokenwire:reasoning": "bool?" },
+  "content.stop": { index: COUNT, stop_reason: "str" },
+  "tool.call": { index: COUNT, id: "str", name: "str", arguments: "str" },
+  usage: { input_tokens: COUNT, output_tokens: COUNT },
+  error: { code: "str", message: "str" },
+  "stream.end": { request_id: "str?" },
+};
+
+/** The JSON kind of a value, in the Python decoder's words (`int`, `str`, `object`...). */
+export function kindOf(value: unknown): string {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "array";
+  if (typeof value === "number") return Number.isInteger(value) ? "int" : "float";
+  if (typeof value === "string") return "str";
+  if (typeof value === "boolean") return "bool";
+  return typeof value === "object" ? "object" : typeof value;
+}
+
+function fieldError(kind: string, value: unknown): string | null {
+  const optional = kind.endsWith("?");
+  const want = optional ? kind.slice(0, -1) : kind;
+  if (value === undefined) return optional ? null : "missing";
+  if (optional && value === null) return null;
+  const got = kindOf(value);
+  switch (want) {
+    case "int":
+      return got === "int" ? null : `Expected \`int\`, got \`${got}\``;
+    case COUNT:
+      if (got !== "int") return `Expected \`int\`, got \`${got}\``;
+      return (value as number) >= 0 ? null : "Expected `int` >= 0";
+    case "delta": {
+      if (got !== "object") return `Expected \`object\`, got \`${got}\``;
+      const text = (value as { text?: unknown }).text;
+      if (text === undefined) return "Object missing required field `text`";
+      return kindOf(text) === "str" ? null : `Expected \`str\`, got \`${kindOf(text)}\``;
+    }
+    default:
+      return got === want ? null : `Expected \`${want}\`, got \`${got}\``;
+  }
+}
+
+function checkFields(name: string, obj: Record<string, unknown>): string | null {
+  const fields: Record<string, string> = { v: "str", seq: COUNT, ...SCHEMAS[name] };
+  for (const [field, kind] of Object.entries(fields)) {
+    const problem = fieldError(kind, obj[field]);
+    if (problem === "missing") return `${name}: Object missing required field \`${field}\``;
+    if (problem) return `${name}: ${problem} - at \`$.${field}\``;
+  }
+  return null;
+}
+
+/**
+ * Decode one SSE message into an event envelope. The SSE `event:` name picks
+ * the rules (§5.2: the TLV "T"); the JSON `type` must match it.
+ * @param name  The SSE `event:` field (`"message"` when absent).
+ * @param data  The SSE data.
+ * @returns The envelope; for a type outside the registry, `isKnown(event.type)` is false.
+ * @throws {@link EventDecodeError} `invalid-json` (not one JSON object), `type-mismatch`
+ *   (JSON type differs from `name`) or `invalid-field` (a required field
+ *   missing or of the wrong type).
+ */
+export function parseEvent(name: string, data: string): Event {
+  let obj: unknown;
+  try {
+    obj = JSON.parse(data);
+  } catch (exc) {
+    throw new EventDecodeError(
+      `§5.1: data is not valid JSON: ${(exc as Error).message}`,
+      "invalid-json",
+    );
+  }
+  if (kindOf(obj) !== "object") {
+    throw new EventDecodeError("§5.1: data is JSON but not a JSON object", "invalid-json");
+  }
+  const record = obj as Record<string, unknown>;
+  const known = Object.hasOwn(SCHEMAS, name);
+  const seqOk = Number.isInteger(record.seq) && (!known || (record.seq as number) >= 0);
+  const seq = seqOk ? (record.seq as number) : null;
+  if (record.type !== name) {
+    throw new EventDecodeError(
+      `§5.2: JSON type ${JSON.stringify(record.type ?? null)} ` +
+        `does not match SSE event ${JSON.stringify(name)}`,
+      "type-mismatch",
+      seq,
+    );
+  }
+  if (known) {
+    const problem = checkFields(name, record);
+    if (problem) throw new EventDecodeError(problem, "invalid-field", seq);
+  }
+  return record as Event;
+}
+
+/** True when `type` is one of the seven registered event types. */
+export function isKnown(type: unknown): type is EventType {
+  return typeof type === "string" && Object.hasOwn(SCHEMAS, type);
+}
