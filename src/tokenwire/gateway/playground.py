@@ -4,7 +4,8 @@
 ``GET /``                          the page (``static/index.html``) under a strict
                                    Content-Security-Policy
 ``GET /static/{name}``             the page's files: CSS, the ES modules
-                                   (``tokenwire.js`` is the standalone client)
+                                   (``tokenwire.js`` is the committed browser
+                                   build of the npm package in ``js/``)
 ``POST /v1/convert?from=VENDOR``   a captured vendor response body in, the
                                    standard SSE stream out (§7.1); ``from=standard``
                                    re-validates a standard capture and passes it
@@ -13,7 +14,7 @@
 
 §1.2.6 is the use case: one client-side library parses the stream of any
 conforming provider. Everything the page loads comes from the gateway itself
-(no CDN, no build step), so the policy can be ``default-src 'self'`` with no
+(no CDN; the one built file is committed, so serving needs no Node), so the policy can be ``default-src 'self'`` with no
 inline script or style; model text is only ever inserted as DOM text.
 ``routes()`` is what the gateway app adds to its own routes.
 """
