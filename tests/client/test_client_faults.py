@@ -201,7 +201,7 @@ def resumable(server: ScriptedServer, *, cut_after: int, replay_from: int) -> No
 
 def test_resume_continues_without_duplicates(scripted: ScriptedServer) -> None:
     resumable(scripted, cut_after=3, replay_from=2)
-    with Client(scripted.url) as client:
+    with Client(scripted.url, resume=True) as client:
         with client.stream(model="m", messages="hi") as stream:
             seqs = [e.seq for e in stream]
             response = stream.final()
@@ -218,7 +218,7 @@ def test_async_resume_continues_without_duplicates(scripted: ScriptedServer) -> 
     resumable(scripted, cut_after=2, replay_from=0)
 
     async def run() -> tuple[list[int | None], Response]:
-        async with AsyncClient(scripted.url) as client:
+        async with AsyncClient(scripted.url, resume=True) as client:
             async with client.stream(model="m", messages="hi") as stream:
                 seqs = [e.seq async for e in stream]
                 return seqs, await stream.final()
@@ -238,7 +238,7 @@ def drop_after_two(req: Received) -> list[Step]:
 def test_drop_without_resume_support_is_truncation(scripted: ScriptedServer, status: int) -> None:
     scripted.route("POST", "/v1/stream", drop_after_two)
     scripted.answer("GET", "/v1/streams/*", json_answer(status, b'{"error":"no"}'))
-    with Client(scripted.url) as client:
+    with Client(scripted.url, resume=True) as client:
         stream = client.stream(model="m", messages="hi")
         seen = []
         with pytest.raises(errors.StreamTruncated) as info:
@@ -262,7 +262,7 @@ def test_resume_off_reports_truncation_without_reconnecting(scripted: ScriptedSe
 def test_resume_gives_up_when_nothing_new_comes(scripted: ScriptedServer) -> None:
     scripted.route("POST", "/v1/stream", drop_after_two)
     scripted.answer("GET", "/v1/streams/*", [Head(), Drop()])
-    with Client(scripted.url) as client:
+    with Client(scripted.url, resume=True) as client:
         with pytest.raises(errors.StreamTruncated, match="resume attempts"):
             client.create(model="m", messages="hi")
     assert [r.method for r in scripted.requests] == ["POST", "GET", "GET", "GET"]
@@ -272,7 +272,7 @@ def test_async_truncation(scripted: ScriptedServer) -> None:
     scripted.route("POST", "/v1/stream", drop_after_two)
 
     async def run() -> None:
-        async with AsyncClient(scripted.url) as client:
+        async with AsyncClient(scripted.url, resume=True) as client:
             await client.create(model="m", messages="hi")
 
     with pytest.raises(errors.StreamTruncated, match="does not support resume"):

@@ -24,8 +24,13 @@ __all__ = [
     "EVENT_STREAM",
     "MAX_ERROR_BODY",
     "MAX_RESUME_ATTEMPTS",
+    "RESUMABLE",
+    "RESUME_TOKEN_HEADER",
+    "STREAM_PATH",
     "EventTranslator",
     "Timeouts",
+    "base_url_of",
+    "caused",
     "check_content_type",
     "make_translator",
     "post_headers",
@@ -33,6 +38,7 @@ __all__ = [
     "prepare_request",
     "send_error",
     "status_error",
+    "stream_url",
     "timeout_message",
 ]
 
@@ -84,6 +90,35 @@ DEFAULT_TIMEOUTS: Final = Timeouts()
 
 RESUMABLE: Final = "tokenwire:resumable"
 
+#: The header that carries a resumable stream's owner token: the POST answer
+#: gives it, the resume ``GET`` and the cancelling ``DELETE`` send it back.
+RESUME_TOKEN_HEADER: Final = "tokenwire-resume-token"
+
+#: Where an endpoint takes requests, below its base URL.
+STREAM_PATH: Final = "/v1/stream"
+
+
+def stream_url(url: str) -> str:
+    """The full ``/v1/stream`` URL for a base URL or a full stream URL.
+
+    ``http://127.0.0.1:8080``, ``http://127.0.0.1:8080/`` and
+    ``http://127.0.0.1:8080/v1/stream`` all give
+    ``http://127.0.0.1:8080/v1/stream``; a base with a path prefix keeps it
+    (``http://h/llm`` gives ``http://h/llm/v1/stream``). Without a scheme,
+    ``http://`` is assumed. The one URL form the client, ``tokenwire chat``
+    and ``tokenwire check`` accept.
+    """
+    url = url.strip()
+    if "://" not in url:
+        url = f"http://{url}"
+    url = url.rstrip("/")
+    return url if url.endswith(STREAM_PATH) else url + STREAM_PATH
+
+
+def base_url_of(url: str) -> str:
+    """The base URL for ``url``, a base URL or a full ``/v1/stream`` URL (see ``stream_url``)."""
+    return stream_url(url)[: -len(STREAM_PATH)]
+
 
 def prepare_request(
     request: Request | None, kwargs: Mapping[str, Any], *, resume: bool = False
@@ -132,6 +167,8 @@ class Resumer:
         self.template = template
         self.timeouts = timeouts
         self.drop = ""
+        #: The POST answer's ``tokenwire-resume-token``, sent back on GET and DELETE.
+        self.token: str | None = None
         self.fruitless = 0  # attempts in a row that brought no new event
         self._messages = -1
 
@@ -154,14 +191,26 @@ class Resumer:
         headers = {"accept": EVENT_STREAM, "cache-control": "no-cache"}
         if receiver.last_seq is not None:
             headers["last-event-id"] = str(receiver.last_seq)
-        rid = receiver.request.request_id or ""
+        if self.token is not None:
+            headers[RESUME_TOKEN_HEADER] = self.token
         t = self.timeouts
         return http.build_request(
             "GET",
-            self.template.format(request_id=quote(rid, safe="")),
+            self._url(receiver),
             headers=headers,
             timeout=Timeouts(connect=t.connect, first_event=self.seconds(receiver)).for_headers(),
         )
+
+    def cancel(
+        self, http: httpx.Client | httpx.AsyncClient, receiver: Receiver, timeout: httpx.Timeout
+    ) -> httpx.Request:
+        """``DELETE {resume_path}``: stop a resumable stream's generation (the owner's token)."""
+        headers = {} if self.token is None else {RESUME_TOKEN_HEADER: self.token}
+        return http.build_request("DELETE", self._url(receiver), headers=headers, timeout=timeout)
+
+    def _url(self, receiver: Receiver) -> str:
+        rid = receiver.request.request_id or ""
+        return self.template.format(request_id=quote(rid, safe=""))
 
     def phase(self, receiver: Receiver) -> str:
         """The clock while waiting for the resumed stream: idle, unless nothing came yet."""
@@ -225,6 +274,12 @@ def check_content_type(response: httpx.Response) -> None:
             f"§4.9: {response.request.url} answered {media_type or 'no content type'!r}, "
             f"not {EVENT_STREAM!r}: the endpoint does not speak LLM-Stream"
         )
+
+
+def caused(error: errors.TokenwireError, cause: BaseException) -> errors.TokenwireError:
+    """``error`` with ``cause`` as its ``__cause__``, as ``raise error from cause`` would set."""
+    error.__cause__ = cause
+    return error
 
 
 def send_error(exc: httpx.HTTPError, url: str, *, phase: str) -> errors.TokenwireError:
