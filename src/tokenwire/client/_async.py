@@ -11,7 +11,6 @@ import builtins
 import inspect
 import logging
 import time
-import weakref
 from collections.abc import (
     AsyncGenerator,
     AsyncIterable,
@@ -22,7 +21,6 @@ from collections.abc import (
     Iterable,
 )
 from contextlib import aclosing
-from types import TracebackType
 from typing import Any, Final, TypeAlias
 
 import anyio
@@ -31,34 +29,15 @@ import httpx
 from .. import errors
 from .. import events as ev
 from ..request import Request
+from . import _flow as ops
 from ._common import (
-    DEFAULT_TIMEOUTS,
     MAX_ERROR_BODY,
-    STREAM_PATH,
     EventTranslator,
-    Timeouts,
-    base_url_of,
     caused,
     prepare_request,
     send_error,
 )
-from ._flow import (
-    Ask,
-    Attach,
-    Close,
-    Dropped,
-    Op,
-    Pause,
-    Read,
-    ReadErrorBody,
-    ReadVendor,
-    Send,
-    StreamFlow,
-    StreamState,
-    TimedOut,
-    UseFallback,
-    hand_out,
-)
+from ._flow import ClientBase, StreamState, hand_out
 from ._response import ParsedToolCall, Response
 
 __all__ = ["AsyncClient", "AsyncConfirm", "AsyncFallback", "AsyncStream"]
@@ -76,47 +55,17 @@ AsyncFallback: TypeAlias = Callable[
 ]
 
 
-class AsyncClient:
+class AsyncClient(
+    ClientBase[httpx.AsyncClient, httpx.AsyncBaseTransport, AsyncConfirm, AsyncFallback]
+):
     """The async twin of ``Client``, over ``httpx.AsyncClient``; same arguments.
 
     ``confirm`` and ``fallback`` may be plain or async callables, and a
     fallback's body may be an async or a plain iterable of bytes.
     """
 
-    def __init__(
-        self,
-        base_url: str = "http://127.0.0.1:8080",
-        *,
-        headers: dict[str, str] | None = None,
-        timeout: Timeouts | float | None = DEFAULT_TIMEOUTS,
-        strict: bool = False,
-        resume: bool = False,
-        confirm: AsyncConfirm | None = None,
-        fallback: AsyncFallback | None = None,
-        http2: bool = False,
-        transport: httpx.AsyncBaseTransport | None = None,
-        path: str = STREAM_PATH,
-        resume_path: str = "/v1/streams/{request_id}",
-        max_event_bytes: int = 1 << 20,
-    ) -> None:
-        self.timeout = Timeouts.of(timeout)
-        self.strict = strict
-        self.resume = resume
-        self.confirm = confirm
-        self.fallback = fallback
-        self.path = path
-        self.resume_path = resume_path
-        self.max_event_bytes = max_event_bytes
-        if path == STREAM_PATH:
-            base_url = base_url_of(base_url)  # a full /v1/stream URL works too
-        self._http = httpx.AsyncClient(
-            base_url=base_url, headers=headers, http2=http2, transport=transport, timeout=None
-        )
-        self._streams: weakref.WeakSet[AsyncStream] = weakref.WeakSet()
-
-    @property
-    def base_url(self) -> httpx.URL:
-        return self._http.base_url
+    def _new_http(self, **options: Any) -> httpx.AsyncClient:
+        return httpx.AsyncClient(**options, timeout=None)
 
     def stream(self, request: Request | None = None, **kwargs: Any) -> AsyncStream:
         """An ``AsyncStream`` for ``request`` (or ``request.build(**kwargs)``).
@@ -142,12 +91,7 @@ class AsyncClient:
     async def __aenter__(self) -> AsyncClient:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
 
@@ -163,28 +107,12 @@ class AsyncStream(StreamState):
     """The async twin of ``Stream``: ``async with`` it, ``async for`` over it."""
 
     def __init__(self, client: AsyncClient, request: Request) -> None:
+        super().__init__(client, request)
         self._client = client
-        self.request = request
-        self._flow = StreamFlow(
-            client._http,
-            request,
-            timeout=client.timeout,
-            strict=client.strict,
-            resume=client.resume,
-            path=client.path,
-            resume_path=client.resume_path,
-            max_event_bytes=client.max_event_bytes,
-            has_confirm=client.confirm is not None,
-            has_fallback=client.fallback is not None,
-        )
-        #: The HTTP response being read (``None`` before sending, between a drop
-        #: and a resume, and in fallback mode).
-        self.response: httpx.Response | None = None
         self._chunks: AsyncIterator[bytes] | None = None
         self._vendor: AsyncIterator[bytes] | None = None
         self._vendor_body: VendorBody | None = None
         self._iterator: AsyncIterator[ev.Event] | None = None
-        self._failure: BaseException | None = None
 
     # -- public ------------------------------------------------------------
 
@@ -202,12 +130,7 @@ class AsyncStream(StreamState):
             raise
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
     def __aiter__(self) -> AsyncIterator[ev.Event]:
@@ -230,12 +153,7 @@ class AsyncStream(StreamState):
         """Read the rest of the stream and return the ``Response``; see ``Stream.final``."""
         async for _ in self.aiter_events():
             pass
-        if self._failure is not None:
-            raise self._failure
-        receiver = self._flow.receiver
-        if not receiver.done:
-            raise receiver.truncated("the stream was closed before it ended")
-        return receiver.response()
+        return self._response()
 
     async def aclose(self) -> None:
         """Close the connection, cancelling the generation before ``stream.end``.
@@ -281,7 +199,7 @@ class AsyncStream(StreamState):
         finally:
             await self.aclose()
 
-    async def _drive(self, steps: Generator[Op, Any, None]) -> AsyncGenerator[ev.Event, None]:
+    async def _drive(self, steps: Generator[ops.Op, Any, None]) -> AsyncGenerator[ev.Event, None]:
         """Perform the ops of ``steps``, yielding the events it hands out."""
         receiver = self._flow.receiver
         result: Any = None
@@ -290,8 +208,8 @@ class AsyncStream(StreamState):
                 op = steps.send(result)
                 result = None
                 kind = type(op)
-                if kind is Read:
-                    assert isinstance(op, Read)
+                if kind is ops.Read:
+                    assert isinstance(op, ops.Read)
                     result = await self._read(op)
                 elif kind is list:
                     assert isinstance(op, list)
@@ -304,45 +222,45 @@ class AsyncStream(StreamState):
         finally:
             steps.close()
 
-    async def _read(self, op: Read) -> bytes | None | Dropped | TimedOut:
+    async def _read(self, op: ops.Read) -> bytes | None | ops.Dropped | ops.TimedOut:
         assert self._chunks is not None
         try:
             with anyio.fail_after(_remaining(op.deadline)):
                 return await anext(self._chunks, None)
         except (builtins.TimeoutError, httpx.TimeoutException) as exc:
-            return TimedOut(exc)
+            return ops.TimedOut(exc)
         except httpx.HTTPError as exc:
-            return Dropped(f"{type(exc).__name__}: {exc}")
+            return ops.Dropped(f"{type(exc).__name__}: {exc}")
 
-    async def _perform(self, op: Op) -> Any:
+    async def _perform(self, op: ops.Op) -> Any:
         client = self._client
-        if isinstance(op, Send):
+        if isinstance(op, ops.Send):
             return await self._send(op)
-        if isinstance(op, Attach):
+        if isinstance(op, ops.Attach):
             self._attach(op.response)
-        elif isinstance(op, Close):
+        elif isinstance(op, ops.Close):
             await op.response.aclose()
             if self.response is op.response:
                 self.response = None
-        elif isinstance(op, ReadErrorBody):
+        elif isinstance(op, ops.ReadErrorBody):
             return await self._error_body(op.response)
-        elif isinstance(op, Ask):
+        elif isinstance(op, ops.Ask):
             assert client.confirm is not None
             return await _maybe_await(client.confirm(op.call))
-        elif isinstance(op, ReadVendor):
+        elif isinstance(op, ops.ReadVendor):
             assert self._vendor is not None
             return await anext(self._vendor, None)
-        elif isinstance(op, UseFallback):
+        elif isinstance(op, ops.UseFallback):
             assert client.fallback is not None
             vendor, body = await _maybe_await(client.fallback(op.request))
             self._vendor_body = body
             self._vendor = _aiter(body)
             return vendor
-        elif isinstance(op, Pause):
+        elif isinstance(op, ops.Pause):
             await anyio.sleep(op.seconds)
         return None
 
-    async def _send(self, op: Send) -> httpx.Response | errors.TokenwireError:
+    async def _send(self, op: ops.Send) -> httpx.Response | errors.TokenwireError:
         url = op.request.url
         try:
             with anyio.fail_after(_remaining(op.deadline)):

@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, Generic, TypeAlias, TypeVar
 
 import httpx
 
@@ -40,11 +41,14 @@ from .. import events as ev
 from ..lifecycle import Violation
 from ..request import Request, dumps
 from ._common import (
+    DEFAULT_TIMEOUTS,
     RESUMABLE,
     RESUME_TOKEN_HEADER,
+    STREAM_PATH,
     EventTranslator,
     Resumer,
     Timeouts,
+    base_url_of,
     check_content_type,
     make_translator,
     post_headers,
@@ -52,11 +56,12 @@ from ._common import (
     timeout_message,
 )
 from ._receiver import Receiver
-from ._response import ParsedToolCall, RejectedToolCall
+from ._response import ParsedToolCall, RejectedToolCall, Response
 
 __all__ = [
     "Ask",
     "Attach",
+    "ClientBase",
     "Close",
     "Dropped",
     "Op",
@@ -147,6 +152,55 @@ Flow: TypeAlias = Generator[Op, Any, None]
 _READ_VENDOR: Final = ReadVendor()
 
 
+HTTP = TypeVar("HTTP", httpx.Client, httpx.AsyncClient)
+Transport = TypeVar("Transport")
+ConfirmT = TypeVar("ConfirmT")
+FallbackT = TypeVar("FallbackT")
+
+
+class ClientBase(Generic[HTTP, Transport, ConfirmT, FallbackT]):
+    """The settings ``Client`` and ``AsyncClient`` share (see ``Client`` for each)."""
+
+    def __init__(
+        self,
+        base_url: str = "http://127.0.0.1:8080",
+        *,
+        headers: dict[str, str] | None = None,
+        timeout: Timeouts | float | None = DEFAULT_TIMEOUTS,
+        strict: bool = False,
+        resume: bool = False,
+        confirm: ConfirmT | None = None,
+        fallback: FallbackT | None = None,
+        http2: bool = False,
+        transport: Transport | None = None,
+        path: str = STREAM_PATH,
+        resume_path: str = "/v1/streams/{request_id}",
+        max_event_bytes: int = 1 << 20,
+    ) -> None:
+        self.timeout = Timeouts.of(timeout)
+        self.strict = strict
+        self.resume = resume
+        self.confirm = confirm
+        self.fallback = fallback
+        self.path = path
+        self.resume_path = resume_path
+        self.max_event_bytes = max_event_bytes
+        if path == STREAM_PATH:
+            base_url = base_url_of(base_url)  # a full /v1/stream URL works too
+        self._http: HTTP = self._new_http(
+            base_url=base_url, headers=headers, http2=http2, transport=transport
+        )
+        #: Streams not closed yet: closing the client closes (cancels) them.
+        self._streams: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    def _new_http(self, **options: Any) -> HTTP:
+        raise NotImplementedError
+
+    @property
+    def base_url(self) -> httpx.URL:
+        return self._http.base_url
+
+
 class StreamFlow:
     """The decisions of one stream, over one or more connections; see the module docstring.
 
@@ -154,28 +208,19 @@ class StreamFlow:
     driver when the caller closes the stream, also while it holds an event.
     """
 
-    def __init__(
-        self,
-        http: httpx.Client | httpx.AsyncClient,
-        request: Request,
-        *,
-        timeout: Timeouts,
-        strict: bool,
-        resume: bool,
-        path: str,
-        resume_path: str,
-        max_event_bytes: int,
-        has_confirm: bool,
-        has_fallback: bool,
-    ) -> None:
-        self.http = http
+    def __init__(self, client: ClientBase[Any, Any, Any, Any], request: Request) -> None:
+        self.http = client._http
         self.request = request
-        self.timeout = timeout
-        self.path = path
-        self.has_confirm = has_confirm
-        self.has_fallback = has_fallback
-        self.receiver = Receiver(request, strict=strict, max_event_bytes=max_event_bytes)
-        self.resumer = Resumer(enabled=resume, template=resume_path, timeouts=timeout)
+        self.timeout = client.timeout
+        self.path = client.path
+        self.has_confirm = client.confirm is not None
+        self.has_fallback = client.fallback is not None
+        self.receiver = Receiver(
+            request, strict=client.strict, max_event_bytes=client.max_event_bytes
+        )
+        self.resumer = Resumer(
+            enabled=client.resume, template=client.resume_path, timeouts=client.timeout
+        )
         #: The request asked the endpoint to keep generating after a hang-up.
         self.resumable = request.extension(RESUMABLE) is True
         self.opened = False  # the POST went out
@@ -380,8 +425,22 @@ def hand_out(receiver: Receiver, events: list[ev.Event], state: StreamState) -> 
 class StreamState:
     """What ``Stream`` and ``AsyncStream`` show of their flow, shared by both."""
 
-    _flow: StreamFlow
-    request: Request
+    def __init__(self, client: ClientBase[Any, Any, Any, Any], request: Request) -> None:
+        self.request = request
+        self._flow = StreamFlow(client, request)
+        #: The HTTP response being read (``None`` before sending, between a drop
+        #: and a resume, and in fallback mode).
+        self.response: httpx.Response | None = None
+        self._failure: BaseException | None = None
+
+    def _response(self) -> Response:
+        """``final()`` once the events are read: the ``Response``, or the failure."""
+        if self._failure is not None:
+            raise self._failure
+        receiver = self._flow.receiver
+        if not receiver.done:
+            raise receiver.truncated("the stream was closed before it ended")
+        return receiver.response()
 
     @property
     def closed(self) -> bool:

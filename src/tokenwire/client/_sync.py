@@ -6,43 +6,22 @@ import logging
 import socket
 import threading
 import time
-import weakref
 from collections.abc import Callable, Generator, Iterable, Iterator
-from types import TracebackType
 from typing import Any, Final, TypeAlias
 
 import httpx
 
 from .. import events as ev
 from ..request import Request
+from . import _flow as ops
 from ._common import (
-    DEFAULT_TIMEOUTS,
     MAX_ERROR_BODY,
-    STREAM_PATH,
     EventTranslator,
-    Timeouts,
-    base_url_of,
     caused,
     prepare_request,
     send_error,
 )
-from ._flow import (
-    Ask,
-    Attach,
-    Close,
-    Dropped,
-    Op,
-    Pause,
-    Read,
-    ReadErrorBody,
-    ReadVendor,
-    Send,
-    StreamFlow,
-    StreamState,
-    TimedOut,
-    UseFallback,
-    hand_out,
-)
+from ._flow import ClientBase, StreamState, hand_out
 from ._response import ParsedToolCall, Response
 
 __all__ = ["Client", "Confirm", "Fallback", "Stream"]
@@ -56,7 +35,7 @@ Confirm: TypeAlias = Callable[[ParsedToolCall], bool]
 Fallback: TypeAlias = Callable[[Request], tuple[str | EventTranslator, Iterable[bytes]]]
 
 
-class Client:
+class Client(ClientBase[httpx.Client, httpx.BaseTransport, Confirm, Fallback]):
     """A blocking LLM-Stream client over ``httpx.Client``.
 
     ``base_url`` is the endpoint's root; requests go to ``POST {base_url}{path}``
@@ -71,40 +50,8 @@ class Client:
     is called on a 415 answer (§7.2). ``http2`` and ``transport`` go to httpx.
     """
 
-    def __init__(
-        self,
-        base_url: str = "http://127.0.0.1:8080",
-        *,
-        headers: dict[str, str] | None = None,
-        timeout: Timeouts | float | None = DEFAULT_TIMEOUTS,
-        strict: bool = False,
-        resume: bool = False,
-        confirm: Confirm | None = None,
-        fallback: Fallback | None = None,
-        http2: bool = False,
-        transport: httpx.BaseTransport | None = None,
-        path: str = STREAM_PATH,
-        resume_path: str = "/v1/streams/{request_id}",
-        max_event_bytes: int = 1 << 20,
-    ) -> None:
-        self.timeout = Timeouts.of(timeout)
-        self.strict = strict
-        self.resume = resume
-        self.confirm = confirm
-        self.fallback = fallback
-        self.path = path
-        self.resume_path = resume_path
-        self.max_event_bytes = max_event_bytes
-        if path == STREAM_PATH:
-            base_url = base_url_of(base_url)  # a full /v1/stream URL works too
-        self._http = httpx.Client(
-            base_url=base_url, headers=headers, http2=http2, transport=transport, timeout=None
-        )
-        self._streams: weakref.WeakSet[Stream] = weakref.WeakSet()
-
-    @property
-    def base_url(self) -> httpx.URL:
-        return self._http.base_url
+    def _new_http(self, **options: Any) -> httpx.Client:
+        return httpx.Client(**options, timeout=None)
 
     def stream(self, request: Request | None = None, **kwargs: Any) -> Stream:
         """A ``Stream`` for ``request`` (or ``request.build(**kwargs)``).
@@ -130,12 +77,7 @@ class Client:
     def __enter__(self) -> Client:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
 
@@ -220,29 +162,12 @@ class Stream(StreamState):
     """
 
     def __init__(self, client: Client, request: Request) -> None:
+        super().__init__(client, request)
         self._client = client
-        self.request = request
-        self._flow = StreamFlow(
-            client._http,
-            request,
-            timeout=client.timeout,
-            strict=client.strict,
-            resume=client.resume,
-            path=client.path,
-            resume_path=client.resume_path,
-            max_event_bytes=client.max_event_bytes,
-            has_confirm=client.confirm is not None,
-            has_fallback=client.fallback is not None,
-        )
-        #: The HTTP response being read (``None`` before sending, between a drop
-        #: and a resume, and in fallback mode).
-        self.response: httpx.Response | None = None
         self._chunks: Iterator[bytes] | None = None
         self._vendor: Iterator[bytes] | None = None
         self._vendor_body: Iterable[bytes] | None = None
-        self._steps: Generator[Op, Any, None] | None = None
         self._iterator: Iterator[ev.Event] | None = None
-        self._failure: BaseException | None = None
         self._watchdog = _Watchdog()
 
     # -- public ------------------------------------------------------------
@@ -267,12 +192,7 @@ class Stream(StreamState):
             raise
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def __iter__(self) -> Iterator[ev.Event]:
@@ -307,12 +227,7 @@ class Stream(StreamState):
         """
         for _ in self.iter_events():
             pass
-        if self._failure is not None:
-            raise self._failure
-        receiver = self._flow.receiver
-        if not receiver.done:
-            raise receiver.truncated("the stream was closed before it ended")
-        return receiver.response()
+        return self._response()
 
     def close(self) -> None:
         """Close the connection, cancelling the generation before ``stream.end``.
@@ -352,7 +267,7 @@ class Stream(StreamState):
         finally:
             self.close()
 
-    def _drive(self, steps: Generator[Op, Any, None]) -> Iterator[ev.Event]:
+    def _drive(self, steps: Generator[ops.Op, Any, None]) -> Iterator[ev.Event]:
         """Perform the ops of ``steps``, yielding the events it hands out."""
         flow = self._flow
         receiver = flow.receiver
@@ -363,8 +278,8 @@ class Stream(StreamState):
                 op = steps.send(result)
                 result = None
                 kind = type(op)
-                if kind is Read:
-                    assert isinstance(op, Read)
+                if kind is ops.Read:
+                    assert isinstance(op, ops.Read)
                     result = self._read(op)
                 elif kind is list:
                     assert isinstance(op, list)
@@ -377,7 +292,7 @@ class Stream(StreamState):
         finally:
             steps.close()
 
-    def _read(self, op: Read) -> bytes | None | Dropped | TimedOut:
+    def _read(self, op: ops.Read) -> bytes | None | ops.Dropped | ops.TimedOut:
         assert self._chunks is not None
         watchdog = self._watchdog
         watchdog.set(op.phase, op.deadline)
@@ -385,13 +300,13 @@ class Stream(StreamState):
             chunk = next(self._chunks, None)
         except httpx.HTTPError as exc:
             if self._expired(op, exc):
-                return TimedOut(exc)
-            return Dropped(f"{type(exc).__name__}: {exc}")
+                return ops.TimedOut(exc)
+            return ops.Dropped(f"{type(exc).__name__}: {exc}")
         if self._expired(op, None):
-            return TimedOut()
+            return ops.TimedOut()
         return chunk
 
-    def _expired(self, op: Read, exc: httpx.HTTPError | None) -> bool:
+    def _expired(self, op: ops.Read, exc: httpx.HTTPError | None) -> bool:
         """Whether the watchdog fired or the deadline passed (a read timeout counts too)."""
         if self._watchdog.fired is not None:
             return True
@@ -399,34 +314,34 @@ class Stream(StreamState):
             return True
         return isinstance(exc, httpx.TimeoutException)
 
-    def _perform(self, op: Op) -> Any:
+    def _perform(self, op: ops.Op) -> Any:
         client = self._client
-        if isinstance(op, Send):
+        if isinstance(op, ops.Send):
             try:
                 return client._http.send(op.request, stream=True)
             except httpx.HTTPError as exc:
                 return caused(send_error(exc, str(op.request.url), phase=op.phase), exc)
-        if isinstance(op, Attach):
+        if isinstance(op, ops.Attach):
             self._attach(op.response)
-        elif isinstance(op, Close):
+        elif isinstance(op, ops.Close):
             op.response.close()
             if self.response is op.response:
                 self.response = None
-        elif isinstance(op, ReadErrorBody):
+        elif isinstance(op, ops.ReadErrorBody):
             return self._error_body(op.response)
-        elif isinstance(op, Ask):
+        elif isinstance(op, ops.Ask):
             assert client.confirm is not None
             return client.confirm(op.call)
-        elif isinstance(op, ReadVendor):
+        elif isinstance(op, ops.ReadVendor):
             assert self._vendor is not None
             return next(self._vendor, None)
-        elif isinstance(op, UseFallback):
+        elif isinstance(op, ops.UseFallback):
             assert client.fallback is not None
             vendor, body = client.fallback(op.request)
             self._vendor_body = body
             self._vendor = iter(body)
             return vendor
-        elif isinstance(op, Pause):
+        elif isinstance(op, ops.Pause):
             time.sleep(op.seconds)
         return None
 
