@@ -12,24 +12,16 @@ import asyncio
 import json
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from tests.client.client_servers import (
-    OwnedStreams,
-    ScriptedServer,
-    ServerProcess,
-    free_port,
-    gateway_argv,
-)
-from tests.client.conftest import gateway_available, unavailable
+from tests.client.client_servers import OwnedStreams, ScriptedServer, ServerProcess
 
 from tokenwire import events as ev
 from tokenwire.client import AsyncClient, Client
 from tokenwire.client._common import RESUMABLE, base_url_of, stream_url
-from tokenwire.testing.upstream import FakeUpstream, Script
+from tokenwire.testing.upstream import FakeUpstream
 
 WORDS = ["one ", "two ", "three ", "four"]
 
@@ -163,34 +155,6 @@ def test_the_client_takes_a_full_stream_url(scripted: ScriptedServer) -> None:
 
 
 # --- against a real gateway in front of a slow upstream ---------------------------------------
-
-LONG_TEXT = " ".join(f"word{i}" for i in range(2000))
-
-
-@pytest.fixture(scope="module")
-def slow_upstream() -> Iterator[FakeUpstream]:
-    with FakeUpstream("openai", Script(text=LONG_TEXT, delay_s=0.02)) as fake:
-        yield fake
-
-
-@pytest.fixture(scope="module")
-def slow_gateway(
-    slow_upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ServerProcess]:
-    """``tokenwire serve`` with model ``slow``: the fake OpenAI upstream, one word per 20 ms."""
-    if not gateway_available():
-        unavailable("the gateway (tokenwire.cli.serve) is not in this tree yet")
-    config = tmp_path_factory.mktemp("slow") / "gateway.toml"
-    config.write_text(
-        '[[models]]\nname = "slow"\nprovider = "openai"\n'
-        f'base_url = "{slow_upstream.url}/v1"\nupstream_model = "up-model"\n'
-    )
-    port = free_port()
-    server = ServerProcess(gateway_argv(port, config), port).start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def hang_up_latency(fake: FakeUpstream, before: int, hung_up: float) -> float:
