@@ -19,8 +19,8 @@ import pytest
 from tests.client.client_servers import OwnedStreams, ScriptedServer, ServerProcess
 
 from tokenwire import events as ev
-from tokenwire.client import AsyncClient, Client
-from tokenwire.client._common import RESUMABLE, base_url_of, stream_url
+from tokenwire.client import AsyncClient, Client, stream_url
+from tokenwire.client._common import RESUMABLE, base_url_of
 from tokenwire.testing.upstream import FakeUpstream
 
 WORDS = ["one ", "two ", "three ", "four"]
