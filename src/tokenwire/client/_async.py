@@ -12,15 +12,12 @@ import inspect
 import logging
 import time
 from collections.abc import (
-    AsyncGenerator,
     AsyncIterable,
     AsyncIterator,
     Awaitable,
     Callable,
-    Generator,
     Iterable,
 )
-from contextlib import aclosing
 from typing import Any, Final, TypeAlias
 
 import anyio
@@ -37,7 +34,7 @@ from ._common import (
     prepare_request,
     send_error,
 )
-from ._flow import ClientBase, StreamState, hand_out
+from ._flow import ClientBase, StreamState
 from ._response import ParsedToolCall, Response
 
 __all__ = ["AsyncClient", "AsyncConfirm", "AsyncFallback", "AsyncStream"]
@@ -118,9 +115,13 @@ class AsyncStream(StreamState):
 
     async def open(self) -> None:
         """Send the request and check the answer; see ``Stream.open``."""
-        async with aclosing(self._drive(self._flow.open())) as events:
-            async for _ in events:
-                pass
+        steps = self._flow.open()
+        result: Any = None
+        try:
+            while True:
+                result = await self._perform(steps.send(result))
+        except StopIteration:
+            pass
 
     async def __aenter__(self) -> AsyncStream:
         try:
@@ -185,42 +186,35 @@ class AsyncStream(StreamState):
     # -- the driver: performs the flow's ops (_flow.py) ----------------------
 
     async def _run(self) -> AsyncIterator[ev.Event]:
+        """The whole stream: the flow's ops performed, its events handed out here
+        (one async generator step per event: this one)."""
+        flow = self._flow
+        deliver = flow.receiver.deliver
+        steps = flow.run()
+        result: Any = None
         try:
             await self.open()
-            # One async generator step per event (here), not one per level.
-            async with aclosing(self._drive(self._flow.run())) as events:
-                async for event in events:
-                    yield event
+            while True:
+                op = steps.send(result)
+                result = None
+                if type(op) is list:
+                    for event in op:
+                        if flow.closed:  # the caller closed the stream while holding an event
+                            break
+                        deliver(event)
+                        yield event
+                else:
+                    result = await self._perform(op)
+        except StopIteration:
+            pass
         except GeneratorExit:
             raise
         except BaseException as exc:
             self._failure = exc
             raise
         finally:
-            await self.aclose()
-
-    async def _drive(self, steps: Generator[ops.Op, Any, None]) -> AsyncGenerator[ev.Event, None]:
-        """Perform the ops of ``steps``, yielding the events it hands out."""
-        receiver = self._flow.receiver
-        result: Any = None
-        try:
-            while True:
-                op = steps.send(result)
-                result = None
-                kind = type(op)
-                if kind is ops.Read:
-                    assert isinstance(op, ops.Read)
-                    result = await self._read(op)
-                elif kind is list:
-                    assert isinstance(op, list)
-                    for event in hand_out(receiver, op, self):
-                        yield event
-                else:
-                    result = await self._perform(op)
-        except StopIteration:
-            return
-        finally:
             steps.close()
+            await self.aclose()
 
     async def _read(self, op: ops.Read) -> bytes | None | ops.Dropped | ops.TimedOut:
         assert self._chunks is not None
@@ -234,6 +228,8 @@ class AsyncStream(StreamState):
 
     async def _perform(self, op: ops.Op) -> Any:
         client = self._client
+        if type(op) is ops.Read:
+            return await self._read(op)
         if isinstance(op, ops.Send):
             return await self._send(op)
         if isinstance(op, ops.Attach):

@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 import time
 import weakref
-from collections.abc import Generator, Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeAlias, TypeVar
 
@@ -410,16 +410,6 @@ class StreamFlow:
         if self.receiver.done:
             return None
         return self.resumer.cancel(self.http, self.receiver, CANCEL_TIMEOUT)
-
-
-def hand_out(receiver: Receiver, events: list[ev.Event], state: StreamState) -> Iterator[ev.Event]:
-    """Deliver ``events`` one by one, unless the caller closed the stream meanwhile."""
-    deliver = receiver.deliver
-    for event in events:
-        if state.closed:
-            return
-        deliver(event)
-        yield event
 
 
 class StreamState:

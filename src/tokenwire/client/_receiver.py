@@ -19,8 +19,8 @@ The sync and async clients only move bytes and time; every decision is here.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Any, Final, TypeAlias
 
 import msgspec
 
@@ -42,6 +42,8 @@ SIDE_EFFECTS_EXTENSION: Final = "tokenwire:side_effects"
 _TOOL_RULES: Final = frozenset(
     {"undeclared-tool", "invalid-arguments", "bad-arguments-json", "duplicate-tool-id"}
 )
+
+_Parse: TypeAlias = Callable[[str, str], ev.Event]
 
 #: §8.4: the one violation after which the client stops reading, strict or not.
 _FATAL_RULES: Final = frozenset({"seq-exhausted"})
@@ -124,7 +126,7 @@ class Receiver:
         if not messages:
             return []
         self.messages += len(messages)
-        return self._take(self._parsed(messages))
+        return self._take(messages, ev.parse)
 
     def feed_events(self, events: list[ev.Event]) -> list[ev.Event]:
         """Take events made by a vendor translator (§7.2 fallback) instead of bytes."""
@@ -132,25 +134,42 @@ class Receiver:
         if self.done:
             return []
         self.messages += len(events)
-        return self._take(events)
+        return self._take(events, None)
 
-    def _parsed(self, messages: list[sse.Message]) -> Iterator[ev.Event]:
-        parse = ev.parse
-        for msg in messages:
-            try:
-                yield parse(msg.event, msg.data)
-            except EventDecodeError as exc:
-                self._check(self.validator.feed_invalid(exc))
-
-    def _take(self, events: Iterable[ev.Event]) -> list[ev.Event]:
-        """The events of ``events`` that pass, up to ``stream.end``; an error
-        after some of them is kept for ``raise_pending``."""
+    def _take(
+        self, items: list[Any], parse: Callable[[str, str], ev.Event] | None
+    ) -> list[ev.Event]:
+        """The events among ``items`` (SSE messages to ``parse``, or events when
+        ``parse`` is ``None``) that pass, up to ``stream.end``; an error after
+        some of them is kept for ``raise_pending``."""
         out: list[ev.Event] = []
+        append = out.append
         admit = self._admit
+        validate = self.validator.feed
+        delta = ev.ContentDelta
         try:
-            for event in events:
-                if admit(event):
-                    out.append(event)
+            for item in items:
+                if parse is None:
+                    event = item
+                else:
+                    try:
+                        event = parse(item.event, item.data)
+                    except EventDecodeError as exc:
+                        self._check(self.validator.feed_invalid(exc))
+                        continue
+                seq = event.seq
+                last = self.last_seq
+                if type(event) is delta and last is not None and seq is not None and seq > last:
+                    # The common case, most of every stream: a text delta after a
+                    # started stream, seq growing. What _admit concludes, sooner.
+                    self.last_seq = seq
+                    self._replaying = False
+                    violations = validate(event)
+                    if violations:
+                        self._check(violations)
+                    append(event)
+                elif admit(event):
+                    append(event)
                     if type(event) is ev.StreamEnd:
                         break
         except RemoteProtocolError as exc:

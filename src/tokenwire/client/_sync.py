@@ -6,7 +6,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, TypeAlias
 
 import httpx
@@ -21,7 +21,7 @@ from ._common import (
     prepare_request,
     send_error,
 )
-from ._flow import ClientBase, StreamState, hand_out
+from ._flow import ClientBase, StreamState
 from ._response import ParsedToolCall, Response
 
 __all__ = ["Client", "Confirm", "Fallback", "Stream"]
@@ -181,7 +181,12 @@ class Stream(StreamState):
         ``TimeoutError`` (phase ``connect``/``first_event``) and
         ``TransportError`` when the endpoint cannot be reached.
         """
-        for _ in self._drive(self._flow.open()):
+        steps = self._flow.open()
+        result: Any = None
+        try:
+            while True:
+                result = self._perform(steps.send(result))
+        except StopIteration:
             pass
 
     def __enter__(self) -> Stream:
@@ -256,41 +261,36 @@ class Stream(StreamState):
     # -- the driver: performs the flow's ops (_flow.py) ----------------------
 
     def _run(self) -> Iterator[ev.Event]:
+        """The whole stream: the flow's ops performed, its events handed out here
+        (one generator level per event: this one)."""
+        flow = self._flow
+        deliver = flow.receiver.deliver
+        steps = flow.run()
+        result: Any = None
         try:
             self.open()
-            yield from self._drive(self._flow.run())
+            while True:
+                op = steps.send(result)
+                result = None
+                if type(op) is list:
+                    self._watchdog.set(flow.phase, None)  # the caller's time is not the server's
+                    for event in op:
+                        if flow.closed:  # the caller closed the stream while holding an event
+                            break
+                        deliver(event)
+                        yield event
+                else:
+                    result = self._perform(op)
+        except StopIteration:
+            pass
         except GeneratorExit:
             raise
         except BaseException as exc:
             self._failure = exc
             raise
         finally:
-            self.close()
-
-    def _drive(self, steps: Generator[ops.Op, Any, None]) -> Iterator[ev.Event]:
-        """Perform the ops of ``steps``, yielding the events it hands out."""
-        flow = self._flow
-        receiver = flow.receiver
-        watchdog = self._watchdog
-        result: Any = None
-        try:
-            while True:
-                op = steps.send(result)
-                result = None
-                kind = type(op)
-                if kind is ops.Read:
-                    assert isinstance(op, ops.Read)
-                    result = self._read(op)
-                elif kind is list:
-                    assert isinstance(op, list)
-                    watchdog.set(flow.phase, None)  # the caller's time is not the server's
-                    yield from hand_out(receiver, op, self)
-                else:
-                    result = self._perform(op)
-        except StopIteration:
-            return
-        finally:
             steps.close()
+            self.close()
 
     def _read(self, op: ops.Read) -> bytes | None | ops.Dropped | ops.TimedOut:
         assert self._chunks is not None
@@ -316,6 +316,8 @@ class Stream(StreamState):
 
     def _perform(self, op: ops.Op) -> Any:
         client = self._client
+        if type(op) is ops.Read:
+            return self._read(op)
         if isinstance(op, ops.Send):
             try:
                 return client._http.send(op.request, stream=True)
