@@ -469,3 +469,43 @@ def test_confirm_callback_sees_the_parsed_call(scripted: ScriptedServer) -> None
     refused = asyncio.run(run())
     assert [c.id for c in refused.tool_calls] == ["c2"]
     assert [(r.id, r.rule) for r in refused.rejected_tool_calls] == [("c1", "not-confirmed")]
+
+
+def test_idle_clock_ignores_time_spent_confirming(scripted: ScriptedServer) -> None:
+    # A user thinking at a confirmation prompt is not the server being slow.
+    def answer(req: Received) -> list[Step]:
+        w = Writer(model="m", request_id=rid_of(req), created=1)
+        events = w.start() + w.text("ok")
+        events += w.tool_call(id="c1", name="send_email", arguments={"to": "ann"}, index=1)
+        rest = w.usage(1, 1) + w.end()
+        # The rest comes a moment later: the client reads again after confirming.
+        return [Head(), *[Send(ev.dump(e)) for e in events], Sleep(0.05)] + [
+            Send(ev.dump(e)) for e in rest
+        ]
+
+    def confirm(call: ParsedToolCall) -> bool:
+        time.sleep(0.6)  # longer than both clocks
+        return True
+
+    scripted.route("POST", "/v1/stream", answer)
+    email = {"name": "send_email", "description": "Send mail.", "parameters": {"type": "object"}}
+    with Client(scripted.url, timeout=Timeouts(first_event=0.3, idle=0.3), confirm=confirm) as c:
+        response = c.create(
+            model="m",
+            messages="mail ann",
+            tools=[email],
+            extensions={"tokenwire:side_effects": ["send_email"]},
+        )
+    assert [call.name for call in response.tool_calls] == ["send_email"]
+
+    async def run() -> Response:
+        timeout = Timeouts(first_event=0.3, idle=0.3)
+        async with AsyncClient(scripted.url, timeout=timeout, confirm=confirm) as c:
+            return await c.create(
+                model="m",
+                messages="mail ann",
+                tools=[email],
+                extensions={"tokenwire:side_effects": ["send_email"]},
+            )
+
+    assert [call.name for call in asyncio.run(run()).tool_calls] == ["send_email"]

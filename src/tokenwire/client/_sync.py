@@ -273,7 +273,6 @@ class Stream(StreamState):
                 op = steps.send(result)
                 result = None
                 if type(op) is list:
-                    self._watchdog.set(flow.phase, None)  # the caller's time is not the server's
                     for event in op:
                         if flow.closed:  # the caller closed the stream while holding an event
                             break
@@ -293,6 +292,8 @@ class Stream(StreamState):
             self.close()
 
     def _read(self, op: ops.Read) -> bytes | None | ops.Dropped | ops.TimedOut:
+        """The next chunk, the watchdog armed only for the read itself: what the
+        flow does with the chunk (a ``confirm`` callback) is not the server's time."""
         assert self._chunks is not None
         watchdog = self._watchdog
         watchdog.set(op.phase, op.deadline)
@@ -302,6 +303,8 @@ class Stream(StreamState):
             if self._expired(op, exc):
                 return ops.TimedOut(exc)
             return ops.Dropped(f"{type(exc).__name__}: {exc}")
+        finally:
+            watchdog.set(op.phase, None)
         if self._expired(op, None):
             return ops.TimedOut()
         return chunk
