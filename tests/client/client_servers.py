@@ -395,7 +395,8 @@ def running(server: ServerProcess) -> Iterator[ServerProcess]:
 class OwnedStreams:
     """A resumable endpoint on a ``ScriptedServer`` that binds each stream to its owner.
 
-    As the gateway does (issue 16): the POST answer carries a fresh
+    As the gateway does (issue 16): the answer to a POST that asks for a
+    resumable stream (``"tokenwire:resumable": true``) carries a fresh
     ``tokenwire-resume-token``; ``GET`` and ``DELETE /v1/streams/{id}`` answer
     404, like a stream that does not exist, unless ``Tokenwire-Resume-Token``
     names the stream's token. The POST sends the events up to seq
@@ -422,11 +423,13 @@ class OwnedStreams:
         return [ev.dump(e) for e in out + w.usage(1, len(self.words)) + w.end()]
 
     def _post(self, req: Received) -> list[Step]:
-        rid = str(json.loads(req.body)["metadata"]["request_id"])
-        token = os.urandom(16).hex()
-        self.tokens[rid] = token
+        body = json.loads(req.body)
+        rid = str(body["metadata"]["request_id"])
+        head = Head()
+        if (body.get("extensions") or {}).get("tokenwire:resumable") is True:
+            token = self.tokens[rid] = os.urandom(16).hex()
+            head = Head(headers=(*head.headers, ("tokenwire-resume-token", token)))
         wire = self.frames(rid)
-        head = Head(headers=(*Head().headers, ("tokenwire-resume-token", token)))
         cut = self.cut_after + 1
         if cut >= len(wire):
             return [head, *[Send(f) for f in wire]]

@@ -98,13 +98,18 @@ def slow_upstream() -> Iterator[FakeUpstream]:
 def slow_gateway(
     slow_upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServerProcess]:
-    """``tokenwire serve`` with model ``slow``: the ``slow_upstream`` behind it."""
+    """``tokenwire serve`` with model ``slow``: the ``slow_upstream`` behind it.
+
+    Every stream is resumable unless its request opts out (``[resume] default``):
+    the default client must still cancel on a hang-up.
+    """
     if not gateway_available():
         unavailable("the gateway (tokenwire.cli.serve) is not in this tree yet")
     config = tmp_path_factory.mktemp("slow") / "gateway.toml"
     config.write_text(
         '[[models]]\nname = "slow"\nprovider = "openai"\n'
         f'base_url = "{slow_upstream.url}/v1"\nupstream_model = "up-model"\n'
+        "[resume]\ndefault = true\n"
     )
     port = free_port()
     server = ServerProcess(gateway_argv(port, config), port).start()

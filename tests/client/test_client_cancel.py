@@ -36,15 +36,15 @@ def methods(server: ScriptedServer) -> list[str]:
 def test_the_endpoint_refuses_a_resume_without_the_token(scripted: ScriptedServer) -> None:
     # What makes the tests below meaningful: the test endpoint really checks it.
     owned = OwnedStreams(scripted, WORDS, cut_after=2)
-    with Client(scripted.url, resume=False) as client:
+    with Client(scripted.url, resume=True) as client:
         with client.stream(model="m", messages="hi") as stream:
             next(iter(stream))
             token = stream.resume_token
-    assert token is not None and token == owned.tokens[stream.request_id or ""]
-    path = f"{scripted.url}/v1/streams/{stream.request_id}"
-    assert httpx.get(path).status_code == 404
-    assert httpx.get(path, headers={"tokenwire-resume-token": "guess"}).status_code == 404
-    assert httpx.get(path, headers={"tokenwire-resume-token": token}).status_code == 200
+            assert token is not None and token == owned.tokens[stream.request_id or ""]
+            path = f"{scripted.url}/v1/streams/{stream.request_id}"
+            assert httpx.get(path).status_code == 404
+            assert httpx.get(path, headers={"tokenwire-resume-token": "guess"}).status_code == 404
+            assert httpx.get(path, headers={"tokenwire-resume-token": token}).status_code == 200
 
 
 def test_resume_sends_the_owner_token(scripted: ScriptedServer) -> None:
@@ -124,7 +124,7 @@ def test_the_default_client_is_not_resumable(scripted: ScriptedServer) -> None:
         with client.stream(model="m", messages="hi") as stream:
             next(iter(stream))
     (post,) = scripted.requests
-    assert RESUMABLE not in (json.loads(post.body).get("extensions") or {})
+    assert json.loads(post.body)["extensions"][RESUMABLE] is False
 
 
 # --- one URL form ------------------------------------------------------------------------

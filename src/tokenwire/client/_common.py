@@ -127,8 +127,9 @@ def prepare_request(
 
     A ``metadata.request_id`` (a uuid4) is added when there is none, so the
     stream can be found again for a resume (DESIGN.md) and is echoed (§4.6).
-    With ``resume``, the request also opts in to resumable streams
-    (``"tokenwire:resumable": true``) unless it says otherwise itself.
+    Unless the request says otherwise itself, it also says whether the stream
+    is resumable: ``"tokenwire:resumable": true`` with ``resume``, else
+    ``false``, so that a hang-up cancels even where resumable is the default.
     Raises ``TypeError`` for both or neither, ``InvalidRequest`` for a request
     that breaks §4 (or a malformed ``tokenwire:side_effects`` extension).
     """
@@ -143,8 +144,10 @@ def prepare_request(
         metadata = dict(request.metadata or {})
         metadata["request_id"] = str(uuid.uuid4())
         request = msgspec.structs.replace(request, metadata=metadata)
-    if resume and request.extension(RESUMABLE) is None:
-        extensions = {**(request.extensions or {}), RESUMABLE: True}
+    if request.extension(RESUMABLE) is None:
+        # Said either way: a gateway may make streams resumable by default
+        # (docs/scaling.md), and then a hang-up would no longer cancel.
+        extensions = {**(request.extensions or {}), RESUMABLE: resume}
         request = msgspec.structs.replace(request, extensions=extensions)
     return request
 

@@ -278,6 +278,8 @@ class StreamFlow:
             raise
         self.streaming = True
         self.resumer.token = response.headers.get(RESUME_TOKEN_HEADER)
+        if self.resumer.token is not None:
+            self.resumable = True  # the endpoint keeps it, whatever was asked
         yield from self._attach(response)
 
     def run(self) -> Flow:
