@@ -144,9 +144,10 @@ class TimedOut:
     cause: BaseException | None = None
 
 
+#: What a flow yields; a ``list`` is a batch of events to hand out.
 Op: TypeAlias = (
-    Send | ReadErrorBody | Attach | Read | list[ev.Event] | Ask | UseFallback | ReadVendor | Pause
-) | Close
+    Send | ReadErrorBody | Attach | Read | list[ev.Event] | Ask | UseFallback | ReadVendor
+) | (Pause | Close)
 Flow: TypeAlias = Generator[Op, Any, None]
 
 _READ_VENDOR: Final = ReadVendor()
@@ -407,11 +408,10 @@ class StreamFlow:
         ``stream.end`` must say so (DESIGN.md: the resume route). Not sent
         after ``stream.end`` or a truncation (the stream is over or gone).
         """
-        if not (self.resumable and self.streaming) or self.receiver.finished:
+        receiver = self.receiver
+        if not (self.resumable and self.streaming) or receiver.done or receiver.finished:
             return None
-        if self.receiver.done:
-            return None
-        return self.resumer.cancel(self.http, self.receiver, CANCEL_TIMEOUT)
+        return self.resumer.cancel(self.http, receiver, CANCEL_TIMEOUT)
 
 
 class StreamState:
@@ -436,6 +436,7 @@ class StreamState:
 
     @property
     def closed(self) -> bool:
+        """Whether the stream is closed: by the caller, at its end, or after a failure."""
         return self._flow.closed
 
     @property
