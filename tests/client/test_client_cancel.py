@@ -229,3 +229,32 @@ def test_resumable_close_cancels_on_the_gateway(
     with Client(slow_gateway.url, resume=True) as client:
         left = read_some_then(client, 3)
         record("resumable close (DELETE)", hang_up_latency(slow_upstream, before, left))
+
+
+def test_a_bare_break_cancels_at_once(scripted: ScriptedServer) -> None:
+    # No ``with``, no close(): the loop letting go of the stream is enough
+    # (nothing waits for the garbage collector).
+    owned = OwnedStreams(scripted, WORDS * 3, cut_after=6)
+    with Client(scripted.url, resume=True) as client:
+        for event in client.stream(model="m", messages="hi"):
+            if isinstance(event, ev.ContentDelta):
+                break
+        assert len(owned.cancelled) == 1  # before the client closes
+        assert scripted.requests[-1].method == "DELETE"
+
+
+def test_a_bare_async_break_cancels(scripted: ScriptedServer) -> None:
+    owned = OwnedStreams(scripted, WORDS * 3, cut_after=6)
+
+    async def run() -> int:
+        async with AsyncClient(scripted.url, resume=True) as client:
+            async for event in client.stream(model="m", messages="hi"):
+                if isinstance(event, ev.ContentDelta):
+                    break
+            # asyncio finalises the abandoned iteration in a task of its own.
+            deadline = time.monotonic() + 10
+            while not owned.cancelled and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            return len(owned.cancelled)
+
+    assert asyncio.run(run()) == 1

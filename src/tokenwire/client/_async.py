@@ -34,7 +34,7 @@ from ._common import (
     prepare_request,
     send_error,
 )
-from ._flow import ClientBase, StreamState
+from ._flow import ClientBase, StreamFlow, StreamState
 from ._response import ParsedToolCall, Response
 
 __all__ = ["AsyncClient", "AsyncConfirm", "AsyncFallback", "AsyncStream"]
@@ -81,8 +81,8 @@ class AsyncClient(
 
     async def aclose(self) -> None:
         """Close the streams still open (cancelling them), then the connection pool."""
-        for stream in list(self._streams):
-            await stream.aclose()
+        for driver in list(self._streams):
+            await driver.aclose()
         await self._http.aclose()
 
     async def __aenter__(self) -> AsyncClient:
@@ -105,23 +105,19 @@ class AsyncStream(StreamState):
 
     def __init__(self, client: AsyncClient, request: Request) -> None:
         super().__init__(client, request)
-        self._client = client
-        self._chunks: AsyncIterator[bytes] | None = None
-        self._vendor: AsyncIterator[bytes] | None = None
-        self._vendor_body: VendorBody | None = None
+        # Apart from the stream, as in ``Stream``: a dropped stream closes at once.
+        self._driver = _AsyncDriver(client, self._flow)
+        client._streams.add(self._driver)
         self._iterator: AsyncIterator[ev.Event] | None = None
 
-    # -- public ------------------------------------------------------------
+    @property
+    def response(self) -> httpx.Response | None:
+        """The HTTP response being read; see ``Stream.response``."""
+        return self._driver.response
 
     async def open(self) -> None:
         """Send the request and check the answer; see ``Stream.open``."""
-        steps = self._flow.open()
-        result: Any = None
-        try:
-            while True:
-                result = await self._perform(steps.send(result))
-        except StopIteration:
-            pass
+        await self._driver.open()
 
     async def __aenter__(self) -> AsyncStream:
         try:
@@ -140,7 +136,7 @@ class AsyncStream(StreamState):
     def aiter_events(self) -> AsyncIterator[ev.Event]:
         """Yield typed events as they arrive; see ``Stream.iter_events``."""
         if self._iterator is None:
-            self._iterator = self._run()
+            self._iterator = self._driver.run()
         return self._iterator
 
     @property
@@ -161,7 +157,31 @@ class AsyncStream(StreamState):
 
         Safe to call more than once.
         """
-        flow = self._flow
+        await self._driver.aclose()
+
+
+class _AsyncDriver:
+    """The I/O of one stream: performs its flow's ops (_flow.py), awaiting."""
+
+    def __init__(self, client: AsyncClient, flow: StreamFlow) -> None:
+        self.client = client
+        self.flow = flow
+        self.response: httpx.Response | None = None
+        self._chunks: AsyncIterator[bytes] | None = None
+        self._vendor: AsyncIterator[bytes] | None = None
+        self._vendor_body: VendorBody | None = None
+
+    async def open(self) -> None:
+        steps = self.flow.open()
+        result: Any = None
+        try:
+            while True:
+                result = await self._perform(steps.send(result))
+        except StopIteration:
+            pass
+
+    async def aclose(self) -> None:
+        flow = self.flow
         if flow.closed:
             return
         flow.closed = True
@@ -178,17 +198,14 @@ class AsyncStream(StreamState):
             # Shielded: a cancelled task still tells the endpoint to stop.
             with anyio.move_on_after(2.0, shield=True):
                 try:
-                    await (await self._client._http.send(cancel)).aclose()
+                    await (await self.client._http.send(cancel)).aclose()
                 except httpx.HTTPError as exc:
-                    logger.info("stream %s: the cancel failed: %s", self.request_id, exc)
-        self._client._streams.discard(self)
+                    logger.info("stream %s: the cancel failed: %s", flow.request.request_id, exc)
 
-    # -- the driver: performs the flow's ops (_flow.py) ----------------------
-
-    async def _run(self) -> AsyncIterator[ev.Event]:
+    async def run(self) -> AsyncIterator[ev.Event]:
         """The whole stream: the flow's ops performed, its events handed out here
         (one async generator step per event: this one)."""
-        flow = self._flow
+        flow = self.flow
         deliver = flow.receiver.deliver
         steps = flow.run()
         result: Any = None
@@ -210,7 +227,7 @@ class AsyncStream(StreamState):
         except GeneratorExit:
             raise
         except BaseException as exc:
-            self._failure = exc
+            flow.failure = exc
             raise
         finally:
             steps.close()
@@ -227,7 +244,7 @@ class AsyncStream(StreamState):
             return ops.Dropped(f"{type(exc).__name__}: {exc}")
 
     async def _perform(self, op: ops.Op) -> Any:
-        client = self._client
+        client = self.client
         if type(op) is ops.Read:
             return await self._read(op)
         if isinstance(op, ops.Send):
@@ -260,7 +277,7 @@ class AsyncStream(StreamState):
         url = op.request.url
         try:
             with anyio.fail_after(_remaining(op.deadline)):
-                return await self._client._http.send(op.request, stream=True)
+                return await self.client._http.send(op.request, stream=True)
         except httpx.HTTPError as exc:
             return caused(send_error(exc, str(url), phase=op.phase), exc)
         except builtins.TimeoutError as exc:

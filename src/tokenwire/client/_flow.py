@@ -191,7 +191,8 @@ class ClientBase(Generic[HTTP, Transport, ConfirmT, FallbackT]):
         self._http: HTTP = self._new_http(
             base_url=base_url, headers=headers, http2=http2, transport=transport
         )
-        #: Streams not closed yet: closing the client closes (cancels) them.
+        #: The I/O drivers of streams not closed yet: closing the client closes
+        #: (cancels) them.
         self._streams: weakref.WeakSet[Any] = weakref.WeakSet()
 
     def _new_http(self, **options: Any) -> HTTP:
@@ -226,6 +227,8 @@ class StreamFlow:
         self.resumable = request.extension(RESUMABLE) is True
         self.opened = False  # the POST went out
         self.open_error: BaseException | None = None
+        #: What ended the iteration, raised again by ``final()``.
+        self.failure: BaseException | None = None
         self.streaming = False  # an LLM-Stream answer came back (not a fallback)
         self.closed = False
         self.attached: httpx.Response | None = None
@@ -420,16 +423,13 @@ class StreamState:
     def __init__(self, client: ClientBase[Any, Any, Any, Any], request: Request) -> None:
         self.request = request
         self._flow = StreamFlow(client, request)
-        #: The HTTP response being read (``None`` before sending, between a drop
-        #: and a resume, and in fallback mode).
-        self.response: httpx.Response | None = None
-        self._failure: BaseException | None = None
 
     def _response(self) -> Response:
         """``final()`` once the events are read: the ``Response``, or the failure."""
-        if self._failure is not None:
-            raise self._failure
-        receiver = self._flow.receiver
+        flow = self._flow
+        if flow.failure is not None:
+            raise flow.failure
+        receiver = flow.receiver
         if not receiver.done:
             raise receiver.truncated("the stream was closed before it ended")
         return receiver.response()

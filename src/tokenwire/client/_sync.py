@@ -21,7 +21,7 @@ from ._common import (
     prepare_request,
     send_error,
 )
-from ._flow import ClientBase, StreamState
+from ._flow import ClientBase, StreamFlow, StreamState
 from ._response import ParsedToolCall, Response
 
 __all__ = ["Client", "Confirm", "Fallback", "Stream"]
@@ -70,8 +70,8 @@ class Client(ClientBase[httpx.Client, httpx.BaseTransport, Confirm, Fallback]):
 
     def close(self) -> None:
         """Close the streams still open (cancelling them), then the connection pool."""
-        for stream in list(self._streams):
-            stream.close()
+        for driver in list(self._streams):
+            driver.close()
         self._http.close()
 
     def __enter__(self) -> Client:
@@ -158,19 +158,23 @@ class Stream(StreamState):
     again, or calling ``final()`` after a partial iteration, continues where
     the previous iteration stopped. Closing it before ``stream.end`` cancels
     the generation: the hang-up does for a plain stream, a ``DELETE`` for a
-    resumable one.
+    resumable one. So does a ``break`` out of ``for event in client.stream(...)``
+    as soon as the loop lets go of the stream.
     """
 
     def __init__(self, client: Client, request: Request) -> None:
         super().__init__(client, request)
-        self._client = client
-        self._chunks: Iterator[bytes] | None = None
-        self._vendor: Iterator[bytes] | None = None
-        self._vendor_body: Iterable[bytes] | None = None
+        # The I/O lives apart, so that the running iteration refers to it and
+        # not to this stream: a dropped stream is closed at once, no GC needed.
+        self._driver = _Driver(client, self._flow)
+        client._streams.add(self._driver)
         self._iterator: Iterator[ev.Event] | None = None
-        self._watchdog = _Watchdog()
 
-    # -- public ------------------------------------------------------------
+    @property
+    def response(self) -> httpx.Response | None:
+        """The HTTP response being read (``None`` before sending, between a drop
+        and a resume, and in fallback mode)."""
+        return self._driver.response
 
     def open(self) -> None:
         """Send the request and check the answer's status, content type (§4.9).
@@ -181,13 +185,7 @@ class Stream(StreamState):
         ``TimeoutError`` (phase ``connect``/``first_event``) and
         ``TransportError`` when the endpoint cannot be reached.
         """
-        steps = self._flow.open()
-        result: Any = None
-        try:
-            while True:
-                result = self._perform(steps.send(result))
-        except StopIteration:
-            pass
+        self._driver.open()
 
     def __enter__(self) -> Stream:
         try:
@@ -213,7 +211,7 @@ class Stream(StreamState):
         §4.9 and §8.4), plus what ``open`` raises.
         """
         if self._iterator is None:
-            self._iterator = self._run()
+            self._iterator = self._driver.run()
         return self._iterator
 
     @property
@@ -239,7 +237,32 @@ class Stream(StreamState):
 
         Safe to call more than once.
         """
-        flow = self._flow
+        self._driver.close()
+
+
+class _Driver:
+    """The I/O of one stream: performs its flow's ops (_flow.py), blocking."""
+
+    def __init__(self, client: Client, flow: StreamFlow) -> None:
+        self.client = client
+        self.flow = flow
+        self.response: httpx.Response | None = None
+        self._chunks: Iterator[bytes] | None = None
+        self._vendor: Iterator[bytes] | None = None
+        self._vendor_body: Iterable[bytes] | None = None
+        self._watchdog = _Watchdog()
+
+    def open(self) -> None:
+        steps = self.flow.open()
+        result: Any = None
+        try:
+            while True:
+                result = self._perform(steps.send(result))
+        except StopIteration:
+            pass
+
+    def close(self) -> None:
+        flow = self.flow
         if flow.closed:
             return
         flow.closed = True
@@ -253,17 +276,14 @@ class Stream(StreamState):
         cancel = flow.cancel_request()
         if cancel is not None:
             try:
-                self._client._http.send(cancel).close()
+                self.client._http.send(cancel).close()
             except httpx.HTTPError as exc:
-                logger.info("stream %s: the cancel failed: %s", self.request_id, exc)
-        self._client._streams.discard(self)
+                logger.info("stream %s: the cancel failed: %s", flow.request.request_id, exc)
 
-    # -- the driver: performs the flow's ops (_flow.py) ----------------------
-
-    def _run(self) -> Iterator[ev.Event]:
+    def run(self) -> Iterator[ev.Event]:
         """The whole stream: the flow's ops performed, its events handed out here
         (one generator level per event: this one)."""
-        flow = self._flow
+        flow = self.flow
         deliver = flow.receiver.deliver
         steps = flow.run()
         result: Any = None
@@ -285,7 +305,7 @@ class Stream(StreamState):
         except GeneratorExit:
             raise
         except BaseException as exc:
-            self._failure = exc
+            flow.failure = exc
             raise
         finally:
             steps.close()
@@ -318,7 +338,7 @@ class Stream(StreamState):
         return isinstance(exc, httpx.TimeoutException)
 
     def _perform(self, op: ops.Op) -> Any:
-        client = self._client
+        client = self.client
         if type(op) is ops.Read:
             return self._read(op)
         if isinstance(op, ops.Send):
@@ -370,7 +390,7 @@ class Stream(StreamState):
         self._watchdog.watch(sock)
         # From here the watchdog keeps the first-event and idle clocks; without
         # a socket to interrupt, a generous read timeout is the backstop.
-        t = self._client.timeout
+        t = self.client.timeout
         clocks = [s for s in (t.first_event, t.idle) if s is not None]
         timeouts = response.request.extensions.get("timeout")
         if isinstance(timeouts, dict):
