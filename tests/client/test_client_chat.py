@@ -370,3 +370,18 @@ def test_ttft_leaves_out_the_confirmation_prompt(scripted: ScriptedServer) -> No
     assert stats is not None, err.getvalue()
     assert int(stats[1]) < 30_000  # the 30 s at the prompt are not the endpoint's
     assert float(stats[2]) < 30.0
+
+
+@pytest.mark.parametrize(("prompt", "status"), [("/help", 0), ("/frobnicate", 2)])
+def test_a_command_as_prompt_is_run_not_sent(
+    scripted: ScriptedServer, prompt: str, status: int
+) -> None:
+    done = subprocess.run(
+        [TOKENWIRE, "chat", "--url", scripted.url, prompt],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == status, done.stderr
+    assert ("commands: /help" in done.stderr) == (status == 0)
+    assert scripted.requests == []

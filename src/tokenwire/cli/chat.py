@@ -47,6 +47,7 @@ from ..request import Message, Request, build
 MAX_TOOL_ROUNDS: Final = 8
 
 _EXIT: Final = frozenset({"/exit", "/quit"})
+_COMMANDS: Final = _EXIT | {"/help", "/reset"}
 
 #: Exit status after a side-effect tool call was refused (§8.2): the answer
 #: the user got is not what the model meant to do.
@@ -463,8 +464,9 @@ def command(
             ask=ask,
         )
         if prompt is not None and prompt.strip().startswith("/"):
+            # A command as PROMPT: run it (nothing to send); an unknown one is a usage error.
             command_line(chat, prompt.strip(), err)
-            sys.exit(0)
+            sys.exit(0 if prompt.split()[0].lower() in _COMMANDS else 2)
         if prompt is not None:
             ok = chat.turn(prompt)
             sys.exit(1 if not ok else EXIT_REFUSED if chat.refused else 0)
