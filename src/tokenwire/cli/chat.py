@@ -15,9 +15,9 @@ its usage and timing: time to first token and tokens per second.
 ``--url`` takes the endpoint's base URL or its full ``/v1/stream`` URL.
 
 Exit status: 0 for an answer, 1 when the endpoint failed or the stream
-carried an ``error`` event (one-shot), 2 for usage errors, 3 when a tool
-call with side effects was refused (§8.2), in one-shot mode or at any point
-of a REPL session.
+carried an ``error`` event (one-shot), 2 for usage errors (an unknown
+``/command`` as PROMPT too), 3 when a tool call with side effects was refused
+(§8.2), in one-shot mode or at any point of a REPL session.
 """
 
 from __future__ import annotations
