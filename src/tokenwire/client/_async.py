@@ -28,7 +28,7 @@ from .. import events as ev
 from ..request import Request
 from . import _flow as ops
 from ._common import (
-    MAX_ERROR_BODY,
+    ErrorBody,
     EventTranslator,
     caused,
     prepare_request,
@@ -285,17 +285,16 @@ class _AsyncDriver:
             return caused(errors.TimeoutError(message, phase=op.phase), exc)
 
     async def _error_body(self, response: httpx.Response) -> bytes:
-        body = bytearray()
+        body = ErrorBody()
         try:
             async for chunk in response.aiter_raw():
-                body += chunk
-                if len(body) >= MAX_ERROR_BODY:
+                if body.add(chunk):
                     break
         except httpx.HTTPError:
-            pass
+            pass  # what came is enough to say what went wrong
         finally:
             await response.aclose()
-        return bytes(body[:MAX_ERROR_BODY])
+        return bytes(body)
 
     def _attach(self, response: httpx.Response) -> None:
         self.response = response

@@ -27,6 +27,7 @@ __all__ = [
     "RESUMABLE",
     "RESUME_TOKEN_HEADER",
     "STREAM_PATH",
+    "ErrorBody",
     "EventTranslator",
     "Timeouts",
     "base_url_of",
@@ -237,6 +238,21 @@ class Resumer:
         except errors.RemoteProtocolError as exc:
             return f"{self.drop}; the resume answer is not a stream: {exc}"
         return None
+
+
+class ErrorBody:
+    """The first ``MAX_ERROR_BODY`` bytes of a non-2xx answer, for ``HTTPStatusError.body``."""
+
+    def __init__(self) -> None:
+        self._data = bytearray()
+
+    def add(self, chunk: bytes) -> bool:
+        """Keep ``chunk``; True once enough is kept (stop reading)."""
+        self._data += chunk
+        return len(self._data) >= MAX_ERROR_BODY
+
+    def __bytes__(self) -> bytes:
+        return bytes(self._data[:MAX_ERROR_BODY])
 
 
 def status_error(response: httpx.Response, body: bytes) -> errors.HTTPStatusError:

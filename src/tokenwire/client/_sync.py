@@ -15,7 +15,7 @@ from .. import events as ev
 from ..request import Request
 from . import _flow as ops
 from ._common import (
-    MAX_ERROR_BODY,
+    ErrorBody,
     EventTranslator,
     caused,
     prepare_request,
@@ -371,17 +371,16 @@ class _Driver:
         return None
 
     def _error_body(self, response: httpx.Response) -> bytes:
-        body = bytearray()
+        body = ErrorBody()
         try:
             for chunk in response.iter_raw():
-                body += chunk
-                if len(body) >= MAX_ERROR_BODY:
+                if body.add(chunk):
                     break
         except httpx.HTTPError:
-            pass
+            pass  # what came is enough to say what went wrong
         finally:
             response.close()
-        return bytes(body[:MAX_ERROR_BODY])
+        return bytes(body)
 
     def _attach(self, response: httpx.Response) -> None:
         self.response = response
