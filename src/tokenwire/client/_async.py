@@ -1,7 +1,7 @@
 """``AsyncClient`` and ``AsyncStream``: the async twin of ``Client`` over ``httpx.AsyncClient``.
 
-The decisions are the ``Receiver``'s, shared with the sync client; this module
-only differs in how it waits. The first-event and idle clocks are anyio
+The decisions are the stream flow's (``_flow.py``) and the ``Receiver``'s,
+shared with the sync client; this module only performs the flow's ops, awaiting. The first-event and idle clocks are anyio
 deadlines around each read, so they work under asyncio and trio alike.
 """
 

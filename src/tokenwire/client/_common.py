@@ -1,7 +1,6 @@
-"""What the sync and async clients share: settings, the request, HTTP checks, errors.
+"""What the sync and async clients share: clocks, the request, URLs, resume, HTTP checks, errors.
 
-Everything here is plain functions over values; the two clients differ only in
-how they wait.
+Plain values and functions, no I/O; the stream's control flow is ``_flow.py``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,9 @@
-"""``Client`` and ``Stream``: the blocking client over ``httpx.Client``."""
+"""``Client`` and ``Stream``: the blocking client over ``httpx.Client``.
+
+The decisions are the stream flow's (``_flow.py``) and the ``Receiver``'s,
+shared with the async client; this module only performs the flow's ops,
+blocking, with a watchdog thread for the clocks.
+"""
 
 from __future__ import annotations
 
@@ -38,7 +43,8 @@ Fallback: TypeAlias = Callable[[Request], tuple[str | EventTranslator, Iterable[
 class Client(ClientBase[httpx.Client, httpx.BaseTransport, Confirm, Fallback]):
     """A blocking LLM-Stream client over ``httpx.Client``.
 
-    ``base_url`` is the endpoint's root; requests go to ``POST {base_url}{path}``
+    ``base_url`` is the endpoint's root (its full ``/v1/stream`` URL works
+    too, see ``stream_url``); requests go to ``POST {base_url}{path}``
     and resumes to ``GET {base_url}{resume_path}``. ``timeout`` is a
     ``Timeouts``, a number (all three clocks) or ``None``. ``strict=True``
     raises ``RemoteProtocolError`` on any lifecycle violation instead of
