@@ -1,8 +1,9 @@
 """``AsyncClient`` and ``AsyncStream``: the async twin of ``Client`` over ``httpx.AsyncClient``.
 
 The decisions are the stream flow's (``_flow.py``) and the ``Receiver``'s,
-shared with the sync client; this module only performs the flow's ops, awaiting. The first-event and idle clocks are anyio
-deadlines around each read, so they work under asyncio and trio alike.
+shared with the sync client; this module only performs the flow's ops,
+awaiting. The first-event and idle clocks are anyio deadlines around each
+read, so they work under asyncio and trio alike.
 """
 
 from __future__ import annotations
