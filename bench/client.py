@@ -214,33 +214,47 @@ TARGETS = {
 
 
 def table(url: str, body: bytes, expected: int, repeat: int) -> tuple[list[str], dict[str, float]]:
-    """Time every reader ``repeat`` times, round-robin (so load spikes hit all), best kept."""
+    """Time every reader ``repeat`` times, round-robin (so load spikes hit all), best kept.
+
+    Besides the wall clock, the reader thread's own CPU time (``time.thread_time``:
+    the servers run in other threads or processes), which other work on the
+    machine disturbs much less. Returns the rows and each reader's ratio to
+    httpx-sse, by wall clock and by CPU.
+    """
     best = dict.fromkeys((name for name, _ in ROWS), float("inf"))
+    cpu = dict.fromkeys((name for name, _ in ROWS), float("inf"))
     for _ in range(repeat):
         for name, fn in ROWS:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             count = fn(url, body)
             best[name] = min(best[name], time.perf_counter() - t0)
+            cpu[name] = min(cpu[name], time.thread_time() - c0)
             if count != expected:
                 raise SystemExit(f"FAIL: {name} read {count} events, expected {expected}")
     raw = best[ROWS[0][0]]
-    sse = best[ROWS[1][0]]
+    sse, sse_cpu = best[ROWS[1][0]], cpu[ROWS[1][0]]
     rows = [
-        "| reader | best time (s) | events/s | vs raw read | vs httpx-sse |",
-        "| --- | ---: | ---: | ---: | ---: |",
+        "| reader | best time (s) | events/s | vs raw read | vs httpx-sse | reader CPU µs/event "
+        "| vs httpx-sse, by CPU |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, seconds in best.items():
         rate = expected / seconds
         ratios = f"{raw / seconds:.2f}x | {sse / seconds:.2f}x"
-        rows.append(f"| {name} | {seconds:.3f} | {rate:,.0f} | {ratios} |")
-    return rows, {name: sse / seconds for name, seconds in best.items()}
+        by_cpu = f"{cpu[name] * 1e6 / expected:.2f} | {sse_cpu / cpu[name]:.2f}x"
+        rows.append(f"| {name} | {seconds:.3f} | {rate:,.0f} | {ratios} | {by_cpu} |")
+    ratio = {name: sse / seconds for name, seconds in best.items()}
+    ratio |= {f"{name} (CPU)": sse_cpu / seconds for name, seconds in cpu.items()}
+    return rows, ratio
 
 
 def targets(ratios: dict[str, float]) -> list[str]:
-    """One line per issue-14 target: the ratio measured against the replay server."""
+    """One line per issue-14 target: the ratios measured against the replay server."""
     return [
-        f"- {name}: {ratios[name]:.2f}x httpx + httpx-sse + json.loads (target {goal:.1f}x: "
-        f"{'met' if ratios[name] >= goal else 'missed'})"
+        f"- {name}: {ratios[name]:.2f}x httpx + httpx-sse + json.loads by the wall clock, "
+        f"{ratios[name + ' (CPU)']:.2f}x by the reader's CPU time (target {goal:.1f}x: "
+        f"{'met' if min(ratios[name], ratios[name + ' (CPU)']) >= goal else 'missed'}, "
+        "judged by the lower of the two)"
         for name, goal in TARGETS.items()
     ]
 
