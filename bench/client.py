@@ -191,11 +191,22 @@ def async_client_read(url: str, body: bytes) -> int:
     return asyncio.run(run())
 
 
+def client_read_gc_paused(url: str, body: bytes) -> int:
+    """``client_read`` with the cyclic GC paused: what walking the kept events costs
+    (the client keeps every delivered event for ``Response.events``)."""
+    gc.disable()
+    try:
+        return client_read(url, body)
+    finally:
+        gc.enable()
+
+
 ROWS: list[tuple[str, Reader]] = [
     ("raw HTTP read: httpx iter_bytes, no parsing", raw_read),
     ("httpx + httpx-sse iter_sse + json.loads", httpx_sse_read),
     ("tokenwire.Client (typed, validated)", client_read),
     ("tokenwire.AsyncClient (typed, validated)", async_client_read),
+    ("tokenwire.Client, the cyclic GC paused (profile only)", client_read_gc_paused),
 ]
 
 
