@@ -1,4 +1,4 @@
-"""docs/client.md's cancelling and resume examples run as printed, against a gateway."""
+"""docs/client.md's Python examples run as printed, against a gateway."""
 
 from __future__ import annotations
 
@@ -22,3 +22,12 @@ def test_example_runs(name: str, gateway: ServerProcess) -> None:
     # The docs use the gateway's documented address; the test's gateway has its own port.
     code = example(name).replace("http://127.0.0.1:8080", gateway.url)
     exec(compile(code, f"docs/client.md ({name})", "exec"), {"__name__": "docs_example"})
+
+
+BLOCKS = re.findall(r"^```python\n(.*?)^```", DOC.read_text(), re.S | re.M)
+
+
+@pytest.mark.parametrize("index", range(len(BLOCKS)))
+def test_every_python_block_runs(index: int, gateway: ServerProcess) -> None:
+    code = BLOCKS[index].replace("http://127.0.0.1:8080", gateway.url)
+    exec(compile(code, f"docs/client.md (block {index})", "exec"), {"__name__": "docs_example"})
