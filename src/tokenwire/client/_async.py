@@ -200,8 +200,10 @@ class _AsyncDriver:
             with anyio.move_on_after(2.0, shield=True):
                 try:
                     await (await self.client._http.send(cancel)).aclose()
-                except httpx.HTTPError as exc:
-                    logger.info("stream %s: the cancel failed: %s", flow.request.request_id, exc)
+                except (httpx.HTTPError, RuntimeError) as exc:  # RuntimeError: pool closed
+                    logger.warning(
+                        "stream %s: the cancel (DELETE) failed: %s", flow.request.request_id, exc
+                    )
 
     async def run(self) -> AsyncIterator[ev.Event]:
         """The whole stream: the flow's ops performed, its events handed out here

@@ -283,8 +283,10 @@ class _Driver:
         if cancel is not None:
             try:
                 self.client._http.send(cancel).close()
-            except httpx.HTTPError as exc:
-                logger.info("stream %s: the cancel failed: %s", flow.request.request_id, exc)
+            except (httpx.HTTPError, RuntimeError) as exc:  # RuntimeError: pool closed
+                logger.warning(
+                    "stream %s: the cancel (DELETE) failed: %s", flow.request.request_id, exc
+                )
 
     def run(self) -> Iterator[ev.Event]:
         """The whole stream: the flow's ops performed, its events handed out here
