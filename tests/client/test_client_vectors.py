@@ -4,9 +4,9 @@ Each vector is a request, the response body as HTTP chunks (with ``resumes``,
 the body is cut there and each list in ``resumes`` is the body of the next
 ``GET /v1/streams/{id}``), client settings and what the caller must see:
 delivered event types, text, accepted and rejected tool calls, violations,
-the error event, or the exception. Each one
-runs through ``Client`` and ``AsyncClient`` against a scripted server, and its
-bytes through the sans-I/O ``Receiver`` under arbitrary re-chunking.
+the error event, or the exception. Each one runs through ``Client`` and
+``AsyncClient`` against a scripted server, and its bytes through the sans-I/O
+``Receiver`` under arbitrary re-chunking.
 """
 
 from __future__ import annotations
