@@ -29,6 +29,9 @@ from typing import Any
 
 import httpx
 
+from tokenwire import Writer
+from tokenwire import events as ev
+
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 VECTORS = ROOT / "tests" / "vectors" / "client"
@@ -387,3 +390,69 @@ def running(server: ServerProcess) -> Iterator[ServerProcess]:
         yield server
     finally:
         server.stop()
+
+
+class OwnedStreams:
+    """A resumable endpoint on a ``ScriptedServer`` that binds each stream to its owner.
+
+    As the gateway does (issue 16): the answer to a POST that asks for a
+    resumable stream (``"tokenwire:resumable": true``) carries a fresh
+    ``tokenwire-resume-token``; ``GET`` and ``DELETE /v1/streams/{id}`` answer
+    404, like a stream that does not exist, unless ``Tokenwire-Resume-Token``
+    names the stream's token. The POST sends the events up to seq
+    ``cut_after`` and then drops the connection (mid-event); a resume answers
+    the events after ``Last-Event-ID``. ``cancelled`` lists the request_ids
+    deleted by their owner.
+    """
+
+    def __init__(self, server: ScriptedServer, words: list[str], *, cut_after: int) -> None:
+        self.words = words
+        self.cut_after = cut_after
+        self.tokens: dict[str, str] = {}
+        self.cancelled: list[str] = []
+        self.refused: list[Received] = []
+        server.route("POST", "/v1/stream", self._post)
+        server.route("GET", "/v1/streams/*", self._get)
+        server.route("DELETE", "/v1/streams/*", self._delete)
+
+    def frames(self, request_id: str) -> list[bytes]:
+        w = Writer(model="m", request_id=request_id, created=1)
+        out = []
+        for word in self.words:
+            out += w.text(word)
+        return [ev.dump(e) for e in out + w.usage(1, len(self.words)) + w.end()]
+
+    def _post(self, req: Received) -> list[Step]:
+        body = json.loads(req.body)
+        rid = str(body["metadata"]["request_id"])
+        head = Head()
+        if (body.get("extensions") or {}).get("tokenwire:resumable") is True:
+            token = self.tokens[rid] = os.urandom(16).hex()
+            head = Head(headers=(*head.headers, ("tokenwire-resume-token", token)))
+        wire = self.frames(rid)
+        cut = self.cut_after + 1
+        if cut >= len(wire):
+            return [head, *[Send(f) for f in wire]]
+        return [head, *[Send(f) for f in wire[:cut]], Send(wire[cut][:20]), Drop()]
+
+    def _owner(self, req: Received) -> str | None:
+        rid = req.path.split("?", 1)[0].rsplit("/", 1)[1]
+        token = self.tokens.get(rid)
+        if token is None or req.headers.get("tokenwire-resume-token") != token:
+            self.refused.append(req)
+            return None
+        return rid
+
+    def _get(self, req: Received) -> list[Step]:
+        rid = self._owner(req)
+        if rid is None:
+            return json_answer(404, b'{"error":{"message":"no such stream"}}')
+        after = int(req.headers.get("last-event-id", "-1"))
+        return sse_answer(*self.frames(rid)[after + 1 :])
+
+    def _delete(self, req: Received) -> list[Step]:
+        rid = self._owner(req)
+        if rid is None:
+            return json_answer(404, b'{"error":{"message":"no such stream"}}')
+        self.cancelled.append(rid)
+        return json_answer(200, b'{"cancelled":true}')

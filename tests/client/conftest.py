@@ -16,6 +16,8 @@ from tests.client.client_servers import (
     granian_argv,
 )
 
+from tokenwire.testing.upstream import FakeUpstream, Script
+
 ROOT = Path(__file__).resolve().parents[2]
 IN_CI = os.environ.get("CI") == "true"
 
@@ -75,6 +77,42 @@ def starlette_apps() -> Iterator[ServerProcess]:
     """``client_apps:app`` (plain Starlette endpoints) under granian."""
     port = free_port()
     server = ServerProcess(granian_argv("client_apps:app", port), port, health="/health").start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+#: About 40 s of answer at one word per 20 ms: only a cancel ends it early.
+LONG_TEXT = " ".join(f"word{i}" for i in range(2000))
+
+
+@pytest.fixture(scope="session")
+def slow_upstream() -> Iterator[FakeUpstream]:
+    """A fake OpenAI upstream streaming ``LONG_TEXT``, one word per 20 ms."""
+    with FakeUpstream("openai", Script(text=LONG_TEXT, delay_s=0.02)) as fake:
+        yield fake
+
+
+@pytest.fixture(scope="session")
+def slow_gateway(
+    slow_upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess]:
+    """``tokenwire serve`` with model ``slow``: the ``slow_upstream`` behind it.
+
+    Every stream is resumable unless its request opts out (``[resume] default``):
+    the default client must still cancel on a hang-up.
+    """
+    if not gateway_available():
+        unavailable("the gateway (tokenwire.cli.serve) is not in this tree yet")
+    config = tmp_path_factory.mktemp("slow") / "gateway.toml"
+    config.write_text(
+        '[[models]]\nname = "slow"\nprovider = "openai"\n'
+        f'base_url = "{slow_upstream.url}/v1"\nupstream_model = "up-model"\n'
+        "[resume]\ndefault = true\n"
+    )
+    port = free_port()
+    server = ServerProcess(gateway_argv(port, config), port).start()
     try:
         yield server
     finally:

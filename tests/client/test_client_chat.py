@@ -8,10 +8,12 @@ with the ANSI control sequences stripped.
 from __future__ import annotations
 
 import fcntl
+import io
 import json
 import os
 import re
 import select
+import signal
 import struct
 import subprocess
 import sys
@@ -21,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 from tests.client.client_servers import (
     Head,
     Received,
@@ -33,6 +36,10 @@ from tests.client.client_servers import (
 
 from tokenwire import Writer
 from tokenwire import events as ev
+from tokenwire.cli.chat import EXIT_REFUSED, Chat, ToolBox
+from tokenwire.client import Client, Timeouts
+from tokenwire.request import Message
+from tokenwire.testing.upstream import FakeUpstream
 
 TOKENWIRE = str(Path(sys.executable).parent / "tokenwire")
 ANSI = re.compile(
@@ -236,7 +243,7 @@ def test_side_effect_tools_ask_first(
     term.expect(r"send_email rejected \(not-confirmed\)")
     term.expect(r"you> ")
     term.type("/exit\r")
-    assert term.wait() == 0
+    assert term.wait() == EXIT_REFUSED  # a refusal is not a clean session
 
 
 def test_raw_shows_events_with_seq(gateway: ServerProcess, terminals: list[Terminal]) -> None:
@@ -252,3 +259,129 @@ def test_unreachable_endpoint_fails_cleanly(terminals: list[Terminal]) -> None:
     term.expect(r"error: .*Connect")
     assert term.wait() == 1
     assert "Traceback" not in term.text
+
+
+EMAIL = {
+    "name": "send_email",
+    "description": "Send an email message.",
+    "side_effects": True,
+    "parameters": {"type": "object", "properties": {"to": {"type": "string"}}},
+}
+
+
+def test_one_shot_exits_3_after_a_refused_side_effect_tool(
+    gateway: ServerProcess, terminals: list[Terminal], tmp_path: Path
+) -> None:
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps({"tools": [EMAIL], "results": {"send_email": {"sent": True}}}))
+    term = chat(terminals, gateway.url, "--tools", str(tools), "Send an email to Ann")
+    term.expect(r"\[y/N\]")
+    term.type("n\r")
+    term.expect(r"send_email rejected \(not-confirmed\)")
+    assert term.wait() == EXIT_REFUSED
+
+
+def test_commands_are_local_and_never_sent(
+    scripted: ScriptedServer, terminals: list[Terminal]
+) -> None:
+    term = chat(terminals, scripted.url)
+    term.expect(r"you> ")
+    term.type("/help\r")
+    term.expect(r"commands: /help")
+    term.expect(r"you> ")
+    term.type("/frobnicate now\r")
+    term.expect(r"unknown command /frobnicate: /help lists the commands")
+    term.expect(r"you> ")
+    term.type("/exit\r")
+    assert term.wait() == 0
+    assert scripted.requests == []  # nothing reached the endpoint, let alone the model
+
+
+def test_a_full_stream_url_works_too(gateway: ServerProcess, terminals: list[Terminal]) -> None:
+    term = chat(terminals, gateway.url + "/v1/stream", "Hello there")
+    term.expect(STATS)
+    assert term.wait() == 0
+
+
+def test_ctrl_c_cancels_the_answer_and_returns_to_the_prompt(
+    slow_gateway: ServerProcess, slow_upstream: FakeUpstream, terminals: list[Terminal]
+) -> None:
+    before = len(slow_upstream.disconnects)
+    completed = slow_upstream.completed
+    term = chat(terminals, slow_gateway.url, "--model", "slow")
+    term.expect(r"you> ")
+    term.type("talk to me\r")
+    term.expect(r"word3 ")
+    term.proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
+    term.expect(r"\(interrupted\)")
+    term.expect(r"you> ")
+    # The generation was cancelled: the upstream saw its client go, unfinished.
+    assert slow_upstream.wait_for(lambda f: len(f.disconnects) > before, timeout=10.0)
+    assert slow_upstream.completed == completed
+    term.type("/exit\r")
+    assert term.wait() == 0
+
+
+class FakeClock:
+    """``time.perf_counter`` plus whatever the test adds (a user thinking at a prompt)."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return time.perf_counter() + self.offset
+
+
+def test_ttft_leaves_out_the_confirmation_prompt(scripted: ScriptedServer) -> None:
+    def answer(req: Received) -> list[Step]:
+        body = json.loads(req.body)
+        w = Writer(model="m", request_id=body["metadata"]["request_id"])
+        events = w.start()
+        events += w.tool_call(id="call_1", name="send_email", arguments={"to": "ann"}, index=0)
+        events += w.usage(3, 2) + w.end()
+        return [Head(), *[Send(ev.dump(e)) for e in events]]
+
+    scripted.route("POST", "/v1/stream", answer)
+    clock = FakeClock()
+
+    def ask(question: str) -> bool:
+        clock.offset += 30.0  # the user takes 30 s to answer
+        return True
+
+    out = io.StringIO()
+    err = io.StringIO()
+    console, errors = Console(file=out, width=200), Console(file=err, width=200)
+    with Client(scripted.url, timeout=Timeouts(first_event=20, idle=20)) as client:
+        session = Chat(
+            client,
+            model="m",
+            toolbox=ToolBox(tools=[EMAIL]),
+            raw=False,
+            system=None,
+            out=console,
+            err=errors,
+            ask=ask,
+            clock=clock,
+        )
+        client.confirm = session.confirm
+        response = session.answer(session.request([Message(role="user", content="mail ann")]))
+    assert [c.name for c in response.tool_calls] == ["send_email"]
+    stats = re.search(r"TTFT (\d+) ms .* ([\d.]+) s", err.getvalue())
+    assert stats is not None, err.getvalue()
+    assert int(stats[1]) < 30_000  # the 30 s at the prompt are not the endpoint's
+    assert float(stats[2]) < 30.0
+
+
+@pytest.mark.parametrize(("prompt", "status"), [("/help", 0), ("/frobnicate", 2)])
+def test_a_command_as_prompt_is_run_not_sent(
+    scripted: ScriptedServer, prompt: str, status: int
+) -> None:
+    done = subprocess.run(
+        [TOKENWIRE, "chat", "--url", scripted.url, prompt],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == status, done.stderr
+    assert ("commands: /help" in done.stderr) == (status == 0)
+    assert scripted.requests == []

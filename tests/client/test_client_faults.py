@@ -201,7 +201,7 @@ def resumable(server: ScriptedServer, *, cut_after: int, replay_from: int) -> No
 
 def test_resume_continues_without_duplicates(scripted: ScriptedServer) -> None:
     resumable(scripted, cut_after=3, replay_from=2)
-    with Client(scripted.url) as client:
+    with Client(scripted.url, resume=True) as client:
         with client.stream(model="m", messages="hi") as stream:
             seqs = [e.seq for e in stream]
             response = stream.final()
@@ -218,7 +218,7 @@ def test_async_resume_continues_without_duplicates(scripted: ScriptedServer) -> 
     resumable(scripted, cut_after=2, replay_from=0)
 
     async def run() -> tuple[list[int | None], Response]:
-        async with AsyncClient(scripted.url) as client:
+        async with AsyncClient(scripted.url, resume=True) as client:
             async with client.stream(model="m", messages="hi") as stream:
                 seqs = [e.seq async for e in stream]
                 return seqs, await stream.final()
@@ -238,7 +238,7 @@ def drop_after_two(req: Received) -> list[Step]:
 def test_drop_without_resume_support_is_truncation(scripted: ScriptedServer, status: int) -> None:
     scripted.route("POST", "/v1/stream", drop_after_two)
     scripted.answer("GET", "/v1/streams/*", json_answer(status, b'{"error":"no"}'))
-    with Client(scripted.url) as client:
+    with Client(scripted.url, resume=True) as client:
         stream = client.stream(model="m", messages="hi")
         seen = []
         with pytest.raises(errors.StreamTruncated) as info:
@@ -262,7 +262,7 @@ def test_resume_off_reports_truncation_without_reconnecting(scripted: ScriptedSe
 def test_resume_gives_up_when_nothing_new_comes(scripted: ScriptedServer) -> None:
     scripted.route("POST", "/v1/stream", drop_after_two)
     scripted.answer("GET", "/v1/streams/*", [Head(), Drop()])
-    with Client(scripted.url) as client:
+    with Client(scripted.url, resume=True) as client:
         with pytest.raises(errors.StreamTruncated, match="resume attempts"):
             client.create(model="m", messages="hi")
     assert [r.method for r in scripted.requests] == ["POST", "GET", "GET", "GET"]
@@ -272,7 +272,7 @@ def test_async_truncation(scripted: ScriptedServer) -> None:
     scripted.route("POST", "/v1/stream", drop_after_two)
 
     async def run() -> None:
-        async with AsyncClient(scripted.url) as client:
+        async with AsyncClient(scripted.url, resume=True) as client:
             await client.create(model="m", messages="hi")
 
     with pytest.raises(errors.StreamTruncated, match="does not support resume"):
@@ -469,3 +469,43 @@ def test_confirm_callback_sees_the_parsed_call(scripted: ScriptedServer) -> None
     refused = asyncio.run(run())
     assert [c.id for c in refused.tool_calls] == ["c2"]
     assert [(r.id, r.rule) for r in refused.rejected_tool_calls] == [("c1", "not-confirmed")]
+
+
+def test_idle_clock_ignores_time_spent_confirming(scripted: ScriptedServer) -> None:
+    # A user thinking at a confirmation prompt is not the server being slow.
+    def answer(req: Received) -> list[Step]:
+        w = Writer(model="m", request_id=rid_of(req), created=1)
+        events = w.start() + w.text("ok")
+        events += w.tool_call(id="c1", name="send_email", arguments={"to": "ann"}, index=1)
+        rest = w.usage(1, 1) + w.end()
+        # The rest comes a moment later: the client reads again after confirming.
+        return [Head(), *[Send(ev.dump(e)) for e in events], Sleep(0.05)] + [
+            Send(ev.dump(e)) for e in rest
+        ]
+
+    def confirm(call: ParsedToolCall) -> bool:
+        time.sleep(0.6)  # longer than both clocks
+        return True
+
+    scripted.route("POST", "/v1/stream", answer)
+    email = {"name": "send_email", "description": "Send mail.", "parameters": {"type": "object"}}
+    with Client(scripted.url, timeout=Timeouts(first_event=0.3, idle=0.3), confirm=confirm) as c:
+        response = c.create(
+            model="m",
+            messages="mail ann",
+            tools=[email],
+            extensions={"tokenwire:side_effects": ["send_email"]},
+        )
+    assert [call.name for call in response.tool_calls] == ["send_email"]
+
+    async def run() -> Response:
+        timeout = Timeouts(first_event=0.3, idle=0.3)
+        async with AsyncClient(scripted.url, timeout=timeout, confirm=confirm) as c:
+            return await c.create(
+                model="m",
+                messages="mail ann",
+                tools=[email],
+                extensions={"tokenwire:side_effects": ["send_email"]},
+            )
+
+    assert [call.name for call in asyncio.run(run()).tool_calls] == ["send_email"]

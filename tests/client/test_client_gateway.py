@@ -163,7 +163,7 @@ def test_dropped_connection_is_never_a_silent_success(gateway: ServerProcess) ->
     with Client(gateway.url) as client:
         whole = client.create(request)
     with CuttingProxy(gateway.port, cut_after=1500) as proxy:
-        with Client(proxy.url) as client:
+        with Client(proxy.url, resume=True) as client:
             with client.stream(request) as s:
                 seqs: list[int | None] = []
                 try:

@@ -1,10 +1,12 @@
 """The client against its vectors (tests/vectors/client/*.json), over real HTTP.
 
-Each vector is a request, the response body as HTTP chunks, client settings
-and what the caller must see: delivered event types, text, accepted and
-rejected tool calls, violations, the error event, or the exception. Each one
-runs through ``Client`` and ``AsyncClient`` against a scripted server, and its
-bytes through the sans-I/O ``Receiver`` under arbitrary re-chunking.
+Each vector is a request, the response body as HTTP chunks (with ``resumes``,
+the body is cut there and each list in ``resumes`` is the body of the next
+``GET /v1/streams/{id}``), client settings and what the caller must see:
+delivered event types, text, accepted and rejected tool calls, violations,
+the error event, or the exception. Each one runs through ``Client`` and
+``AsyncClient`` against a scripted server, and its bytes through the sans-I/O
+``Receiver`` under arbitrary re-chunking.
 """
 
 from __future__ import annotations
@@ -17,7 +19,15 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.client.client_servers import ScriptedServer, Send, Step, load_vectors, sse_answer
+from tests.client.client_servers import (
+    Drop,
+    Received,
+    ScriptedServer,
+    Send,
+    Step,
+    load_vectors,
+    sse_answer,
+)
 
 from tokenwire import errors
 from tokenwire.client import AsyncClient, Client, ParsedToolCall, Response
@@ -61,9 +71,20 @@ def client_options(vector: dict[str, Any]) -> dict[str, Any]:
 
 
 def serve(server: ScriptedServer, vector: dict[str, Any]) -> None:
+    """POST answers the vector's body; with ``resumes``, it drops instead of
+    ending, and each ``GET /v1/streams/{id}`` answers the next body (each but
+    the last dropping too)."""
+    resumes: list[list[str]] = vector.get("resumes", [])
     steps: list[Step] = sse_answer()
     steps += [Send(c) for c in body_chunks(vector)]
-    server.answer("POST", "/v1/stream", steps)
+    server.answer("POST", "/v1/stream", [*steps, Drop()] if resumes else steps)
+    bodies = [[Send(c.encode()) for c in body] for body in resumes]
+
+    def resume(_req: Received) -> list[Step]:
+        body = bodies.pop(0)
+        return [*sse_answer(), *body, *([Drop()] if bodies else [])]
+
+    server.route("GET", "/v1/streams/*", resume)
 
 
 def check_response(vector: dict[str, Any], response: Response) -> None:
@@ -148,7 +169,8 @@ def test_violations_are_logged(scripted: ScriptedServer, caplog: pytest.LogCaptu
 
 
 def receive(vector: dict[str, Any], chunks: list[bytes]) -> tuple[list[Any], list[str]]:
-    """Run chunks through the sans-I/O Receiver; returns delivered events and outcome."""
+    """Run chunks (then each resume body) through the sans-I/O Receiver, as
+    connections in turn; returns delivered events and outcome."""
     request = request_of(vector)
     opts = vector["client"]
     receiver = Receiver(
@@ -156,23 +178,32 @@ def receive(vector: dict[str, Any], chunks: list[bytes]) -> tuple[list[Any], lis
         strict=opts.get("strict", False),
         max_event_bytes=opts.get("max_event_bytes", 1 << 20),
     )
-    receiver.connect()
+    bodies = [chunks] + [[c.encode() for c in body] for body in vector.get("resumes", [])]
     delivered: list[Any] = []
     try:
-        for chunk in chunks:
-            for event in receiver.feed(chunk):
-                call = receiver.needs_confirmation(event)
-                if call is not None and not receiver.confirm(
-                    event, vector["client"].get("confirm")
-                ):
-                    continue
-                receiver.deliver(event)
-                delivered.append(event)
-            receiver.raise_pending()
-        receiver.eof()
+        for body in bodies:
+            receiver.connect()
+            for chunk in body:
+                for event in receiver.feed(chunk):
+                    call = receiver.needs_confirmation(event)
+                    if call is not None and not receiver.confirm(
+                        event, vector["client"].get("confirm")
+                    ):
+                        continue
+                    receiver.deliver(event)
+                    delivered.append(event)
+                receiver.raise_pending()
+            receiver.eof()
     except errors.TokenwireError as exc:
         return delivered, [type(exc).__name__]
     return delivered, [v.rule for v in receiver.violations]
+
+
+@pytest.mark.parametrize("vector", VECTORS, ids=IDS)
+def test_no_seq_is_delivered_twice_or_backwards(vector: dict[str, Any]) -> None:
+    delivered, _ = receive(vector, body_chunks(vector))
+    seqs = [e.seq for e in delivered if e.seq is not None]
+    assert seqs == sorted(set(seqs))
 
 
 @pytest.mark.parametrize("vector", VECTORS, ids=IDS)

@@ -3,15 +3,21 @@
 Talks to a standard endpoint (the local gateway and its ``demo`` model by
 default) with ``tokenwire.Client``. With PROMPT it answers once and exits;
 without, it is a REPL that keeps the conversation's history (``/exit``,
-``/quit`` or Ctrl-D to leave, ``/reset`` to forget). Tokens render live with
+``/quit`` or Ctrl-D to leave, ``/reset`` to forget, ``/help``). A line that
+starts with ``/`` is a command for the chat itself, never sent to the model.
+Ctrl-C during an answer cancels its generation and returns to the prompt. Tokens render live with
 rich, after a spinner that runs until the first token; ``--raw`` prints every
 SSE event with its seq instead. Tool calls are shown; with ``--tools FILE``
 (declarations plus canned results by tool name, see docs/client.md) they are
 answered and sent back automatically, the §4.8 loop. Each answer ends with
 its usage and timing: time to first token and tokens per second.
 
-Exit status (one-shot): 0 for an answer, 1 when the endpoint failed or the
-stream carried an ``error`` event, 2 for usage errors.
+``--url`` takes the endpoint's base URL or its full ``/v1/stream`` URL.
+
+Exit status: 0 for an answer, 1 when the endpoint failed or the stream
+carried an ``error`` event (one-shot), 2 for usage errors (an unknown
+``/command`` as PROMPT too), 3 when a tool call with side effects was refused
+(§8.2), in one-shot mode or at any point of a REPL session.
 """
 
 from __future__ import annotations
@@ -41,6 +47,16 @@ from ..request import Message, Request, build
 MAX_TOOL_ROUNDS: Final = 8
 
 _EXIT: Final = frozenset({"/exit", "/quit"})
+_COMMANDS: Final = _EXIT | {"/help", "/reset"}
+
+#: Exit status after a side-effect tool call was refused (§8.2): the answer
+#: the user got is not what the model meant to do.
+EXIT_REFUSED: Final = 3
+
+_HELP: Final = (
+    "commands: /help this list · /reset forget the conversation · /exit or /quit "
+    "(or Ctrl-D) leave · Ctrl-C stops an answer"
+)
 
 
 class ToolBox(msgspec.Struct, frozen=True, kw_only=True):
@@ -90,8 +106,13 @@ class Chat:
         out: Console,
         err: Console,
         ask: Callable[[str], bool] | None,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.client = client
+        self.clock = clock
+        #: Side-effect tool calls refused so far (``EXIT_REFUSED``).
+        self.refused = 0
+        self._asking = 0.0  # seconds spent at confirmation prompts, this answer
         self.model = model
         self.toolbox = toolbox
         self.raw = raw
@@ -146,9 +167,15 @@ class Chat:
         return True
 
     def answer(self, request: Request) -> Response:
-        """Stream one request, rendering as it goes; returns its ``Response``."""
+        """Stream one request, rendering as it goes; returns its ``Response``.
+
+        The clocks leave out the time spent at confirmation prompts: it is
+        the user's, not the endpoint's.
+        """
+        clock = self.clock
         stream = self.client.stream(request)
-        started = time.perf_counter()
+        self._asking = 0.0
+        started = clock()
         with stream:
             view = self._view = self._new_view()
             with view:
@@ -156,13 +183,14 @@ class Chat:
                 rejected = 0
                 for event in stream:
                     if first is None and isinstance(event, ev.ContentDelta | ev.ToolCall):
-                        first = time.perf_counter()
+                        first = clock() - self._asking
                     view.show(event)
                     for call in stream.rejected_tool_calls[rejected:]:
                         view.note(f"✗ tool call {call.name} rejected ({call.rule}): {call.reason}")
                     rejected = len(stream.rejected_tool_calls)
                 response = stream.final()
-        self._stats(response, stream, started, first, time.perf_counter())
+        self.refused += sum(c.rule == "not-confirmed" for c in response.rejected_tool_calls)
+        self._stats(response, stream, started, first, clock() - self._asking)
         return response
 
     def _new_view(self) -> _LiveView | _RawView | _PlainView:
@@ -180,9 +208,11 @@ class Chat:
         view = self._view
         if isinstance(view, _LiveView):
             view.pause()
+        asked = self.clock()
         try:
             return self.ask(f"run {call.name}({json.dumps(call.arguments)})? [y/N] ")
         finally:
+            self._asking += self.clock() - asked
             if isinstance(view, _LiveView):
                 view.resume()
 
@@ -332,12 +362,30 @@ def _ask(err: Console) -> Callable[[str], bool] | None:
     return ask
 
 
+def command_line(chat: Chat, line: str, err: Console) -> bool:
+    """Run ``line`` when it is a chat command (``/...``); False to leave the chat.
+
+    Commands are the chat's own: none reaches the model.
+    """
+    name = line.split(maxsplit=1)[0].lower()
+    if name in _EXIT:
+        return False
+    if name == "/reset":
+        chat.reset()
+        err.print(Text("(history cleared)", "dim"))
+    elif name == "/help":
+        err.print(Text(_HELP, "dim"))
+    else:
+        err.print(Text(f"unknown command {name}: /help lists the commands", "yellow"))
+    return True
+
+
 def _repl(chat: Chat, err: Console) -> None:
     try:
         import readline  # noqa: F401  - line editing for input()
     except ImportError:  # pragma: no cover - not on every platform
         pass
-    err.print(Text("tokenwire chat: /exit or Ctrl-D to leave, /reset to start over", "dim"))
+    err.print(Text("tokenwire chat: /help for commands, /exit or Ctrl-D to leave", "dim"))
     while True:
         try:
             line = err.input("[bold green]you>[/] ")
@@ -350,11 +398,9 @@ def _repl(chat: Chat, err: Console) -> None:
         prompt = line.strip()
         if not prompt:
             continue
-        if prompt in _EXIT:
-            return
-        if prompt == "/reset":
-            chat.reset()
-            err.print(Text("(history cleared)", "dim"))
+        if prompt.startswith("/"):
+            if not command_line(chat, prompt, err):
+                return
             continue
         chat.turn(prompt)
 
@@ -362,7 +408,10 @@ def _repl(chat: Chat, err: Console) -> None:
 @click.command()
 @click.argument("prompt", required=False)
 @click.option(
-    "--url", default="http://127.0.0.1:8080", show_default=True, help="The endpoint's base URL."
+    "--url",
+    default="http://127.0.0.1:8080",
+    show_default=True,
+    help="The endpoint: its base URL or its full /v1/stream URL.",
 )
 @click.option("--model", "-m", default="demo", show_default=True, help="The model to ask.")
 @click.option(
@@ -414,6 +463,12 @@ def command(
             err=err,
             ask=ask,
         )
+        if prompt is not None and prompt.strip().startswith("/"):
+            # A command as PROMPT: run it (nothing to send); an unknown one is a usage error.
+            command_line(chat, prompt.strip(), err)
+            sys.exit(0 if prompt.split()[0].lower() in _COMMANDS else 2)
         if prompt is not None:
-            sys.exit(0 if chat.turn(prompt) else 1)
+            ok = chat.turn(prompt)
+            sys.exit(1 if not ok else EXIT_REFUSED if chat.refused else 0)
         _repl(chat, err)
+        sys.exit(EXIT_REFUSED if chat.refused else 0)

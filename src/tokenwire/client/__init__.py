@@ -17,7 +17,7 @@ are checked against the request's tools and their JSON Schemas (§8.2).
 from __future__ import annotations
 
 from ._async import AsyncClient, AsyncConfirm, AsyncFallback, AsyncStream
-from ._common import DEFAULT_TIMEOUTS, EventTranslator, Timeouts
+from ._common import DEFAULT_TIMEOUTS, EventTranslator, Timeouts, stream_url
 from ._receiver import SIDE_EFFECTS_EXTENSION
 from ._response import ParsedToolCall, RejectedToolCall, Response, tool_results_request
 from ._sync import Client, Confirm, Fallback, Stream
@@ -38,5 +38,6 @@ __all__ = [
     "Response",
     "Stream",
     "Timeouts",
+    "stream_url",
     "tool_results_request",
 ]

@@ -1,8 +1,9 @@
 """``AsyncClient`` and ``AsyncStream``: the async twin of ``Client`` over ``httpx.AsyncClient``.
 
-The decisions are the ``Receiver``'s, shared with the sync client; this module
-only differs in how it waits. The first-event and idle clocks are anyio
-deadlines around each read, so they work under asyncio and trio alike.
+The decisions are the stream flow's (``_flow.py``) and the ``Receiver``'s,
+shared with the sync client; this module only performs the flow's ops,
+awaiting. The first-event and idle clocks are anyio deadlines around each
+read, so they work under asyncio and trio alike.
 """
 
 from __future__ import annotations
@@ -12,16 +13,12 @@ import inspect
 import logging
 import time
 from collections.abc import (
-    AsyncGenerator,
     AsyncIterable,
     AsyncIterator,
     Awaitable,
     Callable,
     Iterable,
-    Iterator,
 )
-from contextlib import aclosing
-from types import TracebackType
 from typing import Any, Final, TypeAlias
 
 import anyio
@@ -29,24 +26,17 @@ import httpx
 
 from .. import errors
 from .. import events as ev
-from ..lifecycle import Violation
-from ..request import Request, dumps
+from ..request import Request
+from . import _flow as ops
 from ._common import (
-    DEFAULT_TIMEOUTS,
-    MAX_ERROR_BODY,
+    ErrorBody,
     EventTranslator,
-    Resumer,
-    Timeouts,
-    check_content_type,
-    make_translator,
-    post_headers,
+    caused,
     prepare_request,
     send_error,
-    status_error,
-    timeout_message,
 )
-from ._receiver import Receiver
-from ._response import ParsedToolCall, RejectedToolCall, Response
+from ._flow import ClientBase, StreamFlow, StreamState
+from ._response import ParsedToolCall, Response
 
 __all__ = ["AsyncClient", "AsyncConfirm", "AsyncFallback", "AsyncStream"]
 
@@ -63,44 +53,17 @@ AsyncFallback: TypeAlias = Callable[
 ]
 
 
-class AsyncClient:
+class AsyncClient(
+    ClientBase[httpx.AsyncClient, httpx.AsyncBaseTransport, AsyncConfirm, AsyncFallback]
+):
     """The async twin of ``Client``, over ``httpx.AsyncClient``; same arguments.
 
     ``confirm`` and ``fallback`` may be plain or async callables, and a
     fallback's body may be an async or a plain iterable of bytes.
     """
 
-    def __init__(
-        self,
-        base_url: str = "http://127.0.0.1:8080",
-        *,
-        headers: dict[str, str] | None = None,
-        timeout: Timeouts | float | None = DEFAULT_TIMEOUTS,
-        strict: bool = False,
-        resume: bool = True,
-        confirm: AsyncConfirm | None = None,
-        fallback: AsyncFallback | None = None,
-        http2: bool = False,
-        transport: httpx.AsyncBaseTransport | None = None,
-        path: str = "/v1/stream",
-        resume_path: str = "/v1/streams/{request_id}",
-        max_event_bytes: int = 1 << 20,
-    ) -> None:
-        self.timeout = Timeouts.of(timeout)
-        self.strict = strict
-        self.resume = resume
-        self.confirm = confirm
-        self.fallback = fallback
-        self.path = path
-        self.resume_path = resume_path
-        self.max_event_bytes = max_event_bytes
-        self._http = httpx.AsyncClient(
-            base_url=base_url, headers=headers, http2=http2, transport=transport, timeout=None
-        )
-
-    @property
-    def base_url(self) -> httpx.URL:
-        return self._http.base_url
+    def _new_http(self, **options: Any) -> httpx.AsyncClient:
+        return httpx.AsyncClient(**options, timeout=None)
 
     def stream(self, request: Request | None = None, **kwargs: Any) -> AsyncStream:
         """An ``AsyncStream`` for ``request`` (or ``request.build(**kwargs)``).
@@ -108,7 +71,9 @@ class AsyncClient:
         The request is sent when the stream is entered (``async with``) or
         first iterated. Raises ``TypeError``/``InvalidRequest`` for a bad request.
         """
-        return AsyncStream(self, prepare_request(request, kwargs, resume=self.resume))
+        stream = AsyncStream(self, prepare_request(request, kwargs, resume=self.resume))
+        self._streams.add(stream)
+        return stream
 
     async def create(self, request: Request | None = None, **kwargs: Any) -> Response:
         """Send a request and read its whole stream: ``await stream(...).final()``."""
@@ -116,55 +81,16 @@ class AsyncClient:
             return await stream.final()
 
     async def aclose(self) -> None:
-        """Close the connection pool."""
+        """Close the streams still open (cancelling them), then the connection pool."""
+        for driver in list(self._streams):
+            await driver.aclose()
         await self._http.aclose()
 
     async def __aenter__(self) -> AsyncClient:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
-
-    # -- HTTP --------------------------------------------------------------
-
-    async def _send(
-        self, request: httpx.Request, phase: str, deadline: float | None
-    ) -> httpx.Response:
-        try:
-            with anyio.fail_after(_remaining(deadline)):
-                return await self._http.send(request, stream=True)
-        except httpx.HTTPError as exc:
-            raise send_error(exc, str(request.url), phase=phase) from exc
-        except builtins.TimeoutError as exc:
-            raise errors.TimeoutError(
-                f"no answer from {request.url} in time ({phase})", phase=phase
-            ) from exc
-
-    async def _checked(self, response: httpx.Response) -> httpx.Response:
-        """Raise for a non-2xx answer or a content type other than text/event-stream."""
-        if not response.is_success:
-            body = bytearray()
-            try:
-                async for chunk in response.aiter_raw():
-                    body += chunk
-                    if len(body) >= MAX_ERROR_BODY:
-                        break
-            except httpx.HTTPError:
-                pass
-            finally:
-                await response.aclose()
-            raise status_error(response, bytes(body[:MAX_ERROR_BODY]))
-        try:
-            check_content_type(response)
-        except errors.RemoteProtocolError:
-            await response.aclose()
-            raise
-        return response
 
 
 def _remaining(deadline: float | None) -> float | None:
@@ -175,71 +101,24 @@ async def _maybe_await(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
 
 
-class AsyncStream:
+class AsyncStream(StreamState):
     """The async twin of ``Stream``: ``async with`` it, ``async for`` over it."""
 
     def __init__(self, client: AsyncClient, request: Request) -> None:
-        self._client = client
-        self.request = request
-        self._receiver = Receiver(
-            request, strict=client.strict, max_event_bytes=client.max_event_bytes
-        )
-        #: The HTTP response being read (``None`` before sending, between a drop
-        #: and a resume, and in fallback mode).
-        self.response: httpx.Response | None = None
-        self._fallback: tuple[EventTranslator, VendorBody] | None = None
-        self._opened = False
-        self._closed = False
+        super().__init__(client, request)
+        # Apart from the stream, as in ``Stream``: a dropped stream closes at once.
+        self._driver = _AsyncDriver(client, self._flow)
+        client._streams.add(self._driver)
         self._iterator: AsyncIterator[ev.Event] | None = None
-        self._failure: BaseException | None = None
-        self._phase = "first_event"
-        self._deadline: float | None = None
-        self._resumer = Resumer(
-            enabled=client.resume, template=client.resume_path, timeouts=client.timeout
-        )
-
-    # -- public ------------------------------------------------------------
 
     @property
-    def request_id(self) -> str | None:
-        """The ``metadata.request_id`` the request was sent with."""
-        return self.request.request_id
-
-    @property
-    def violations(self) -> list[Violation]:
-        """The lifecycle violations seen so far."""
-        return self._receiver.violations
-
-    @property
-    def rejected_tool_calls(self) -> list[RejectedToolCall]:
-        """Tool calls withheld so far (§8.2), with the reason."""
-        return list(self._receiver.builder.rejected)
+    def response(self) -> httpx.Response | None:
+        """The HTTP response being read; see ``Stream.response``."""
+        return self._driver.response
 
     async def open(self) -> None:
         """Send the request and check the answer; see ``Stream.open``."""
-        if self._opened:
-            return
-        self._opened = True
-        client = self._client
-        timeout = client.timeout
-        request = client._http.build_request(
-            "POST",
-            client.path,
-            content=dumps(self.request),
-            headers=post_headers(),
-            timeout=timeout.for_headers(),
-        )
-        sent = time.monotonic()
-        if timeout.first_event is not None:
-            self._deadline = sent + timeout.first_event
-        response = await client._send(request, "first_event", self._deadline)
-        if response.status_code == 415 and client.fallback is not None:
-            await response.aclose()
-            logger.info("%s answered 415: using the fallback (§7.2)", request.url)
-            vendor, chunks = await _maybe_await(client.fallback(self.request))
-            self._fallback = (make_translator(vendor, self.request), chunks)
-            return
-        self._attach(await client._checked(response))
+        await self._driver.open()
 
     async def __aenter__(self) -> AsyncStream:
         try:
@@ -249,12 +128,7 @@ class AsyncStream:
             raise
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
     def __aiter__(self) -> AsyncIterator[ev.Event]:
@@ -263,7 +137,7 @@ class AsyncStream:
     def aiter_events(self) -> AsyncIterator[ev.Event]:
         """Yield typed events as they arrive; see ``Stream.iter_events``."""
         if self._iterator is None:
-            self._iterator = self._run()
+            self._iterator = self._driver.run()
         return self._iterator
 
     @property
@@ -277,170 +151,167 @@ class AsyncStream:
         """Read the rest of the stream and return the ``Response``; see ``Stream.final``."""
         async for _ in self.aiter_events():
             pass
-        if self._failure is not None:
-            raise self._failure
-        if not self._receiver.done:
-            raise self._receiver.truncated("the stream was closed before it ended")
-        return self._receiver.response()
+        return self._response()
 
     async def aclose(self) -> None:
-        """Close the connection. Safe to call more than once."""
-        if self._closed:
+        """Close the connection, cancelling the generation before ``stream.end``.
+
+        Safe to call more than once.
+        """
+        await self._driver.aclose()
+
+
+class _AsyncDriver:
+    """The I/O of one stream: performs its flow's ops (_flow.py), awaiting."""
+
+    def __init__(self, client: AsyncClient, flow: StreamFlow) -> None:
+        self.client = client
+        self.flow = flow
+        self.response: httpx.Response | None = None
+        self._chunks: AsyncIterator[bytes] | None = None
+        self._vendor: AsyncIterator[bytes] | None = None
+        self._vendor_body: VendorBody | None = None
+
+    async def open(self) -> None:
+        steps = self.flow.open()
+        result: Any = None
+        try:
+            while True:
+                result = await self._perform(steps.send(result))
+        except StopIteration:
+            pass
+
+    async def aclose(self) -> None:
+        flow = self.flow
+        if flow.closed:
             return
-        self._closed = True
+        flow.closed = True
         if self.response is not None:
             await self.response.aclose()
-        chunks = self._fallback[1] if self._fallback is not None else None
+            self.response = None
         for name in ("aclose", "close"):
-            close = getattr(chunks, name, None)
+            close = getattr(self._vendor_body, name, None)
             if callable(close):
                 await _maybe_await(close())
                 break
+        cancel = flow.cancel_request()
+        if cancel is not None:
+            # Shielded: a cancelled task still tells the endpoint to stop.
+            with anyio.move_on_after(2.0, shield=True):
+                try:
+                    await (await self.client._http.send(cancel)).aclose()
+                except (httpx.HTTPError, RuntimeError) as exc:  # RuntimeError: pool closed
+                    logger.warning(
+                        "stream %s: the cancel (DELETE) failed: %s", flow.request.request_id, exc
+                    )
 
-    # -- reading -----------------------------------------------------------
+    async def run(self) -> AsyncIterator[ev.Event]:
+        """The whole stream: the flow's ops performed, its events handed out here
+        (one async generator step per event: this one)."""
+        flow = self.flow
+        deliver = flow.receiver.deliver
+        steps = flow.run()
+        result: Any = None
+        try:
+            await self.open()
+            while True:
+                op = steps.send(result)
+                result = None
+                if type(op) is list:
+                    for event in op:
+                        if flow.closed:  # the caller closed the stream while holding an event
+                            break
+                        deliver(event)
+                        yield event
+                else:
+                    result = await self._perform(op)
+        except StopIteration:
+            pass
+        except GeneratorExit:
+            raise
+        except BaseException as exc:
+            flow.failure = exc
+            raise
+        finally:
+            steps.close()
+            await self.aclose()
+
+    async def _read(self, op: ops.Read) -> bytes | None | ops.Dropped | ops.TimedOut:
+        assert self._chunks is not None
+        try:
+            with anyio.fail_after(_remaining(op.deadline)):
+                return await anext(self._chunks, None)
+        except (builtins.TimeoutError, httpx.TimeoutException) as exc:
+            return ops.TimedOut(exc)
+        except httpx.HTTPError as exc:
+            return ops.Dropped(f"{type(exc).__name__}: {exc}")
+
+    async def _perform(self, op: ops.Op) -> Any:
+        client = self.client
+        if type(op) is ops.Read:
+            return await self._read(op)
+        if isinstance(op, ops.Send):
+            return await self._send(op)
+        if isinstance(op, ops.Attach):
+            self._attach(op.response)
+        elif isinstance(op, ops.Close):
+            await op.response.aclose()
+            if self.response is op.response:
+                self.response = None
+        elif isinstance(op, ops.ReadErrorBody):
+            return await self._error_body(op.response)
+        elif isinstance(op, ops.Ask):
+            assert client.confirm is not None
+            return await _maybe_await(client.confirm(op.call))
+        elif isinstance(op, ops.ReadVendor):
+            assert self._vendor is not None
+            return await anext(self._vendor, None)
+        elif isinstance(op, ops.UseFallback):
+            assert client.fallback is not None
+            vendor, body = await _maybe_await(client.fallback(op.request))
+            self._vendor_body = body
+            self._vendor = _aiter(body)
+            return vendor
+        elif isinstance(op, ops.Pause):
+            await anyio.sleep(op.seconds)
+        return None
+
+    async def _send(self, op: ops.Send) -> httpx.Response | errors.TokenwireError:
+        url = op.request.url
+        try:
+            with anyio.fail_after(_remaining(op.deadline)):
+                return await self.client._http.send(op.request, stream=True)
+        except httpx.HTTPError as exc:
+            return caused(send_error(exc, str(url), phase=op.phase), exc)
+        except builtins.TimeoutError as exc:
+            message = f"no answer from {url} in time ({op.phase})"
+            return caused(errors.TimeoutError(message, phase=op.phase), exc)
+
+    async def _error_body(self, response: httpx.Response) -> bytes:
+        body = ErrorBody()
+        try:
+            async for chunk in response.aiter_raw():
+                if body.add(chunk):
+                    break
+        except httpx.HTTPError:
+            pass  # what came is enough to say what went wrong
+        finally:
+            await response.aclose()
+        return bytes(body)
 
     def _attach(self, response: httpx.Response) -> None:
         self.response = response
-        self._receiver.connect()
+        self._chunks = response.aiter_bytes()
         # From here the anyio deadlines keep the first-event and idle clocks.
         timeouts = response.request.extensions.get("timeout")
         if isinstance(timeouts, dict):
             timeouts["read"] = None
 
-    async def _run(self) -> AsyncIterator[ev.Event]:
-        receiver = self._receiver
-        try:
-            await self.open()
-            while not receiver.done and not self._closed:
-                # The readers yield batches, so each event costs one async
-                # generator step (here), not one per level.
-                if self._fallback is not None:
-                    async with aclosing(self._read_fallback(*self._fallback)) as batches:
-                        async for batch in batches:
-                            for event in self._hand_out(batch):
-                                yield event
-                    if not receiver.done and not self._closed:
-                        raise receiver.truncated("the fallback stream ended before stream.end")
-                elif self.response is not None:
-                    async with aclosing(self._read_http(self.response)) as batches:
-                        async for batch in batches:
-                            for event in self._hand_out(batch):
-                                yield event
-                else:
-                    await self._resume()
-            if receiver.done:
-                receiver.finish()
-        except GeneratorExit:
-            raise
-        except BaseException as exc:
-            self._failure = exc
-            raise
-        finally:
-            await self.aclose()
 
-    async def _read_http(self, response: httpx.Response) -> AsyncGenerator[list[ev.Event], None]:
-        """Yield batches of checked events; the caller hands each batch out."""
-        receiver = self._receiver
-        idle = self._client.timeout.idle
-        chunks = response.aiter_bytes()
-        try:
-            while True:
-                try:
-                    with anyio.fail_after(_remaining(self._deadline)):
-                        chunk = await anext(chunks, None)
-                except builtins.TimeoutError as exc:
-                    raise self._timeout() from exc
-                except httpx.TimeoutException as exc:
-                    raise self._timeout() from exc
-                except httpx.HTTPError as exc:
-                    self._resumer.drop = f"{type(exc).__name__}: {exc}"
-                    logger.info("stream %s dropped: %s", self.request_id, self._resumer.drop)
-                    return
-                if chunk is None:
-                    receiver.eof()
-                    self._resumer.drop = "the connection closed"
-                    return
-                before = receiver.messages
-                events = receiver.feed(chunk)
-                if receiver.messages != before:
-                    yield await self._confirmed(events)
-                    self._phase = "idle"
-                    self._deadline = None if idle is None else time.monotonic() + idle
-                    if receiver.done or self._closed:
-                        return
-        finally:
-            self.response = None
-            await response.aclose()
-
-    def _timeout(self) -> errors.TimeoutError:
-        t = self._client.timeout
-        phase = self._phase
-        seconds = t.first_event if phase == "first_event" else t.idle
-        return errors.TimeoutError(timeout_message(phase, seconds, self.request_id), phase=phase)
-
-    async def _read_fallback(
-        self, translator: EventTranslator, chunks: VendorBody
-    ) -> AsyncGenerator[list[ev.Event], None]:
-        """Yield batches of checked events from the vendor body, through its translator."""
-        receiver = self._receiver
-        if isinstance(chunks, AsyncIterable):
-            async for chunk in chunks:
-                yield await self._confirmed(receiver.feed_events(translator.feed(chunk)))
-                if receiver.done or self._closed:
-                    return
-        else:
-            for chunk in chunks:
-                yield await self._confirmed(receiver.feed_events(translator.feed(chunk)))
-                if receiver.done or self._closed:
-                    return
-        yield await self._confirmed(receiver.feed_events(translator.close()))
-
-    async def _confirmed(self, events: list[ev.Event]) -> list[ev.Event]:
-        """``events`` less the side-effect tool calls ``confirm`` did not approve (§8.2)."""
-        receiver = self._receiver
-        if not receiver.side_effects:
-            return events
-        confirm = self._client.confirm
-        out: list[ev.Event] = []
-        for event in events:
-            call = receiver.needs_confirmation(event)
-            if call is not None:
-                approved = None if confirm is None else bool(await _maybe_await(confirm(call)))
-                if not receiver.confirm(event, approved):
-                    continue
-            out.append(event)
-        return out
-
-    def _hand_out(self, events: list[ev.Event]) -> Iterator[ev.Event]:
-        """Deliver ``events`` one by one, then raise an error found after them."""
-        receiver = self._receiver
-        for event in events:
-            if self._closed:  # the caller closed the stream while holding an event
-                return
-            receiver.deliver(event)
-            yield event
-        receiver.raise_pending()
-
-    async def _resume(self) -> None:
-        """Reconnect with ``Last-Event-ID`` (DESIGN.md) or raise ``StreamTruncated``."""
-        receiver = self._receiver
-        resumer = self._resumer
-        delay = resumer.next_delay(receiver)
-        if delay:
-            await anyio.sleep(delay)
-        request = resumer.request(self._client._http, receiver)
-        logger.info("stream %s: resuming after seq %s", self.request_id, receiver.last_seq)
-        self._phase = resumer.phase(receiver)
-        seconds = resumer.seconds(receiver)
-        self._deadline = None if seconds is None else time.monotonic() + seconds
-        client = self._client
-        try:
-            response = await client._send(request, "idle", self._deadline)
-        except errors.TransportError as exc:
-            resumer.drop = f"resume failed: {exc}"
-            return
-        problem = resumer.problem(response)
-        if problem is not None:
-            await response.aclose()
-            raise receiver.truncated(problem)
-        self._attach(response)
+async def _aiter(body: VendorBody) -> AsyncIterator[bytes]:
+    if isinstance(body, AsyncIterable):
+        async for chunk in body:
+            yield chunk
+    else:
+        for chunk in body:
+            yield chunk

@@ -1,7 +1,6 @@
-"""What the sync and async clients share: settings, the request, HTTP checks, errors.
+"""What the sync and async clients share: clocks, the request, URLs, resume, HTTP checks, errors.
 
-Everything here is plain functions over values; the two clients differ only in
-how they wait.
+Plain values and functions, no I/O; the stream's control flow is ``_flow.py``.
 """
 
 from __future__ import annotations
@@ -24,8 +23,14 @@ __all__ = [
     "EVENT_STREAM",
     "MAX_ERROR_BODY",
     "MAX_RESUME_ATTEMPTS",
+    "RESUMABLE",
+    "RESUME_TOKEN_HEADER",
+    "STREAM_PATH",
+    "ErrorBody",
     "EventTranslator",
     "Timeouts",
+    "base_url_of",
+    "caused",
     "check_content_type",
     "make_translator",
     "post_headers",
@@ -33,6 +38,7 @@ __all__ = [
     "prepare_request",
     "send_error",
     "status_error",
+    "stream_url",
     "timeout_message",
 ]
 
@@ -84,6 +90,35 @@ DEFAULT_TIMEOUTS: Final = Timeouts()
 
 RESUMABLE: Final = "tokenwire:resumable"
 
+#: The header that carries a resumable stream's owner token: the POST answer
+#: gives it, the resume ``GET`` and the cancelling ``DELETE`` send it back.
+RESUME_TOKEN_HEADER: Final = "tokenwire-resume-token"
+
+#: Where an endpoint takes requests, below its base URL.
+STREAM_PATH: Final = "/v1/stream"
+
+
+def stream_url(url: str) -> str:
+    """The full ``/v1/stream`` URL for a base URL or a full stream URL.
+
+    ``http://127.0.0.1:8080``, ``http://127.0.0.1:8080/`` and
+    ``http://127.0.0.1:8080/v1/stream`` all give
+    ``http://127.0.0.1:8080/v1/stream``; a base with a path prefix keeps it
+    (``http://h/llm`` gives ``http://h/llm/v1/stream``). Without a scheme,
+    ``http://`` is assumed. The one URL form the client, ``tokenwire chat``
+    and ``tokenwire check`` accept.
+    """
+    url = url.strip()
+    if "://" not in url:
+        url = f"http://{url}"
+    url = url.rstrip("/")
+    return url if url.endswith(STREAM_PATH) else url + STREAM_PATH
+
+
+def base_url_of(url: str) -> str:
+    """The base URL for ``url``, a base URL or a full ``/v1/stream`` URL (see ``stream_url``)."""
+    return stream_url(url)[: -len(STREAM_PATH)]
+
 
 def prepare_request(
     request: Request | None, kwargs: Mapping[str, Any], *, resume: bool = False
@@ -92,8 +127,9 @@ def prepare_request(
 
     A ``metadata.request_id`` (a uuid4) is added when there is none, so the
     stream can be found again for a resume (DESIGN.md) and is echoed (§4.6).
-    With ``resume``, the request also opts in to resumable streams
-    (``"tokenwire:resumable": true``) unless it says otherwise itself.
+    Unless the request says otherwise itself, it also says whether the stream
+    is resumable: ``"tokenwire:resumable": true`` with ``resume``, else
+    ``false``, so that a hang-up cancels even where resumable is the default.
     Raises ``TypeError`` for both or neither, ``InvalidRequest`` for a request
     that breaks §4 (or a malformed ``tokenwire:side_effects`` extension).
     """
@@ -108,8 +144,10 @@ def prepare_request(
         metadata = dict(request.metadata or {})
         metadata["request_id"] = str(uuid.uuid4())
         request = msgspec.structs.replace(request, metadata=metadata)
-    if resume and request.extension(RESUMABLE) is None:
-        extensions = {**(request.extensions or {}), RESUMABLE: True}
+    if request.extension(RESUMABLE) is None:
+        # Said either way: a gateway may make streams resumable by default
+        # (docs/scaling.md), and then a hang-up would no longer cancel.
+        extensions = {**(request.extensions or {}), RESUMABLE: resume}
         request = msgspec.structs.replace(request, extensions=extensions)
     return request
 
@@ -132,6 +170,8 @@ class Resumer:
         self.template = template
         self.timeouts = timeouts
         self.drop = ""
+        #: The POST answer's ``tokenwire-resume-token``, sent back on GET and DELETE.
+        self.token: str | None = None
         self.fruitless = 0  # attempts in a row that brought no new event
         self._messages = -1
 
@@ -154,14 +194,26 @@ class Resumer:
         headers = {"accept": EVENT_STREAM, "cache-control": "no-cache"}
         if receiver.last_seq is not None:
             headers["last-event-id"] = str(receiver.last_seq)
-        rid = receiver.request.request_id or ""
+        if self.token is not None:
+            headers[RESUME_TOKEN_HEADER] = self.token
         t = self.timeouts
         return http.build_request(
             "GET",
-            self.template.format(request_id=quote(rid, safe="")),
+            self._url(receiver),
             headers=headers,
             timeout=Timeouts(connect=t.connect, first_event=self.seconds(receiver)).for_headers(),
         )
+
+    def cancel(
+        self, http: httpx.Client | httpx.AsyncClient, receiver: Receiver, timeout: httpx.Timeout
+    ) -> httpx.Request:
+        """``DELETE {resume_path}``: stop a resumable stream's generation (the owner's token)."""
+        headers = {} if self.token is None else {RESUME_TOKEN_HEADER: self.token}
+        return http.build_request("DELETE", self._url(receiver), headers=headers, timeout=timeout)
+
+    def _url(self, receiver: Receiver) -> str:
+        rid = receiver.request.request_id or ""
+        return self.template.format(request_id=quote(rid, safe=""))
 
     def phase(self, receiver: Receiver) -> str:
         """The clock while waiting for the resumed stream: idle, unless nothing came yet."""
@@ -185,6 +237,21 @@ class Resumer:
         except errors.RemoteProtocolError as exc:
             return f"{self.drop}; the resume answer is not a stream: {exc}"
         return None
+
+
+class ErrorBody:
+    """The first ``MAX_ERROR_BODY`` bytes of a non-2xx answer, for ``HTTPStatusError.body``."""
+
+    def __init__(self) -> None:
+        self._data = bytearray()
+
+    def add(self, chunk: bytes) -> bool:
+        """Keep ``chunk``; True once enough is kept (stop reading)."""
+        self._data += chunk
+        return len(self._data) >= MAX_ERROR_BODY
+
+    def __bytes__(self) -> bytes:
+        return bytes(self._data[:MAX_ERROR_BODY])
 
 
 def status_error(response: httpx.Response, body: bytes) -> errors.HTTPStatusError:
@@ -225,6 +292,12 @@ def check_content_type(response: httpx.Response) -> None:
             f"§4.9: {response.request.url} answered {media_type or 'no content type'!r}, "
             f"not {EVENT_STREAM!r}: the endpoint does not speak LLM-Stream"
         )
+
+
+def caused(error: errors.TokenwireError, cause: BaseException) -> errors.TokenwireError:
+    """``error`` with ``cause`` as its ``__cause__``, as ``raise error from cause`` would set."""
+    error.__cause__ = cause
+    return error
 
 
 def send_error(exc: httpx.HTTPError, url: str, *, phase: str) -> errors.TokenwireError:

@@ -9,7 +9,9 @@ decides what reaches the caller:
 * a ``tool.call`` that breaks a §8.2 rule is never delivered (it goes to
   ``rejected_tool_calls``); one for a tool marked with side effects is held
   until the I/O layer has asked the ``confirm`` callback;
-* after a resume, events already seen (seq <= the last one) are dropped.
+* an event whose seq repeats or goes backwards is never delivered: after a
+  resume that is the replayed overlap, dropped silently; anywhere else a
+  ``seq-regression``, raised when ``strict`` and otherwise logged.
 
 The sync and async clients only move bytes and time; every decision is here.
 """
@@ -17,14 +19,15 @@ The sync and async clients only move bytes and time; every decision is here.
 from __future__ import annotations
 
 import logging
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Any, Final, TypeAlias
 
 import msgspec
 
 from .. import events as ev
 from .. import sse
 from ..errors import EventDecodeError, InvalidRequest, RemoteProtocolError, StreamTruncated
-from ..lifecycle import Validator, Violation
+from ..lifecycle import RULES, Validator, Violation
 from ..request import Request
 from ._response import ParsedToolCall, RejectedToolCall, Response, ResponseBuilder
 
@@ -39,6 +42,8 @@ SIDE_EFFECTS_EXTENSION: Final = "tokenwire:side_effects"
 _TOOL_RULES: Final = frozenset(
     {"undeclared-tool", "invalid-arguments", "bad-arguments-json", "duplicate-tool-id"}
 )
+
+_Parse: TypeAlias = Callable[[str, str], ev.Event]
 
 #: §8.4: the one violation after which the client stops reading, strict or not.
 _FATAL_RULES: Final = frozenset({"seq-exhausted"})
@@ -90,7 +95,7 @@ class Receiver:
         self.finished = False
         self.connections = 0
         self._decoder: sse.Decoder | None = None
-        self._resumed = False
+        self._replaying = False
         self._started = False
         self._error: RemoteProtocolError | None = None
 
@@ -99,7 +104,8 @@ class Receiver:
     def connect(self) -> None:
         """A new response body begins (the first, or a resume)."""
         self._decoder = sse.Decoder(max_event_bytes=self.max_event_bytes)
-        self._resumed = self.connections > 0
+        # A resumed body may replay what was delivered, up to the first new seq.
+        self._replaying = self.connections > 0
         self.connections += 1
 
     def feed(self, chunk: bytes) -> list[ev.Event]:
@@ -119,38 +125,51 @@ class Receiver:
         messages = self._decoder.feed(chunk)
         if not messages:
             return []
-        out: list[ev.Event] = []
         self.messages += len(messages)
-        parse = ev.parse
-        admit = self._admit
-        try:
-            for msg in messages:
-                try:
-                    event = parse(msg.event, msg.data)
-                except EventDecodeError as exc:
-                    self._check(self.validator.feed_invalid(exc))
-                    continue
-                if admit(event):
-                    out.append(event)
-                    if type(event) is ev.StreamEnd:
-                        break
-        except RemoteProtocolError as exc:
-            if not out:
-                raise
-            self._error = exc
-        return out
+        return self._take(messages, ev.parse)
 
     def feed_events(self, events: list[ev.Event]) -> list[ev.Event]:
         """Take events made by a vendor translator (§7.2 fallback) instead of bytes."""
         self.raise_pending()
+        if self.done:
+            return []
+        self.messages += len(events)
+        return self._take(events, None)
+
+    def _take(
+        self, items: list[Any], parse: Callable[[str, str], ev.Event] | None
+    ) -> list[ev.Event]:
+        """The events among ``items`` (SSE messages to ``parse``, or events when
+        ``parse`` is ``None``) that pass, up to ``stream.end``; an error after
+        some of them is kept for ``raise_pending``."""
         out: list[ev.Event] = []
+        append = out.append
+        admit = self._admit
+        validate = self.validator.feed
+        delta = ev.ContentDelta
         try:
-            for event in events:
-                if self.done:
-                    break
-                self.messages += 1
-                if self._admit(event):
-                    out.append(event)
+            for item in items:
+                if parse is None:
+                    event = item
+                else:
+                    try:
+                        event = parse(item.event, item.data)
+                    except EventDecodeError as exc:
+                        self._check(self.validator.feed_invalid(exc))
+                        continue
+                seq = event.seq
+                last = self.last_seq
+                if type(event) is delta and last is not None and seq is not None and seq > last:
+                    # The common case, most of every stream: a text delta after a
+                    # started stream, seq growing. What _admit concludes, sooner.
+                    self.last_seq = seq
+                    self._replaying = False
+                    violations = validate(event)
+                    if violations:
+                        self._check(violations)
+                    append(event)
+                elif admit(event):
+                    append(event)
                     if type(event) is ev.StreamEnd:
                         break
         except RemoteProtocolError as exc:
@@ -174,10 +193,9 @@ class Receiver:
     def _admit(self, event: ev.Event) -> bool:
         seq = event.seq
         last = self.last_seq
-        if seq is not None and last is not None and seq <= last and self._resumed:
-            # Resume overlap: the endpoint replays from Last-Event-ID, maybe earlier.
-            logger.debug("dropping seq %d after resume: already delivered", seq)
-            return False
+        if seq is not None and last is not None and seq <= last:
+            # §5.2.1: seq only grows, so this event was seen (or skipped) already.
+            return self._stale(seq, last)
         if not self._started:
             self._started = True
             if type(event) is not ev.StreamStart:
@@ -188,8 +206,9 @@ class Receiver:
                     f"§4.9: the first event is {event.type!r}, not stream.start: "
                     "the endpoint does not speak LLM-Stream"
                 )
-        if seq is not None and (last is None or seq > last):
+        if seq is not None:
             self.last_seq = seq
+            self._replaying = False
         violations = self.validator.feed(event)
         if type(event) is ev.ToolCall:
             assert isinstance(event, ev.ToolCall)
@@ -203,6 +222,28 @@ class Receiver:
         elif violations:
             self._check(violations)
         return True
+
+    def _stale(self, seq: int, last: int) -> bool:
+        """Never deliver a seq that repeats or goes backwards; returns False.
+
+        Right after a resume the endpoint replays from ``Last-Event-ID`` (maybe
+        earlier): dropping that overlap is routine. Anywhere else it is a
+        ``seq-regression`` (§5.2.1): raised when ``strict``, else logged and dropped.
+        """
+        if self._replaying:
+            logger.debug("dropping seq %d after resume: already delivered", seq)
+            return False
+        rule = RULES["seq-regression"]
+        violation = Violation(
+            rule="seq-regression",
+            seq=seq,
+            section=rule.section,
+            level=rule.level,
+            message=f"seq {seq} after seq {last}: dropped, not delivered",
+        )
+        self.validator.violations.append(violation)
+        self._check([violation])
+        return False
 
     def _check(self, violations: list[Violation]) -> None:
         for v in violations:

@@ -173,11 +173,16 @@ class ResponseBuilder:
         usage: ev.Usage | None = None
         error: ev.ErrorEvent | None = None
         start: ev.StreamStart | None = None
+        current: int | None = None  # the block ``parts`` belongs to: deltas come in runs
+        parts: list[str] = []
         for event in self.events:
             if type(event) is ev.ContentDelta:
-                text.setdefault(event.index, []).append(event.delta.text)
+                if event.index != current:
+                    current = event.index
+                    parts = text.setdefault(current, [])
+                parts.append(event.delta.text)
                 if event.reasoning:
-                    reasoning.add(event.index)
+                    reasoning.add(current)
             elif isinstance(event, ev.ContentStop):
                 stop_reasons[event.index] = stop_reason = event.stop_reason
             elif isinstance(event, ev.Usage):

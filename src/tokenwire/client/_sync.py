@@ -1,4 +1,9 @@
-"""``Client`` and ``Stream``: the blocking client over ``httpx.Client``."""
+"""``Client`` and ``Stream``: the blocking client over ``httpx.Client``.
+
+The decisions are the stream flow's (``_flow.py``) and the ``Receiver``'s,
+shared with the async client; this module only performs the flow's ops,
+blocking, with a watchdog thread for the clocks.
+"""
 
 from __future__ import annotations
 
@@ -7,31 +12,22 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from types import TracebackType
 from typing import Any, Final, TypeAlias
 
 import httpx
 
-from .. import errors
 from .. import events as ev
-from ..lifecycle import Violation
-from ..request import Request, dumps
+from ..request import Request
+from . import _flow as ops
 from ._common import (
-    DEFAULT_TIMEOUTS,
-    MAX_ERROR_BODY,
+    ErrorBody,
     EventTranslator,
-    Resumer,
-    Timeouts,
-    check_content_type,
-    make_translator,
-    post_headers,
+    caused,
     prepare_request,
     send_error,
-    status_error,
-    timeout_message,
 )
-from ._receiver import Receiver
-from ._response import ParsedToolCall, RejectedToolCall, Response
+from ._flow import ClientBase, StreamFlow, StreamState
+from ._response import ParsedToolCall, Response
 
 __all__ = ["Client", "Confirm", "Fallback", "Stream"]
 
@@ -44,50 +40,24 @@ Confirm: TypeAlias = Callable[[ParsedToolCall], bool]
 Fallback: TypeAlias = Callable[[Request], tuple[str | EventTranslator, Iterable[bytes]]]
 
 
-class Client:
+class Client(ClientBase[httpx.Client, httpx.BaseTransport, Confirm, Fallback]):
     """A blocking LLM-Stream client over ``httpx.Client``.
 
-    ``base_url`` is the endpoint's root; requests go to ``POST {base_url}{path}``
+    ``base_url`` is the endpoint's root (its full ``/v1/stream`` URL works
+    too, see ``stream_url``); requests go to ``POST {base_url}{path}``
     and resumes to ``GET {base_url}{resume_path}``. ``timeout`` is a
     ``Timeouts``, a number (all three clocks) or ``None``. ``strict=True``
     raises ``RemoteProtocolError`` on any lifecycle violation instead of
-    logging it. ``resume`` reconnects after a dropped connection. ``confirm``
+    logging it. ``resume=True`` asks the endpoint to keep each stream for a
+    resume (``tokenwire:resumable``) and reconnects after a dropped connection;
+    by default a hang-up cancels the generation. ``confirm``
     is asked before a tool listed in the request's ``tokenwire:side_effects``
     extension is handed out; without it such calls are refused. ``fallback``
     is called on a 415 answer (§7.2). ``http2`` and ``transport`` go to httpx.
     """
 
-    def __init__(
-        self,
-        base_url: str = "http://127.0.0.1:8080",
-        *,
-        headers: dict[str, str] | None = None,
-        timeout: Timeouts | float | None = DEFAULT_TIMEOUTS,
-        strict: bool = False,
-        resume: bool = True,
-        confirm: Confirm | None = None,
-        fallback: Fallback | None = None,
-        http2: bool = False,
-        transport: httpx.BaseTransport | None = None,
-        path: str = "/v1/stream",
-        resume_path: str = "/v1/streams/{request_id}",
-        max_event_bytes: int = 1 << 20,
-    ) -> None:
-        self.timeout = Timeouts.of(timeout)
-        self.strict = strict
-        self.resume = resume
-        self.confirm = confirm
-        self.fallback = fallback
-        self.path = path
-        self.resume_path = resume_path
-        self.max_event_bytes = max_event_bytes
-        self._http = httpx.Client(
-            base_url=base_url, headers=headers, http2=http2, transport=transport, timeout=None
-        )
-
-    @property
-    def base_url(self) -> httpx.URL:
-        return self._http.base_url
+    def _new_http(self, **options: Any) -> httpx.Client:
+        return httpx.Client(**options, timeout=None)
 
     def stream(self, request: Request | None = None, **kwargs: Any) -> Stream:
         """A ``Stream`` for ``request`` (or ``request.build(**kwargs)``).
@@ -95,7 +65,9 @@ class Client:
         The request is sent when the stream is entered (``with``) or first
         iterated. Raises ``TypeError``/``InvalidRequest`` for a bad request.
         """
-        return Stream(self, prepare_request(request, kwargs, resume=self.resume))
+        stream = Stream(self, prepare_request(request, kwargs, resume=self.resume))
+        self._streams.add(stream)
+        return stream
 
     def create(self, request: Request | None = None, **kwargs: Any) -> Response:
         """Send a request and read its whole stream: ``stream(...).final()``."""
@@ -103,48 +75,16 @@ class Client:
             return stream.final()
 
     def close(self) -> None:
-        """Close the connection pool."""
+        """Close the streams still open (cancelling them), then the connection pool."""
+        for driver in list(self._streams):
+            driver.close()
         self._http.close()
 
     def __enter__(self) -> Client:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-    # -- HTTP --------------------------------------------------------------
-
-    def _send(self, request: httpx.Request, phase: str) -> httpx.Response:
-        try:
-            return self._http.send(request, stream=True)
-        except httpx.HTTPError as exc:
-            raise send_error(exc, str(request.url), phase=phase) from exc
-
-    def _checked(self, response: httpx.Response) -> httpx.Response:
-        """Raise for a non-2xx answer or a content type other than text/event-stream."""
-        if not response.is_success:
-            body = bytearray()
-            try:
-                for chunk in response.iter_raw():
-                    body += chunk
-                    if len(body) >= MAX_ERROR_BODY:
-                        break
-            except httpx.HTTPError:
-                pass
-            finally:
-                response.close()
-            raise status_error(response, bytes(body[:MAX_ERROR_BODY]))
-        try:
-            check_content_type(response)
-        except errors.RemoteProtocolError:
-            response.close()
-            raise
-        return response
 
 
 class _Watchdog:
@@ -216,52 +156,31 @@ def _socket_of(response: httpx.Response) -> socket.socket | None:
     return sock if isinstance(sock, socket.socket) else None
 
 
-class Stream:
+class Stream(StreamState):
     """One request's event stream: iterate it for typed events.
 
     Use it as a context manager (``with client.stream(...) as s``) or just
     iterate it; either way the connection is closed at the end. Iterating
     again, or calling ``final()`` after a partial iteration, continues where
-    the previous iteration stopped.
+    the previous iteration stopped. Closing it before ``stream.end`` cancels
+    the generation: the hang-up does for a plain stream, a ``DELETE`` for a
+    resumable one. So does a ``break`` out of ``for event in client.stream(...)``
+    as soon as the loop lets go of the stream.
     """
 
     def __init__(self, client: Client, request: Request) -> None:
-        self._client = client
-        self.request = request
-        self._receiver = Receiver(
-            request, strict=client.strict, max_event_bytes=client.max_event_bytes
-        )
-        #: The HTTP response being read (``None`` before sending, between a drop
-        #: and a resume, and in fallback mode).
-        self.response: httpx.Response | None = None
-        self._fallback: tuple[EventTranslator, Iterable[bytes]] | None = None
-        self._opened = False
-        self._closed = False
+        super().__init__(client, request)
+        # The I/O lives apart, so that the running iteration refers to it and
+        # not to this stream: a dropped stream is closed at once, no GC needed.
+        self._driver = _Driver(client, self._flow)
+        client._streams.add(self._driver)
         self._iterator: Iterator[ev.Event] | None = None
-        self._failure: BaseException | None = None
-        self._watchdog = _Watchdog()
-        self._phase = "first_event"
-        self._deadline: float | None = None
-        self._resumer = Resumer(
-            enabled=client.resume, template=client.resume_path, timeouts=client.timeout
-        )
-
-    # -- public ------------------------------------------------------------
 
     @property
-    def request_id(self) -> str | None:
-        """The ``metadata.request_id`` the request was sent with."""
-        return self.request.request_id
-
-    @property
-    def violations(self) -> list[Violation]:
-        """The lifecycle violations seen so far."""
-        return self._receiver.violations
-
-    @property
-    def rejected_tool_calls(self) -> list[RejectedToolCall]:
-        """Tool calls withheld so far (§8.2), with the reason."""
-        return list(self._receiver.builder.rejected)
+    def response(self) -> httpx.Response | None:
+        """The HTTP response being read (``None`` before sending, between a drop
+        and a resume, and in fallback mode)."""
+        return self._driver.response
 
     def open(self) -> None:
         """Send the request and check the answer's status, content type (§4.9).
@@ -272,29 +191,7 @@ class Stream:
         ``TimeoutError`` (phase ``connect``/``first_event``) and
         ``TransportError`` when the endpoint cannot be reached.
         """
-        if self._opened:
-            return
-        self._opened = True
-        client = self._client
-        timeout = client.timeout
-        request = client._http.build_request(
-            "POST",
-            client.path,
-            content=dumps(self.request),
-            headers=post_headers(),
-            timeout=timeout.for_headers(),
-        )
-        sent = time.monotonic()
-        if timeout.first_event is not None:
-            self._deadline = sent + timeout.first_event
-        response = client._send(request, phase="first_event")
-        if response.status_code == 415 and client.fallback is not None:
-            response.close()
-            logger.info("%s answered 415: using the fallback (§7.2)", request.url)
-            vendor, chunks = client.fallback(self.request)
-            self._fallback = (make_translator(vendor, self.request), chunks)
-            return
-        self._attach(client._checked(response))
+        self._driver.open()
 
     def __enter__(self) -> Stream:
         try:
@@ -304,12 +201,7 @@ class Stream:
             raise
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def __iter__(self) -> Iterator[ev.Event]:
@@ -325,7 +217,7 @@ class Stream:
         §4.9 and §8.4), plus what ``open`` raises.
         """
         if self._iterator is None:
-            self._iterator = self._run()
+            self._iterator = self._driver.run()
         return self._iterator
 
     @property
@@ -344,172 +236,169 @@ class Stream:
         """
         for _ in self.iter_events():
             pass
-        if self._failure is not None:
-            raise self._failure
-        if not self._receiver.done:
-            raise self._receiver.truncated("the stream was closed before it ended")
-        return self._receiver.response()
+        return self._response()
 
     def close(self) -> None:
-        """Close the connection. Safe to call more than once."""
-        if self._closed:
+        """Close the connection, cancelling the generation before ``stream.end``.
+
+        Safe to call more than once.
+        """
+        self._driver.close()
+
+
+class _Driver:
+    """The I/O of one stream: performs its flow's ops (_flow.py), blocking."""
+
+    def __init__(self, client: Client, flow: StreamFlow) -> None:
+        self.client = client
+        self.flow = flow
+        self.response: httpx.Response | None = None
+        self._chunks: Iterator[bytes] | None = None
+        self._vendor: Iterator[bytes] | None = None
+        self._vendor_body: Iterable[bytes] | None = None
+        self._watchdog = _Watchdog()
+
+    def open(self) -> None:
+        steps = self.flow.open()
+        result: Any = None
+        try:
+            while True:
+                result = self._perform(steps.send(result))
+        except StopIteration:
+            pass
+
+    def close(self) -> None:
+        flow = self.flow
+        if flow.closed:
             return
-        self._closed = True
+        flow.closed = True
         self._watchdog.stop()
         if self.response is not None:
             self.response.close()
-        chunks = self._fallback[1] if self._fallback is not None else None
-        close = getattr(chunks, "close", None)
+            self.response = None
+        close = getattr(self._vendor_body, "close", None)
         if callable(close):
             close()
+        cancel = flow.cancel_request()
+        if cancel is not None:
+            try:
+                self.client._http.send(cancel).close()
+            except (httpx.HTTPError, RuntimeError) as exc:  # RuntimeError: pool closed
+                logger.warning(
+                    "stream %s: the cancel (DELETE) failed: %s", flow.request.request_id, exc
+                )
 
-    # -- reading -----------------------------------------------------------
+    def run(self) -> Iterator[ev.Event]:
+        """The whole stream: the flow's ops performed, its events handed out here
+        (one generator level per event: this one)."""
+        flow = self.flow
+        deliver = flow.receiver.deliver
+        steps = flow.run()
+        result: Any = None
+        try:
+            self.open()
+            while True:
+                op = steps.send(result)
+                result = None
+                if type(op) is list:
+                    for event in op:
+                        if flow.closed:  # the caller closed the stream while holding an event
+                            break
+                        deliver(event)
+                        yield event
+                else:
+                    result = self._perform(op)
+        except StopIteration:
+            pass
+        except GeneratorExit:
+            raise
+        except BaseException as exc:
+            flow.failure = exc
+            raise
+        finally:
+            steps.close()
+            self.close()
+
+    def _read(self, op: ops.Read) -> bytes | None | ops.Dropped | ops.TimedOut:
+        """The next chunk, the watchdog armed only for the read itself: what the
+        flow does with the chunk (a ``confirm`` callback) is not the server's time."""
+        assert self._chunks is not None
+        watchdog = self._watchdog
+        watchdog.set(op.phase, op.deadline)
+        try:
+            chunk = next(self._chunks, None)
+        except httpx.HTTPError as exc:
+            if self._expired(op, exc):
+                return ops.TimedOut(exc)
+            return ops.Dropped(f"{type(exc).__name__}: {exc}")
+        finally:
+            watchdog.set(op.phase, None)
+        if self._expired(op, None):
+            return ops.TimedOut()
+        return chunk
+
+    def _expired(self, op: ops.Read, exc: httpx.HTTPError | None) -> bool:
+        """Whether the watchdog fired or the deadline passed (a read timeout counts too)."""
+        if self._watchdog.fired is not None:
+            return True
+        if op.deadline is not None and time.monotonic() >= op.deadline:
+            return True
+        return isinstance(exc, httpx.TimeoutException)
+
+    def _perform(self, op: ops.Op) -> Any:
+        client = self.client
+        if type(op) is ops.Read:
+            return self._read(op)
+        if isinstance(op, ops.Send):
+            try:
+                return client._http.send(op.request, stream=True)
+            except httpx.HTTPError as exc:
+                return caused(send_error(exc, str(op.request.url), phase=op.phase), exc)
+        if isinstance(op, ops.Attach):
+            self._attach(op.response)
+        elif isinstance(op, ops.Close):
+            op.response.close()
+            if self.response is op.response:
+                self.response = None
+        elif isinstance(op, ops.ReadErrorBody):
+            return self._error_body(op.response)
+        elif isinstance(op, ops.Ask):
+            assert client.confirm is not None
+            return client.confirm(op.call)
+        elif isinstance(op, ops.ReadVendor):
+            assert self._vendor is not None
+            return next(self._vendor, None)
+        elif isinstance(op, ops.UseFallback):
+            assert client.fallback is not None
+            vendor, body = client.fallback(op.request)
+            self._vendor_body = body
+            self._vendor = iter(body)
+            return vendor
+        elif isinstance(op, ops.Pause):
+            time.sleep(op.seconds)
+        return None
+
+    def _error_body(self, response: httpx.Response) -> bytes:
+        body = ErrorBody()
+        try:
+            for chunk in response.iter_raw():
+                if body.add(chunk):
+                    break
+        except httpx.HTTPError:
+            pass  # what came is enough to say what went wrong
+        finally:
+            response.close()
+        return bytes(body)
 
     def _attach(self, response: httpx.Response) -> None:
         self.response = response
-        self._receiver.connect()
+        self._chunks = response.iter_bytes()
         sock = _socket_of(response)
         self._watchdog.watch(sock)
         # From here the watchdog keeps the first-event and idle clocks; without
         # a socket to interrupt, a generous read timeout is the backstop.
-        t = self._client.timeout
+        t = self.client.timeout
         clocks = [s for s in (t.first_event, t.idle) if s is not None]
         timeouts = response.request.extensions.get("timeout")
         if isinstance(timeouts, dict):
             timeouts["read"] = None if sock is not None or not clocks else max(clocks)
-
-    def _run(self) -> Iterator[ev.Event]:
-        receiver = self._receiver
-        try:
-            self.open()
-            while not receiver.done and not self._closed:
-                # The readers yield batches; each event is handed out here.
-                if self._fallback is not None:
-                    for batch in self._read_fallback(*self._fallback):
-                        yield from self._hand_out(batch)
-                    if not receiver.done and not self._closed:
-                        raise receiver.truncated("the fallback stream ended before stream.end")
-                elif self.response is not None:
-                    for batch in self._read_http(self.response):
-                        yield from self._hand_out(batch)
-                else:
-                    self._resume()
-            if receiver.done:
-                receiver.finish()
-        except GeneratorExit:
-            raise
-        except BaseException as exc:
-            self._failure = exc
-            raise
-        finally:
-            self.close()
-
-    def _read_http(self, response: httpx.Response) -> Iterator[list[ev.Event]]:
-        """Yield batches of checked events; the caller hands each batch out."""
-        receiver = self._receiver
-        watchdog = self._watchdog
-        idle = self._client.timeout.idle
-        chunks = response.iter_bytes()
-        try:
-            while True:
-                watchdog.set(self._phase, self._deadline)
-                try:
-                    chunk = next(chunks, None)
-                except httpx.HTTPError as exc:
-                    self._check_clock(exc)
-                    self._resumer.drop = f"{type(exc).__name__}: {exc}"
-                    logger.info("stream %s dropped: %s", self.request_id, self._resumer.drop)
-                    return
-                self._check_clock(None)
-                if chunk is None:
-                    receiver.eof()
-                    self._resumer.drop = "the connection closed"
-                    return
-                before = receiver.messages
-                events = receiver.feed(chunk)
-                if receiver.messages != before:
-                    watchdog.set(self._phase, None)  # the caller's time is not the server's
-                    yield self._confirmed(events)
-                    self._phase = "idle"
-                    self._deadline = None if idle is None else time.monotonic() + idle
-                    if receiver.done or self._closed:
-                        return
-        finally:
-            watchdog.set(self._phase, None)
-            self.response = None
-            response.close()
-
-    def _check_clock(self, exc: httpx.HTTPError | None) -> None:
-        """Raise ``TimeoutError`` if the watchdog fired or the deadline passed."""
-        phase = self._watchdog.fired
-        if phase is None and self._deadline is not None and time.monotonic() >= self._deadline:
-            phase = self._phase
-        if phase is None and isinstance(exc, httpx.TimeoutException):
-            phase = self._phase
-        if phase is not None:
-            t = self._client.timeout
-            seconds = t.first_event if phase == "first_event" else t.idle
-            raise errors.TimeoutError(
-                timeout_message(phase, seconds, self.request_id), phase=phase
-            ) from exc
-
-    def _read_fallback(
-        self, translator: EventTranslator, chunks: Iterable[bytes]
-    ) -> Iterator[list[ev.Event]]:
-        """Yield batches of checked events from the vendor body, through its translator."""
-        receiver = self._receiver
-        for chunk in chunks:
-            yield self._confirmed(receiver.feed_events(translator.feed(chunk)))
-            if receiver.done or self._closed:
-                return
-        yield self._confirmed(receiver.feed_events(translator.close()))
-
-    def _confirmed(self, events: list[ev.Event]) -> list[ev.Event]:
-        """``events`` less the side-effect tool calls ``confirm`` did not approve (§8.2)."""
-        receiver = self._receiver
-        if not receiver.side_effects:
-            return events
-        confirm = self._client.confirm
-        out: list[ev.Event] = []
-        for event in events:
-            call = receiver.needs_confirmation(event)
-            if call is not None:
-                approved = None if confirm is None else bool(confirm(call))
-                if not receiver.confirm(event, approved):
-                    continue
-            out.append(event)
-        return out
-
-    def _hand_out(self, events: list[ev.Event]) -> Iterator[ev.Event]:
-        """Deliver ``events`` one by one, then raise an error found after them."""
-        receiver = self._receiver
-        for event in events:
-            if self._closed:  # the caller closed the stream while holding an event
-                return
-            receiver.deliver(event)
-            yield event
-        receiver.raise_pending()
-
-    def _resume(self) -> None:
-        """Reconnect with ``Last-Event-ID`` (DESIGN.md) or raise ``StreamTruncated``."""
-        receiver = self._receiver
-        resumer = self._resumer
-        delay = resumer.next_delay(receiver)
-        if delay:
-            time.sleep(delay)
-        request = resumer.request(self._client._http, receiver)
-        logger.info("stream %s: resuming after seq %s", self.request_id, receiver.last_seq)
-        self._phase = resumer.phase(receiver)
-        seconds = resumer.seconds(receiver)
-        self._deadline = None if seconds is None else time.monotonic() + seconds
-        client = self._client
-        try:
-            response = client._send(request, phase="idle")
-        except errors.TransportError as exc:
-            resumer.drop = f"resume failed: {exc}"
-            return
-        problem = resumer.problem(response)
-        if problem is not None:
-            response.close()
-            raise receiver.truncated(problem)
-        self._attach(response)
