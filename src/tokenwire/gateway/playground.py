@@ -14,8 +14,9 @@
 
 §1.2.6 is the use case: one client-side library parses the stream of any
 conforming provider. Everything the page loads comes from the gateway itself
-(no CDN; the one built file is committed, so serving needs no Node), so the policy can be ``default-src 'self'`` with no
-inline script or style; model text is only ever inserted as DOM text.
+(no CDN; the one built file is committed, so serving needs no Node), so the
+policy can be ``default-src 'self'`` with no inline script or style; model text
+is only ever inserted as DOM text.
 ``routes()`` is what the gateway app adds to its own routes.
 """
 
