@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from tests.check.test_check_faults import endpoint
 
-from tokenwire.cli._urls import stream_url
+from tokenwire.client import stream_url
 from tokenwire.conformance import (
     PROBES,
     SECRET_HEADERS,
@@ -101,8 +101,9 @@ def test_stream_url_vectors() -> None:
     cases = json.loads((VECTORS / "stream-url.json").read_text())
     for case in cases:
         assert stream_url(case["in"]) == case["out"], case
+    assert stream_url("127.0.0.1:8080") == "http://127.0.0.1:8080/v1/stream"
     with pytest.raises(ValueError, match="not an http"):
-        stream_url("127.0.0.1:8080")
+        stream_url("ftp://127.0.0.1:8080")
 
 
 def test_check_takes_the_base_url_too() -> None:

@@ -137,13 +137,19 @@ def test_the_default_client_is_not_resumable(scripted: ScriptedServer) -> None:
         ("http://127.0.0.1:8080/", "http://127.0.0.1:8080/v1/stream"),
         ("http://127.0.0.1:8080/v1/stream", "http://127.0.0.1:8080/v1/stream"),
         ("http://127.0.0.1:8080/v1/stream/", "http://127.0.0.1:8080/v1/stream"),
-        ("https://example.com/llm", "https://example.com/llm/v1/stream"),
         ("127.0.0.1:8080", "http://127.0.0.1:8080/v1/stream"),
     ],
 )
 def test_stream_url_takes_a_base_or_a_full_url(given: str, expected: str) -> None:
     assert stream_url(given) == expected
-    assert base_url_of(given) + "/v1/stream" == expected
+    assert stream_url(base_url_of(given)) == expected
+
+
+def test_a_base_url_with_a_prefix_keeps_it() -> None:
+    assert (
+        base_url_of("https://example.com/llm") + "/v1/stream" == "https://example.com/llm/v1/stream"
+    )
+    assert base_url_of("https://example.com/llm/v1/stream/") == "https://example.com/llm"
 
 
 def test_the_client_takes_a_full_stream_url(scripted: ScriptedServer) -> None:

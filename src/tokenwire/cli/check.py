@@ -1,6 +1,6 @@
 """``tokenwire check URL``: the conformance suite, as a table, JSON and JUnit.
 
-URL is the endpoint's base URL or its stream URL (``_urls.stream_url``).
+URL is the endpoint's base URL or its stream URL (``tokenwire.client.stream_url``).
 Credentials given with ``--header`` are sent, never written: reports and saved
 exchanges carry ``[redacted]`` instead (``conformance.redact_headers``).
 """
@@ -16,8 +16,8 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
+from ..client import stream_url
 from ..conformance import PROBES, ProbeResult, Target, reachable, redact_url, run
-from ._urls import stream_url
 
 _STYLE = {"pass": "green", "fail": "bold red", "warn": "yellow", "not-exercised": "dim"}
 

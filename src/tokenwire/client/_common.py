@@ -8,7 +8,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from typing import Any, Final, Protocol
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import httpx
 import msgspec
@@ -99,25 +99,34 @@ STREAM_PATH: Final = "/v1/stream"
 
 
 def stream_url(url: str) -> str:
-    """The full ``/v1/stream`` URL for a base URL or a full stream URL.
+    """The URL to POST standard requests to, from a base URL or a full stream URL.
 
-    ``http://127.0.0.1:8080``, ``http://127.0.0.1:8080/`` and
-    ``http://127.0.0.1:8080/v1/stream`` all give
-    ``http://127.0.0.1:8080/v1/stream``; a base with a path prefix keeps it
-    (``http://h/llm`` gives ``http://h/llm/v1/stream``). Without a scheme,
-    ``http://`` is assumed. The one URL form the client, ``tokenwire chat``
-    and ``tokenwire check`` accept.
+    The one URL form the client, ``tokenwire chat`` and ``tokenwire check``
+    accept: ``http://127.0.0.1:8080``, ``http://127.0.0.1:8080/``,
+    ``http://127.0.0.1:8080/v1`` and ``http://127.0.0.1:8080/v1/stream`` all
+    give ``http://127.0.0.1:8080/v1/stream``; any other path is the stream URL
+    itself (an endpoint mounted elsewhere, ``https://example.com/api/llm``).
+    Without a scheme, ``http://`` is assumed; query and fragment are kept.
+    Raises ``ValueError`` for a scheme other than http(s) or a URL with no host.
     """
     url = url.strip()
     if "://" not in url:
         url = f"http://{url}"
-    url = url.rstrip("/")
-    return url if url.endswith(STREAM_PATH) else url + STREAM_PATH
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"{url!r} is not an http:// or https:// URL")
+    path = parts.path.rstrip("/")
+    if path == "":
+        path = STREAM_PATH
+    elif path.endswith("/v1"):
+        path += "/stream"
+    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, parts.fragment))
 
 
 def base_url_of(url: str) -> str:
-    """The base URL for ``url``, a base URL or a full ``/v1/stream`` URL (see ``stream_url``)."""
-    return stream_url(url)[: -len(STREAM_PATH)]
+    """``url`` without a trailing ``/v1/stream`` (or ``/``): what ``Client(base_url)`` joins
+    its ``path`` to, so that a full stream URL works as a base URL too."""
+    return url.strip().rstrip("/").removesuffix(STREAM_PATH)
 
 
 def prepare_request(
