@@ -249,3 +249,10 @@ def build_request(
     if headers:
         out.update(headers)
     return VendorRequest(url=_messages_url(base_url), headers=out, body=_encode(body))
+
+
+def thinking_enabled(req: rq.Request) -> bool:
+    """Whether ``extensions["vendor:anthropic"]`` switches extended thinking on."""
+    extension = req.extension("vendor:anthropic")
+    thinking = extension.get("thinking") if isinstance(extension, dict) else None
+    return isinstance(thinking, dict) and thinking.get("type") not in (None, "disabled")
