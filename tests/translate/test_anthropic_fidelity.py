@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -25,11 +26,12 @@ import pytest
 from tokenwire import events as ev
 from tokenwire import request as rq
 from tokenwire.errors import InvalidRequest
+from tokenwire.gateway.providers import HTTPProvider, new_client
 from tokenwire.testing import anthropic as fake_anthropic
 from tokenwire.testing.upstream import FakeUpstream, RecordedRequest, Script, ScriptedToolCall
 from tokenwire.translate import _extensions as x
 from tokenwire.translate import anthropic as tr
-from tokenwire.translate import translator
+from tokenwire.translate import get, translator
 
 THINKING = Script(
     text="Let me look that up.",
@@ -376,3 +378,36 @@ def test_a_turn_without_signed_reasoning_is_not_checked() -> None:
     body["messages"][2]["content"][0]["tool_use_id"] = "toolu_plain"
     with FakeUpstream("anthropic", Script(text="ok")) as fake:
         assert post(fake, body).status_code == 200
+
+
+# --- no extra flag: a thinking config is enough -------------------------------------
+
+
+def test_a_thinking_config_alone_makes_the_provider_carry_the_reasoning() -> None:
+
+    fmt = get("anthropic")
+    plain = rq.build(model="m", messages=[QUESTION])
+    thinking = rq.build(
+        model="m",
+        messages=[QUESTION],
+        extensions={"vendor:anthropic": {"thinking": THINKING_CONFIG}},
+    )
+    assert not fmt.wants_reasoning(plain)
+    assert fmt.wants_reasoning(thinking)
+    assert not get("openai").wants_reasoning(thinking)  # another vendor's fields
+
+    async def run(fake: FakeUpstream, request: rq.Request) -> list[ev.Event]:
+        async with new_client() as client:
+            provider = HTTPProvider(fmt, client=client, base_url=fake.url)
+            return [e async for e in provider.generate(request)]
+
+    with FakeUpstream("anthropic", THINKING) as fake:
+        carried = asyncio.run(run(fake, thinking))
+        dropped = asyncio.run(run(fake, plain))
+    signatures = [
+        b[x.SIGNATURE] for e in carried if (b := x.fields(e, x.BLOCK)) and x.SIGNATURE in b
+    ]
+    assert signatures == [fake_anthropic.signature(THINKING.thinking)]
+    assert any(isinstance(e, ev.ContentDelta) and e.reasoning for e in carried)
+    assert not any(x.fields(e, x.BLOCK) for e in dropped if x.SIGNATURE in (x.fields(e) or {}))
+    assert not any(isinstance(e, ev.ContentDelta) and e.reasoning for e in dropped)

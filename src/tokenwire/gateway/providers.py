@@ -137,8 +137,9 @@ class HTTPProvider:
             return
         fmt = self.format
         vendor_request = fmt.build_request(request, **self._options())
-        # docs/extensions.md: reasoning text is carried only when asked for.
-        reasoning = self.reasoning or request.extension("tokenwire:reasoning") is True
+        # docs/extensions.md: reasoning is carried when asked for, or when the
+        # request enabled it at the vendor (the format knows how it says so).
+        reasoning = self.reasoning or fmt.wants_reasoning(request)
         translator = fmt.new_translator(
             model=request.model, request_id=request.request_id, reasoning=reasoning
         )

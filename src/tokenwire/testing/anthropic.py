@@ -36,7 +36,7 @@ from typing import Any, Final
 import msgspec
 
 from ..translate.anthropic import ERROR_TYPES, VENDOR_STOP_REASONS
-from .upstream import RecordedRequest, Script, split_words
+from .upstream import RecordedRequest, Script, json_object, split_words
 
 __all__ = [
     "CONTENT_TYPE",
@@ -206,14 +206,9 @@ def check_request(request: RecordedRequest) -> str | None:
         return f"expected POST .../v1/messages, got {request.path}"
     if "anthropic-version" not in request.headers:
         return "the anthropic-version header is required"
-    try:
-        body = request.json()
-    except msgspec.DecodeError:
-        return "body is not JSON"
-    if not isinstance(body, dict):
-        return "body is not a JSON object"
-    if not isinstance(body.get("model"), str):
-        return "model: required"
+    body = json_object(request)
+    if isinstance(body, str):
+        return body
     max_tokens = body.get("max_tokens")
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         return "max_tokens: required, an integer >= 1"

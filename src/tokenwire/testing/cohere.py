@@ -27,7 +27,7 @@ from typing import Any, Final
 
 import msgspec
 
-from .upstream import RecordedRequest, Script
+from .upstream import RecordedRequest, Script, json_object, streamed_messages
 
 __all__ = [
     "CONTENT_TYPE",
@@ -90,19 +90,8 @@ def check_request(request: RecordedRequest) -> str | None:
     """The problem with a v2 chat request, or ``None`` when it looks right."""
     if not request.path.split("?", 1)[0].endswith("/v2/chat"):
         return f"expected POST /v2/chat, got {request.path}"
-    try:
-        body = request.json()
-    except ValueError:
-        return "body is not JSON"
-    if not isinstance(body, dict):
-        return "body is not a JSON object"
-    if not isinstance(body.get("model"), str):
-        return "model: required"
-    if not isinstance(body.get("messages"), list) or not body["messages"]:
-        return "messages: a non-empty array is required"
-    if body.get("stream") is not True:
-        return "the fake only streams: stream must be true"
-    return None
+    body = json_object(request)
+    return body if isinstance(body, str) else streamed_messages(body)
 
 
 def _frame(obj: dict[str, Any]) -> bytes:

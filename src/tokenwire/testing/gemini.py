@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-from .upstream import RecordedRequest, Script
+from .upstream import RecordedRequest, Script, json_object
 
 __all__ = [
     "CONTENT_TYPE",
@@ -97,12 +97,9 @@ def check_request(request: RecordedRequest) -> str | None:
         return f"expected POST .../models/{{model}}:streamGenerateContent, got {request.path}"
     if "alt=sse" not in query.split("&"):
         return "the fake speaks the SSE form only: add ?alt=sse"
-    try:
-        body = request.json()
-    except ValueError:
-        return "body is not JSON"
-    if not isinstance(body, dict):
-        return "body is not a JSON object"
+    body = json_object(request, model=False)  # the model is in the path
+    if isinstance(body, str):
+        return body
     contents = body.get("contents")
     if not isinstance(contents, list) or not contents:
         return "contents: a non-empty array is required"

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 import msgspec
 
-from .upstream import RecordedRequest, Script
+from .upstream import RecordedRequest, Script, json_object, streamed_messages
 
 __all__ = [
     "CONTENT_TYPE",
@@ -88,19 +88,8 @@ def check_request(request: RecordedRequest) -> str | None:
     """The problem with a Chat Completions request, or ``None`` when it looks right."""
     if not request.path.split("?", 1)[0].endswith("/chat/completions"):
         return f"expected POST .../chat/completions, got {request.path}"
-    try:
-        body = request.json()
-    except msgspec.DecodeError:
-        return "body is not JSON"
-    if not isinstance(body, dict):
-        return "body is not a JSON object"
-    if not isinstance(body.get("model"), str):
-        return "model: required"
-    if not isinstance(body.get("messages"), list) or not body["messages"]:
-        return "messages: a non-empty array is required"
-    if body.get("stream") is not True:
-        return "the fake only streams: stream must be true"
-    return None
+    body = json_object(request)
+    return body if isinstance(body, str) else streamed_messages(body)
 
 
 def argument_fragments(arguments: dict[str, Any]) -> list[str]:

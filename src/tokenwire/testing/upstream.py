@@ -58,7 +58,9 @@ __all__ = [
     "Renderer",
     "Script",
     "ScriptedToolCall",
+    "json_object",
     "split_words",
+    "streamed_messages",
 ]
 
 #: Vendor name -> the module that renders its wire format: the fake each
@@ -66,6 +68,32 @@ __all__ = [
 RENDERERS: Final[dict[str, str]] = {
     fmt.name: fmt.fake for fmt in translate.formats() if fmt.fake is not None
 }
+
+
+def json_object(request: RecordedRequest, *, model: bool = True) -> dict[str, Any] | str:
+    """The request's body as a JSON object, or what is wrong with it.
+
+    The checks every fake starts with: JSON, an object, and (``model``) a
+    string ``model``. A returned string is the problem, answered with 400.
+    """
+    try:
+        body = request.json()
+    except ValueError:
+        return "body is not JSON"
+    if not isinstance(body, dict):
+        return "body is not a JSON object"
+    if model and not isinstance(body.get("model"), str):
+        return "model: required"
+    return body
+
+
+def streamed_messages(body: dict[str, Any], key: str = "messages") -> str | None:
+    """The checks of a chat-shaped body: a non-empty ``key`` array and ``stream: true``."""
+    if not isinstance(body.get(key), list) or not body[key]:
+        return f"{key}: a non-empty array is required"
+    if body.get("stream") is not True:
+        return "the fake only streams: stream must be true"
+    return None
 
 
 class ScriptedToolCall(msgspec.Struct, frozen=True):

@@ -120,6 +120,14 @@ class VendorFormat:
     #: The module of the fake upstream's renderer in ``tokenwire.testing``, when
     #: there is one (a path, so that ``translate`` never imports ``testing``).
     fake: str | None = None
+    #: Whether ``request`` enabled reasoning at the vendor itself (through
+    #: ``vendor:*`` fields): the stream then carries it without
+    #: ``"tokenwire:reasoning": true`` (issue 18: no extra flag).
+    vendor_reasoning: Callable[[Request], bool] = lambda request: False
+
+    def wants_reasoning(self, request: Request) -> bool:
+        """Whether a stream for ``request`` carries reasoning (docs/extensions.md)."""
+        return request.extension("tokenwire:reasoning") is True or self.vendor_reasoning(request)
 
     def new_translator(
         self, *, model: str, request_id: str | None = None, **options: Any

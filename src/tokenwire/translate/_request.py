@@ -6,9 +6,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..errors import InvalidRequest
-from ..request import Request
+from ..request import Parameters, Request
 
-__all__ = ["deep_merge", "merge_extensions", "sse_headers"]
+__all__ = ["deep_merge", "merge_extensions", "sse_headers", "vendor_parameters"]
 
 
 def deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> None:
@@ -50,4 +50,24 @@ def sse_headers(auth: dict[str, str], headers: dict[str, str] | None) -> dict[st
     """JSON in, SSE out, the vendor's auth header, then the caller's headers (lower-cased)."""
     out = {"content-type": "application/json", "accept": "text/event-stream", **auth}
     out.update({k.lower(): v for k, v in (headers or {}).items()})
+    return out
+
+
+def vendor_parameters(
+    params: Parameters | None, names: Mapping[str, str], *, keep_empty: bool = False
+) -> dict[str, Any]:
+    """§4.5 parameters under the vendor's names, in the order of ``names``.
+
+    ``names`` maps a standard parameter (``max_tokens``, ``temperature``,
+    ``top_p``, ``stop_sequences``) to the vendor's field. Unset parameters are
+    left out, and so is an empty ``stop_sequences`` unless ``keep_empty``.
+    """
+    if params is None:
+        return {}
+    out: dict[str, Any] = {}
+    for name, field in names.items():
+        value = getattr(params, name)
+        if value is None or (value == [] and not keep_empty):
+            continue
+        out[field] = value
     return out

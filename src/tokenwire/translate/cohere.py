@@ -41,7 +41,7 @@ from ..errors import InvalidRequest, TranslationError
 from ..request import AudioPart, DocumentPart, ImagePart, Message, Request, TextPart
 from ._base import SSETranslator, VendorRequest
 from ._contract import VendorFormat
-from ._request import merge_extensions, sse_headers
+from ._request import merge_extensions, sse_headers, vendor_parameters
 
 __all__ = [
     "FORMAT",
@@ -451,6 +451,15 @@ def _messages(req: Request) -> list[dict[str, Any]]:
     return out
 
 
+#: Standard parameter -> Cohere v2 chat field.
+_PARAMETERS: Final = {
+    "max_tokens": "max_tokens",
+    "temperature": "temperature",
+    "top_p": "p",
+    "stop_sequences": "stop_sequences",
+}
+
+
 def _endpoint(base_url: str) -> str:
     base = base_url.rstrip("/")
     return f"{base}/chat" if re.search(r"/v2$", base) else f"{base}/v2/chat"
@@ -491,16 +500,7 @@ def build_request(
             }
             for t in req.tools
         ]
-    params = req.parameters
-    if params is not None:
-        if params.max_tokens is not None:
-            body["max_tokens"] = params.max_tokens
-        if params.temperature is not None:
-            body["temperature"] = params.temperature
-        if params.top_p is not None:
-            body["p"] = params.top_p
-        if params.stop_sequences:
-            body["stop_sequences"] = list(params.stop_sequences)
+    body.update(vendor_parameters(req.parameters, _PARAMETERS))
     merge_extensions(body, req, EXTENSION_KEYS)
     head = sse_headers({"authorization": f"Bearer {api_key}"} if api_key else {}, headers)
     return VendorRequest(url=_endpoint(base_url), headers=head, body=_encode(body))

@@ -52,7 +52,7 @@ from ..errors import InvalidRequest, TranslationError
 from ..request import AudioPart, DocumentPart, ImagePart, Message, Request, TextPart
 from ._base import SSETranslator, VendorRequest
 from ._contract import VendorFormat
-from ._request import merge_extensions, sse_headers
+from ._request import merge_extensions, sse_headers, vendor_parameters
 
 __all__ = [
     "FORMAT",
@@ -580,6 +580,15 @@ def _contents(messages: Iterable[Message]) -> tuple[list[dict[str, Any]], list[d
     return system, contents
 
 
+#: Standard parameter -> Gemini ``generationConfig`` field.
+_PARAMETERS: Final = {
+    "max_tokens": "maxOutputTokens",
+    "temperature": "temperature",
+    "top_p": "topP",
+    "stop_sequences": "stopSequences",
+}
+
+
 def _endpoint(base_url: str, model: str) -> str:
     base = base_url.rstrip("/")
     if not re.search(r"/v1(beta\d*|alpha\d*)?$", base):
@@ -620,19 +629,9 @@ def build_request(
                 ]
             }
         ]
-    params = req.parameters
-    if params is not None:
-        config: dict[str, Any] = {}
-        if params.max_tokens is not None:
-            config["maxOutputTokens"] = params.max_tokens
-        if params.temperature is not None:
-            config["temperature"] = params.temperature
-        if params.top_p is not None:
-            config["topP"] = params.top_p
-        if params.stop_sequences:
-            config["stopSequences"] = list(params.stop_sequences)
-        if config:
-            body["generationConfig"] = config
+    config = vendor_parameters(req.parameters, _PARAMETERS)
+    if config:
+        body["generationConfig"] = config
     merge_extensions(body, req, EXTENSION_KEYS, protected=())
     head = sse_headers({"x-goog-api-key": api_key} if api_key else {}, headers)
     return VendorRequest(

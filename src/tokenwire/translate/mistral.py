@@ -19,8 +19,10 @@ import msgspec
 from .. import request as rq
 from ._base import VendorRequest
 from ._contract import VendorFormat
+from ._request import vendor_parameters
 from .openai.ingress import request_from_vendor as _openai_request_from_vendor
 from .openai.request import (
+    PARAMETERS,
     _data_url,
     _subtype,
     http_headers,
@@ -76,16 +78,9 @@ def build_request(
     tools = tools_to_openai(req.tools)
     if tools is not None:
         body["tools"] = tools
-    p = req.parameters
-    if p is not None:
-        if p.max_tokens is not None:
-            body["max_tokens"] = p.max_tokens
-        if p.temperature is not None:
-            body["temperature"] = p.temperature
-        if p.top_p is not None:
-            body["top_p"] = p.top_p
-        if p.stop_sequences is not None:
-            body["stop"] = p.stop_sequences
+    # Mistral calls max_completion_tokens max_tokens.
+    names = {**PARAMETERS, "max_tokens": "max_tokens"}
+    body.update(vendor_parameters(req.parameters, names, keep_empty=True))
     merge_extension(body, req.extension("vendor:mistral"), "vendor:mistral")
     return VendorRequest(
         url=base_url.rstrip("/") + "/chat/completions",

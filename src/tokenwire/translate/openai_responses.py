@@ -51,7 +51,7 @@ from ..errors import InvalidRequest, TranslationError
 from ..request import AudioPart, DocumentPart, ImagePart, Message, Request, TextPart
 from ._base import SSETranslator, VendorRequest
 from ._contract import VendorFormat
-from ._request import merge_extensions, sse_headers
+from ._request import merge_extensions, sse_headers, vendor_parameters
 
 __all__ = [
     "FORMAT",
@@ -457,6 +457,14 @@ def _input(req: Request) -> tuple[list[str], list[dict[str, Any]]]:
     return instructions, items
 
 
+#: Standard parameter -> Responses API field.
+_PARAMETERS: Final = {
+    "max_tokens": "max_output_tokens",
+    "temperature": "temperature",
+    "top_p": "top_p",
+}
+
+
 def _endpoint(base_url: str) -> str:
     base = base_url.rstrip("/")
     return f"{base}/responses" if re.search(r"/v1$", base) else f"{base}/v1/responses"
@@ -495,14 +503,8 @@ def build_request(
             }
             for t in req.tools
         ]
-    params = req.parameters
-    if params is not None:
-        if params.max_tokens is not None:
-            body["max_output_tokens"] = params.max_tokens
-        if params.temperature is not None:
-            body["temperature"] = params.temperature
-        if params.top_p is not None:
-            body["top_p"] = params.top_p
+    # The Responses API has no stop parameter.
+    body.update(vendor_parameters(req.parameters, _PARAMETERS))
     merge_extensions(body, req, EXTENSION_KEYS)
     head = sse_headers({"authorization": f"Bearer {api_key}"} if api_key else {}, headers)
     return VendorRequest(url=_endpoint(base_url), headers=head, body=_encode(body))

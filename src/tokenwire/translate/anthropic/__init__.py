@@ -30,7 +30,13 @@ from .errors import (
     stop_reason,
 )
 from .ingress import EventEncoder, parse_ingress, request_from_vendor
-from .request import ANTHROPIC_VERSION, DEFAULT_MAX_TOKENS, build_request, request_body
+from .request import (
+    ANTHROPIC_VERSION,
+    DEFAULT_MAX_TOKENS,
+    build_request,
+    request_body,
+    thinking_enabled,
+)
 from .stream import (
     ContentBlockDelta,
     ContentBlockStart,
@@ -70,6 +76,7 @@ __all__ = [
     "request_body",
     "request_from_vendor",
     "stop_reason",
+    "thinking_enabled",
 ]
 
 #: The Anthropic Messages vendor format.
@@ -84,4 +91,5 @@ FORMAT = VendorFormat(
     endpoint="POST {base_url}/v1/messages",
     ingress=VendorIngress(route="/v1/messages", parse=parse_ingress),
     fake="tokenwire.testing.anthropic",
+    vendor_reasoning=thinking_enabled,
 )

@@ -12,6 +12,7 @@ from ... import request as rq
 from ...errors import InvalidRequest
 from .. import _extensions as x
 from .._base import VendorRequest
+from .._request import vendor_parameters
 
 _decode_any = msgspec.json.Decoder().decode
 _encode = msgspec.json.Encoder().encode
@@ -186,6 +187,14 @@ def _turns(
     return system, out
 
 
+#: Standard parameter -> Anthropic field (``max_tokens`` has a default: see below).
+_PARAMETERS: Final = {
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "stop_sequences": "stop_sequences",
+}
+
+
 def request_body(req: rq.Request, *, upstream_model: str | None = None) -> dict[str, Any]:
     """The Anthropic Messages JSON body for the standard request ``req``.
 
@@ -210,12 +219,7 @@ def request_body(req: rq.Request, *, upstream_model: str | None = None) -> dict[
             entry["input_schema"] = tool.parameters
             tools.append(entry)
         body["tools"] = tools
-    if params.temperature is not None:
-        body["temperature"] = params.temperature
-    if params.top_p is not None:
-        body["top_p"] = params.top_p
-    if params.stop_sequences:
-        body["stop_sequences"] = params.stop_sequences
+    body.update(vendor_parameters(params, _PARAMETERS))
     extension = req.extension("vendor:anthropic")
     if extension is not None:
         if not isinstance(extension, dict):
@@ -249,3 +253,10 @@ def build_request(
     if headers:
         out.update(headers)
     return VendorRequest(url=_messages_url(base_url), headers=out, body=_encode(body))
+
+
+def thinking_enabled(req: rq.Request) -> bool:
+    """Whether ``extensions["vendor:anthropic"]`` switches extended thinking on."""
+    extension = req.extension("vendor:anthropic")
+    thinking = extension.get("thinking") if isinstance(extension, dict) else None
+    return isinstance(thinking, dict) and thinking.get("type") not in (None, "disabled")

@@ -10,6 +10,7 @@ import msgspec
 from ... import request as rq
 from ...errors import InvalidRequest
 from .._base import VendorRequest
+from .._request import vendor_parameters
 
 # --- Request side: standard -> OpenAI ----------------------------------------------
 
@@ -145,6 +146,15 @@ def http_headers(api_key: str | None, headers: dict[str, str] | None) -> dict[st
     return out
 
 
+#: Standard parameter -> Chat Completions field.
+PARAMETERS: Final = {
+    "max_tokens": "max_completion_tokens",
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "stop_sequences": "stop",
+}
+
+
 def build_request(
     req: rq.Request,
     *,
@@ -171,16 +181,7 @@ def build_request(
     tools = tools_to_openai(req.tools)
     if tools is not None:
         body["tools"] = tools
-    p = req.parameters
-    if p is not None:
-        if p.max_tokens is not None:
-            body["max_completion_tokens"] = p.max_tokens
-        if p.temperature is not None:
-            body["temperature"] = p.temperature
-        if p.top_p is not None:
-            body["top_p"] = p.top_p
-        if p.stop_sequences is not None:
-            body["stop"] = p.stop_sequences
+    body.update(vendor_parameters(req.parameters, PARAMETERS, keep_empty=True))
     merge_extension(body, req.extension("vendor:openai"), "vendor:openai")
     return VendorRequest(
         url=base_url.rstrip("/") + "/chat/completions",
