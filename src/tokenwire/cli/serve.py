@@ -99,6 +99,11 @@ def command(
     Prints the URL, then serves until interrupted. Request logs go to stderr,
     one JSON line per request.
     """
+    # granian's allocator (jemalloc) keeps freed pages for 10 s, and only purges
+    # them when it is busy: after a storm of stalled clients the workers would
+    # stay at their peak. Purge within a second, from a background thread. It
+    # reads this once, when granian loads; the forked workers inherit it.
+    os.environ.setdefault("_RJEM_MALLOC_CONF", _JEMALLOC_CONF)
     from granian.constants import HTTPModes, Interfaces
     from granian.http import HTTP1Settings, HTTP2Settings
     from granian.log import LogLevels
@@ -128,10 +133,6 @@ def command(
     os.environ[LOG_CONTENT_ENV] = "1" if (log_content or settings.log_content) else "0"
     for key, value in _timeout_env(settings).items():
         os.environ[key] = value
-    # granian's allocator (jemalloc) keeps freed pages for 10 s, and only purges
-    # them when it is busy: after a storm of stalled clients the workers would
-    # stay at their peak. Purge within a second, from a background thread.
-    os.environ.setdefault("_RJEM_MALLOC_CONF", _JEMALLOC_CONF)
 
     scheme = "https" if certfile else "http"
     shown = f"[{host}]" if ":" in host else host
