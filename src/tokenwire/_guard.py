@@ -53,7 +53,7 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     body_timeout_s: float = 30.0
     write_timeout_s: float = 30.0
     stream_budget_bytes: int = DEFAULT_STREAM_BUDGET
-    memory_budget_bytes: int = 64 << 20
+    memory_budget_bytes: int = 32 << 20
     retry_after_s: int = 5
 
 

@@ -218,3 +218,17 @@ def test_over_the_memory_budget_new_streams_get_503_and_stalled_ones_are_shed() 
     assert b"event: stream.end" not in stalled.body  # shed: cut like a stalled stream
     assert after.status == 200  # the memory is back: streams are served again
     assert _outbox.BUDGET.total == 0
+
+
+def test_the_documented_limits_are_the_defaults() -> None:
+    import tomllib
+    from pathlib import Path
+
+    from tokenwire.gateway.config import ServerConfig, parse
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "gateway.md").read_text()
+    section = doc.split("## Request limits and timeouts", 1)[1]
+    block = section.split("```toml\n", 1)[1].split("```", 1)[0]
+    documented = parse(tomllib.loads(block)).server
+    assert documented == ServerConfig()  # every value shown is the default
+    assert len(tomllib.loads(block)["server"]) == 7
