@@ -16,7 +16,8 @@ chunks with a fixed seed, and times, best of several repeats:
 
 and rewrites the "## decode" section of bench/RESULTS.md.
 
-Run: ``.venv/bin/python bench/decode.py [--events N] [--repeat R] [--no-write]``
+Run: ``.venv/bin/python bench/decode.py [--events N] [--repeat R] [--no-write] [--crlf]``
+(``--crlf``: the same body with CRLF line ends, Gemini's framing; printed only)
 """
 
 from __future__ import annotations
@@ -174,7 +175,10 @@ def run_openai(chunks: list[bytes]) -> int:
 def run_lower_bound(chunks: list[bytes]) -> int:
     loads = orjson.loads
     n = 0
-    for block in b"".join(chunks).split(b"\n\n"):
+    body = b"".join(chunks)
+    if b"\r\n" in body:  # --crlf: the same bytes with CRLF line ends
+        body = body.replace(b"\r\n", b"\n")
+    for block in body.split(b"\n\n"):
         if block:
             loads(block[block.rfind(b"\ndata: ") + 7 :])
             n += 1
@@ -207,10 +211,18 @@ def main() -> int:
     ap.add_argument("--events", type=int, default=100_000, help="content.delta events (100000)")
     ap.add_argument("--repeat", type=int, default=7, help="repeats per implementation, best kept")
     ap.add_argument("--no-write", action="store_true", help="do not rewrite bench/RESULTS.md")
+    ap.add_argument(
+        "--crlf",
+        action="store_true",
+        help="CRLF line ends (Gemini's framing); implies --no-write",
+    )
     args = ap.parse_args()
+    args.no_write = args.no_write or args.crlf
 
     rnd = random.Random(SEED)
     body = build_body(args.events, rnd)
+    if args.crlf:
+        body = body.replace(b"\n", b"\r\n")
     chunks = cut(body, rnd)
     expected = args.events + 4
 

@@ -38,6 +38,11 @@ REQUEST_DICT = [
     '"parameters"', '"max_tokens"', '"temperature"', '"top_p"', '"stop_sequences"',
     '"metadata"', '"request_id"', '"extensions"', '"tool_calls"', '"tool_call_id"',
     '"arguments"', '"id"', "{", "}", "[", "]", ":", ",", '"\\u0000"', "1e999", "-0",
+    # tool schemas (toolschema.py): references, patterns, bounds, drafts
+    '"$ref"', '"#/$defs/a"', '"http://127.0.0.1/x"', '"$defs"', '"pattern"', '"^(a+)+$"',
+    '"(a)\\\\1"', '"patternProperties"', '"additionalProperties"', '"minItems"',
+    '"minLength"', '"uniqueItems"', '"$schema"', '"properties"', '"required"', '"anyOf"',
+    '"vendor:name"', '"image/png"', '"iVBORw0KGgo="',
 ]  # fmt: skip
 
 

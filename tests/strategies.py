@@ -156,9 +156,10 @@ def chunkings(data: bytes, max_cuts: int = 20) -> st.SearchStrategy[list[bytes]]
     )
 
 
-#: A valid SSE event name for the encoder (no CR or LF); may be empty.
+#: A valid SSE event name for the encoder (no CR, LF or NUL); may be empty.
 event_names = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n"), max_size=20
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n\x00"),
+    max_size=20,
 )
 
 #: A valid SSE id for the encoder (no CR, LF or NUL); may be empty.

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tokenwire import events, iter_events
-from tokenwire.errors import EventDecodeError
+from tokenwire.errors import EventDecodeError, LocalProtocolError
 from tokenwire.events import (
     ContentDelta,
     ContentStop,
@@ -193,3 +193,86 @@ def test_deep_nesting_is_a_decode_error_not_a_crash() -> None:
         events.parse("usage", hidden)
     except EventDecodeError as exc:
         assert exc.rule == "invalid-json"
+
+
+# --- event type names (docs/conformance.md ruling 13) ---------------------------
+
+VALID_NAMES = [
+    "stream.start",
+    "tool.call",
+    "x.vendor.note",
+    "response.output_text.delta",
+    "a-b_c.9",
+]
+INVALID_NAMES = [
+    "",
+    "a" * 65,
+    "vendor:note",
+    "x note",
+    " x",
+    "x.",
+    ".x",
+    "a..b",
+    "-x",
+    "x\n",
+    "x\r",
+    "x\0",
+    "caf\u00e9",
+    "x/y",
+]
+
+
+@pytest.mark.parametrize("name", VALID_NAMES)
+def test_valid_type_names_build_parse_and_dump(name: str) -> None:
+    assert events.is_type_name(name)
+    if name in events.EVENT_TYPES:
+        return
+    data = msgspec.json.encode({"v": "1.0", "seq": 1, "type": name}).decode()
+    event = events.parse(name, data)
+    assert event == UnknownEvent(type=name, data=data, v="1.0", seq=1)
+    assert events.dump(event).startswith(b"event: %s\n" % name.encode())
+
+
+@pytest.mark.parametrize("name", INVALID_NAMES)
+def test_invalid_type_names_are_refused_everywhere(name: str) -> None:
+    assert not events.is_type_name(name)
+    with pytest.raises(LocalProtocolError, match="not a valid name"):
+        UnknownEvent(type=name, data="{}")
+    data = msgspec.json.encode({"v": "1.0", "seq": 1, "type": name}).decode()
+    with pytest.raises(EventDecodeError) as info:
+        events.parse(name, data)
+    assert info.value.rule == "bad-type-name"
+
+
+def test_a_type_name_in_an_error_message_is_cut_short() -> None:
+    with pytest.raises(LocalProtocolError) as info:
+        UnknownEvent(type="x\n" * 10_000, data="{}")
+    assert len(str(info.value)) < 300
+
+
+def test_dump_checks_the_name_again() -> None:
+    # msgspec.structs.replace and decoding run __post_init__ too; a name
+    # smuggled past it (force_setattr) is still refused on output.
+    event = UnknownEvent(type="x.ok", data="{}")
+    with pytest.raises(LocalProtocolError):
+        msgspec.structs.replace(event, type="x\n\ndata: forged")
+    with pytest.raises(LocalProtocolError):
+        msgspec.json.decode(b'{"type": "x\\nid: 9", "data": "{}"}', type=UnknownEvent)
+    msgspec.structs.force_setattr(event, "type", "x\n\ndata: forged")
+    with pytest.raises(LocalProtocolError):
+        events.dump(event)
+
+
+@given(st.text(max_size=80))
+def test_a_name_either_matches_the_grammar_or_is_refused(name: str) -> None:
+    try:
+        event = UnknownEvent(type=name, data="{}")
+    except LocalProtocolError:
+        assert not events.is_type_name(name)
+        return
+    # Accepted: it is one SSE token that reads back unchanged.
+    from tokenwire import sse
+
+    decoder = sse.Decoder()
+    (message,) = decoder.feed(events.dump(event))
+    assert message.event == name

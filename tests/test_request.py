@@ -23,6 +23,7 @@ The shared vectors live in ``tests/vectors/request/``:
 from __future__ import annotations
 
 import ast
+import base64
 import json
 import math
 import re
@@ -36,6 +37,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tokenwire import request as R
+from tokenwire import toolschema
 from tokenwire.errors import InvalidRequest, RequestTooLarge
 from tokenwire.request import (
     MEDIA_TYPE,
@@ -59,7 +61,7 @@ INVALID: list[dict[str, Any]] = json.loads((VECTORS / "invalid.json").read_text(
 ERRORS = {"InvalidRequest": InvalidRequest, "RequestTooLarge": RequestTooLarge}
 
 # messages[2].tool_call_id, tools[0].parameters, extensions["foo"], or $.
-PATH_STYLE = re.compile(r'\$|[a-z_]+(\[\d+\]|\["(?:[^"\\]|\\.)*"\]|\.[a-z_]+)*')
+PATH_STYLE = re.compile(r'\$|[a-z_]+(\[\d+\]|\["(?:[^"\\]|\\.)*"\]|\.[A-Za-z_$][A-Za-z0-9_$]*)*')
 
 WEATHER: dict[str, Any] = {
     "name": "get_weather",
@@ -175,7 +177,7 @@ def test_section_4_3_1_multimodal_example() -> None:
                 "role": "user",
                 "content": [
                     {"type": "text", "text": "What is shown in this image?"},
-                    {"type": "image", "media_type": "image/png", "data": "<base64-encoded image>"},
+                    {"type": "image", "media_type": "image/png", "data": "iVBORw0KGgo="},
                 ],
             }
         ]
@@ -183,9 +185,14 @@ def test_section_4_3_1_multimodal_example() -> None:
     (message,) = parse(encode(body)).messages
     assert message.content == [
         TextPart(text="What is shown in this image?"),
-        ImagePart(media_type="image/png", data="<base64-encoded image>"),
+        ImagePart(media_type="image/png", data="iVBORw0KGgo="),
     ]
     assert message.text == "What is shown in this image?"
+    # The draft's own placeholder is not base64: issue 16 makes it a 400.
+    body["messages"][0]["content"][1]["data"] = "<base64-encoded image>"
+    with pytest.raises(InvalidRequest) as info:
+        parse(encode(body))
+    assert info.value.path == "messages[0].content[1].data"
 
 
 def test_section_4_3_1_string_equals_one_text_part() -> None:
@@ -423,16 +430,20 @@ def test_msgspec_errors_map_to_the_path_style() -> None:
     assert R._path_from_msgspec(".tools[0].parameters") == "tools[0].parameters"
 
 
-def test_request_module_imports_only_msgspec_stdlib_and_errors() -> None:
-    tree = ast.parse(Path(R.__file__).read_text("utf-8"))
+def _top_level_imports(path: str) -> set[str]:
+    tree = ast.parse(Path(path).read_text("utf-8"))
     imported: set[str] = set()
-    for node in ast.walk(tree):
+    for node in tree.body:  # top level only: jsonschema and re2 are imported lazily
         if isinstance(node, ast.Import):
             imported.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             imported.add("." * node.level + (node.module or "").split(".")[0])
-    outside = {name for name in imported if name not in sys.stdlib_module_names}
-    assert outside <= {"msgspec", ".errors"}
+    return {name for name in imported if name not in sys.stdlib_module_names}
+
+
+def test_request_module_imports_only_msgspec_stdlib_and_errors() -> None:
+    assert _top_level_imports(R.__file__) <= {"msgspec", ".errors", ".toolschema"}
+    assert _top_level_imports(toolschema.__file__) <= {"msgspec", ".errors"}
 
 
 # --- Limits ---------------------------------------------------------------------------
@@ -539,7 +550,13 @@ json_values = st.recursive(
     max_leaves=8,
 )
 json_objects = st.dictionaries(texts, json_values, max_size=3)
-blobs = st.sampled_from([ImagePart, DocumentPart, AudioPart]).flatmap(
+base64_texts = st.binary(min_size=1, max_size=12).map(lambda b: base64.b64encode(b).decode())
+images = st.builds(
+    ImagePart,
+    media_type=st.sampled_from(["image/png", "image/jpeg", "image/svg+xml"]),
+    data=base64_texts,
+)
+blobs = images | st.sampled_from([DocumentPart, AudioPart]).flatmap(
     lambda cls: st.builds(
         cls,
         media_type=st.sampled_from(["image/png", "application/pdf", "audio/wav"]),
@@ -571,8 +588,39 @@ messages = st.one_of(
     ),
     st.builds(Message, role=st.just("tool"), content=contents, tool_call_id=names),
 )
+
+
+@st.composite
+def conversations(draw: st.DrawFn) -> list[Message]:
+    """Messages in which every tool result answers an earlier assistant tool call."""
+    out: list[Message] = []
+    calls: list[str] = []
+    for message in draw(st.lists(messages, min_size=1, max_size=4)):
+        if message.role == "tool":
+            if not calls:
+                continue
+            message = msgspec.structs.replace(message, tool_call_id=draw(st.sampled_from(calls)))
+        out.append(message)
+        calls += [call.id for call in message.tool_calls or ()]
+    return out or [Message(role="user", content="hi")]
+
+
+# Valid tool schemas (tools are checked when a request is parsed), with free annotations.
+schemas = st.sampled_from(
+    [
+        {},
+        {"type": "object"},
+        WEATHER["parameters"],
+        {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}},
+        {"type": "object", "properties": {"q": {"type": "string", "pattern": "^[a-z]+$"}}},
+    ]
+).flatmap(
+    lambda base: st.dictionaries(st.sampled_from(["title", "description", "x-note"]), texts).map(
+        lambda notes: {**base, **notes}
+    )
+)
 tools = st.lists(
-    st.builds(Tool, name=names, description=texts, parameters=json_objects),
+    st.builds(Tool, name=names, description=texts, parameters=schemas),
     max_size=3,
     unique_by=lambda tool: tool.name,
 )
@@ -583,14 +631,16 @@ parameters = st.builds(
     top_p=st.none() | st.floats(min_value=0, max_value=1),
     stop_sequences=st.none() | st.lists(texts, max_size=3),
 )
-segments = st.text(st.characters(codec="utf-8", exclude_characters=":"), min_size=1, max_size=8)
-extension_keys = st.builds(lambda vendor, name: f"{vendor}:{name}", segments, segments)
+# docs/conformance.md ruling 14.
+extension_keys = st.from_regex(
+    r"[A-Za-z][A-Za-z0-9_-]{0,8}:[A-Za-z0-9][A-Za-z0-9_.-]{0,8}", fullmatch=True
+)
 requests = st.builds(
     Request,
     version=st.just("1.0"),
     stream=st.just(True),
     model=names,
-    messages=st.lists(messages, min_size=1, max_size=4),
+    messages=conversations(),
     tools=st.none() | tools,
     parameters=st.none() | parameters,
     metadata=st.none() | json_objects,
@@ -731,3 +781,10 @@ def test_depth_scan_on_garbage_points_at_a_bracket(body: bytes, max_depth: int) 
     except RequestTooLarge as exc:
         offset = int(re.search(r"at byte (\d+)", str(exc))[1])  # type: ignore[index]
         assert body[offset : offset + 1] in (b"[", b"{")
+
+
+def test_echo_cuts_long_values() -> None:
+    assert R.echo("gpt-4o") == '"gpt-4o"'
+    long = R.echo("m" * 10_000)
+    assert long == '"' + "m" * R.MAX_ECHO + '…"'
+    assert R.echo(None) == "null" and R.echo([1]) == "an array"

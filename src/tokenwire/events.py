@@ -9,20 +9,29 @@ is therefore not a conformant event; see ``docs/conformance.md``).
 Decoding keys on the SSE ``event:`` name, the draft's TLV "T" (§5.2): ``parse``
 rejects a JSON ``type`` that differs from it. Unknown JSON fields are ignored
 (§5.2); unknown event types come back as ``UnknownEvent``.
+
+Event type names follow one grammar (``TYPE_NAME``, docs/conformance.md ruling
+13): dot-separated segments of ASCII letters, digits, ``_`` and ``-``, at most
+64 characters. No CR, LF, NUL, colon or space can be in one, so no name, even
+one an upstream chose, can add a line or a frame to the SSE output. It is
+checked when an ``UnknownEvent`` is built, when ``parse`` meets an unregistered
+name, and again by ``dump``.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, ClassVar, Final, TypeAlias
 
 import msgspec
 
-from .errors import EventDecodeError
+from .errors import EventDecodeError, LocalProtocolError
 
 __all__ = [
     "EVENT_TYPES",
     "ERROR_CODES",
     "STOP_REASONS",
+    "TYPE_NAME",
     "VERSION",
     "ContentDelta",
     "ContentStop",
@@ -36,6 +45,7 @@ __all__ = [
     "UnknownEvent",
     "Usage",
     "dump",
+    "is_type_name",
     "parse",
     "to_json",
 ]
@@ -50,6 +60,28 @@ STOP_REASONS: Final = frozenset({"end_turn", "max_tokens", "tool_use", "content_
 ERROR_CODES: Final = frozenset(
     {"rate_limited", "context_length_exceeded", "content_filtered", "internal_error", "overloaded"}
 )
+
+#: The grammar of an event type name (docs/conformance.md ruling 13): the §9.2
+#: registry's shape, ``segment *("." segment)``, each segment an ASCII letter or
+#: digit then letters, digits, ``_`` or ``-``; 1 to 64 characters in all. It is
+#: one SSE field value that no decoder can split (no CR, LF or NUL, fact 7) and
+#: that reads back unchanged (no leading space, fact 16), and it keeps out the
+#: colon, which §4.7 gives to extension keys (``vendor:name``).
+TYPE_NAME: Final = re.compile(
+    r"(?=.{1,64}\Z)[A-Za-z0-9][A-Za-z0-9_-]*(?:\.[A-Za-z0-9][A-Za-z0-9_-]*)*\Z"
+)
+_MAX_SHOWN: Final = 64
+
+
+def is_type_name(name: object) -> bool:
+    """Whether ``name`` is a string that matches ``TYPE_NAME``."""
+    return type(name) is str and TYPE_NAME.match(name) is not None
+
+
+def _shown(name: str) -> str:
+    """``name`` for an error message: repr, cut to 64 characters."""
+    return repr(name if len(name) <= _MAX_SHOWN else name[:_MAX_SHOWN] + "...")
+
 
 Seq = Annotated[int, msgspec.Meta(ge=0)]
 Count = Annotated[int, msgspec.Meta(ge=0)]
@@ -149,12 +181,21 @@ class UnknownEvent(msgspec.Struct, frozen=True, kw_only=True):
 
     ``data`` is the raw JSON text; ``v`` and ``seq`` are read from it when
     present so that sequence checks still work across unknown events.
+    Raises ``LocalProtocolError`` when ``type`` is not a valid name
+    (``TYPE_NAME``): such an event could not be written as one SSE frame.
     """
 
     type: str
     data: str
     v: str | None = None
     seq: int | None = None
+
+    def __post_init__(self) -> None:
+        if not is_type_name(self.type):
+            raise LocalProtocolError(
+                f"event type {_shown(str(self.type))} is not a valid name "
+                "(dot-separated ASCII letters, digits, _ and -, at most 64 characters)"
+            )
 
 
 KnownEvent: TypeAlias = (
@@ -211,6 +252,12 @@ def _diagnose(event_name: str, data: str | bytes) -> EventDecodeError:
 
 
 def _unknown(event_name: str, data: str | bytes) -> UnknownEvent:
+    if not is_type_name(event_name):
+        raise EventDecodeError(
+            f"§5.1: event type {_shown(event_name)} is not a valid name "
+            "(dot-separated ASCII letters, digits, _ and -, at most 64 characters)",
+            rule="bad-type-name",
+        )
     try:
         obj = _decode_any(data)
     except RecursionError:
@@ -246,8 +293,9 @@ def parse(event_name: str, data: str | bytes) -> Event:
     ``event_name`` is the SSE ``event:`` field and picks the decoder.
     Returns an ``UnknownEvent`` for a type outside the registry.
     Raises ``EventDecodeError`` (with ``.rule``) when the data is not one JSON
-    object, its ``type`` differs from ``event_name``, or a field is missing or
-    of the wrong type.
+    object, its ``type`` differs from ``event_name``, a field is missing or
+    of the wrong type, or an unregistered ``event_name`` is not a valid name
+    (``bad-type-name``).
     """
     if event_name not in EVENT_TYPES:
         return _unknown(event_name, data)
@@ -273,9 +321,13 @@ def dump(event: Event) -> bytes:
     """One SSE frame for ``event``: ``event:``, ``id:`` (the seq) and ``data:``.
 
     JSON never contains a raw CR or LF, so the envelope always fits one
-    ``data:`` line (sse-parsing-rules fact 29).
+    ``data:`` line (sse-parsing-rules fact 29). Raises ``LocalProtocolError``
+    for an ``UnknownEvent`` whose type is not a valid name: checked again
+    here, so that no way of building one can forge a frame.
     """
     if isinstance(event, UnknownEvent):
+        if not is_type_name(event.type):
+            raise LocalProtocolError(f"event type {_shown(str(event.type))} is not a valid name")
         data = event.data.encode()
         if b"\n" in data or b"\r" in data:
             data = _encode(_decode_any(data))

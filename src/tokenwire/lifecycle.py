@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 import msgspec
 
 from . import events as ev
-from . import sse
-from .errors import EventDecodeError, FramingError
+from . import sse, toolschema
+from .errors import EventDecodeError, FramingError, InvalidRequest
 
 if TYPE_CHECKING:
     from .request import Request
@@ -55,6 +55,9 @@ RULES: Final[dict[str, Rule]] = {
     "framing": Rule("5.1", "must", "the SSE framing could not be read (size limit exceeded)"),
     "invalid-json": Rule("5.1", "must", "data is not exactly one complete JSON object"),
     "type-mismatch": Rule("5.2", "must", "the JSON type differs from the SSE event: field"),
+    "bad-type-name": Rule(
+        "5.1", "must", "the SSE event: name is not a valid type name (docs/conformance.md)"
+    ),
     "invalid-field": Rule("5.3", "must", "a required field is missing or has the wrong type"),
     "bad-version": Rule("5.2", "must", 'v is not "1.0"'),
     # §5.2.1: sequence numbers
@@ -180,7 +183,7 @@ class Validator:
         self._tools: dict[str, dict[str, Any]] | None = None
         if request is not None:
             self._tools = {t.name: t.parameters for t in request.tools or ()}
-        self._schema_checkers: dict[str, Any] = {}
+        self._schema_checkers: dict[str, toolschema.Checker] = {}
 
     # -- reporting ---------------------------------------------------------
 
@@ -365,21 +368,14 @@ class Validator:
         assert self._tools is not None
         checker = self._schema_checkers.get(name)
         if checker is None:
-            # Imported lazily: only streams checked against a request need it.
-            import jsonschema
-
-            schema = self._tools[name]
-            cls = jsonschema.validators.validator_for(schema)
             try:
-                cls.check_schema(schema)
-            except jsonschema.SchemaError:
-                return None  # an unusable schema is the request's fault, not the stream's
-            checker = self._schema_checkers[name] = cls(schema)
-        best = min(checker.iter_errors(args), key=lambda e: list(e.path), default=None)
-        if best is None:
-            return None
-        where = "".join(f"[{p!r}]" if isinstance(p, int) else f".{p}" for p in best.path)
-        return f"{where.lstrip('.') or '(top)'}: {best.message}"
+                checker = toolschema.compile_checker(self._tools[name])
+            except InvalidRequest as exc:
+                # §8.2 fails closed: a schema that cannot be used rejects the
+                # call; it never turns argument checking off.
+                return f"the tool's schema is unusable, so no call can pass: {exc.message}"
+            self._schema_checkers[name] = checker
+        return checker.first_error(args)
 
     def close(self) -> list[Violation]:
         """End of input: report what never came. Returns the new violations."""

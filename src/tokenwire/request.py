@@ -24,6 +24,7 @@ Forward compatibility: unknown top-level fields (§4.2), unknown parameters
 
 from __future__ import annotations
 
+import binascii
 import math
 import operator
 import re
@@ -35,10 +36,12 @@ from typing import Annotated, Any, Final, Literal, NoReturn, TypeAlias
 import msgspec
 
 from .errors import InvalidRequest, RequestTooLarge
+from .toolschema import check_schema
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_DEPTH",
+    "MAX_ECHO",
     "MEDIA_TYPE",
     "PART_TYPES",
     "ROLES",
@@ -56,6 +59,7 @@ __all__ = [
     "ToolCallRef",
     "build",
     "dumps",
+    "echo",
     "parse",
 ]
 
@@ -329,10 +333,15 @@ def _kind(value: object) -> str:
     return f"a {type(value).__name__}"  # only reachable from build()
 
 
+#: Echoed strings are cut to this many characters (plus an ellipsis): a
+#: hostile value must not come back whole in an error message or a log line.
+MAX_ECHO: Final = 64
+
+
 def _show(value: object) -> str:
     """A short JSON rendering of a scalar for an error message, else its kind."""
     if isinstance(value, str):
-        return _encode(value if len(value) <= 40 else value[:40] + "...").decode()
+        return _encode(value if len(value) <= MAX_ECHO else value[:MAX_ECHO] + "…").decode()
     if value is None or isinstance(value, bool):
         return _encode(value).decode()
     if isinstance(value, int) and value.bit_length() <= 64 or isinstance(value, float):
@@ -340,9 +349,16 @@ def _show(value: object) -> str:
     return _kind(value)
 
 
+def echo(value: object) -> str:
+    """``value`` as it may appear in an error message: a JSON string cut to
+    ``MAX_ECHO`` characters and an ellipsis, or a short rendering of a scalar
+    (e.g. ``f"unknown model {echo(request.model)}"``)."""
+    return _show(value)
+
+
 def _quote(key: str) -> str:
-    """A key as a JSON string, for paths like ``extensions["foo"]``."""
-    return _encode(key).decode()
+    """A key as a JSON string, for paths like ``extensions["foo"]`` (cut like ``_show``)."""
+    return _encode(key if len(key) <= MAX_ECHO else key[:MAX_ECHO] + "…").decode()
 
 
 def _number(value: object) -> float | None:
@@ -360,8 +376,14 @@ def _number(value: object) -> float | None:
 
 _ROLE_LIST: Final = ", ".join(f'"{role}"' for role in ROLES)
 _PART_LIST: Final = ", ".join(f'"{name}"' for name in PART_TYPES)
-# §4.7: "vendor:name", exactly one colon with something on each side.
-_EXTENSION_KEY: Final = re.compile(r"[^:]+:[^:]+")
+# §4.7: "vendor:name". docs/conformance.md ruling 14: the vendor is an ASCII
+# letter then letters, digits, "-" or "_"; the name a letter or digit then
+# letters, digits, "-", "_" or "."; exactly one colon; 64 characters at most.
+_EXTENSION_KEY: Final = re.compile(
+    r"(?=.{3,64}\Z)[A-Za-z][A-Za-z0-9_-]*:[A-Za-z0-9][A-Za-z0-9_.-]*\Z", re.ASCII
+)
+# RFC 6838 §4.2 restricted-name, for the subtype of an image part's media type.
+_IMAGE_MEDIA_TYPE: Final = re.compile(r"image/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}\Z", re.ASCII)
 
 
 def _string(obj: dict[str, Any], key: str, path: str, *, required: str | None) -> str | None:
@@ -389,6 +411,26 @@ def _check_part(part: object, path: str) -> None:
         )
     for field in fields:
         _string(part, field, f"{path}.{field}", required=f'required for type "{kind}" (§4.3.1)')
+    if kind == "image":
+        # §4.3.1 Table 3: "a base64-encoded image", with its media type.
+        media_type = part["media_type"]
+        if not _IMAGE_MEDIA_TYPE.match(media_type):
+            _fail(
+                f"{path}.media_type",
+                f'must be an image media type such as "image/png" (§4.3.1), '
+                f"got {_show(media_type)}",
+            )
+        _check_base64(part["data"], f"{path}.data")
+
+
+def _check_base64(data: str, path: str) -> None:
+    """``data`` must be standard base64 (RFC 4648 §4, padded, no whitespace), not empty."""
+    if not data:
+        _fail(path, "must not be empty: the base64-encoded bytes (§4.3.1)")
+    try:
+        binascii.a2b_base64(data.encode("ascii"), strict_mode=True)
+    except (UnicodeEncodeError, binascii.Error):
+        _fail(path, "must be standard base64 (RFC 4648, padded, no whitespace) (§4.3.1)")
 
 
 def _check_tool_call(call: object, path: str) -> None:
@@ -407,8 +449,8 @@ def _check_tool_call(call: object, path: str) -> None:
     )
 
 
-def _check_message(message: object, path: str) -> None:
-    # §4.3 Table 2.
+def _check_message(message: object, path: str, calls: set[str]) -> None:
+    # §4.3 Table 2. ``calls``: the ids of the assistant tool calls before this message.
     if not isinstance(message, dict):
         _fail(path, f"a message must be an object (§4.3), got {_kind(message)}")
     role = message.get("role")
@@ -450,6 +492,12 @@ def _check_message(message: object, path: str) -> None:
     )
     if role == "tool" and not call_id:
         _fail(f"{path}.tool_call_id", 'must not be empty when role is "tool" (§4.3)')
+    if role == "tool" and call_id not in calls:
+        # §4.8 step 4: a tool result answers a call the model made earlier.
+        _fail(
+            f"{path}.tool_call_id",
+            f"{_show(call_id)} names no tool call of an earlier assistant message (§4.8)",
+        )
 
     if tool_calls is not None:
         if role != "assistant":
@@ -458,6 +506,7 @@ def _check_message(message: object, path: str) -> None:
             _fail(f"{path}.tool_calls", f"must be an array (§4.8), got {_kind(tool_calls)}")
         for j, call in enumerate(tool_calls):
             _check_tool_call(call, f"{path}.tool_calls[{j}]")
+            calls.add(call["id"])
 
 
 def _check_tools(tools: object) -> None:
@@ -482,6 +531,9 @@ def _check_tools(tools: object) -> None:
         schema = tool["parameters"]
         if not isinstance(schema, dict):
             _fail(f"{path}.parameters", f"must be a JSON Schema object (§4.4), got {_kind(schema)}")
+        # §4.4/§8.2: a usable schema, or a 400 now; never fetched, linear-time
+        # patterns, bounded sizes (toolschema.py, docs/conformance.md ruling 15).
+        check_schema(schema, f"{path}.parameters")
 
 
 def _check_parameters(params: object) -> None:
@@ -526,7 +578,8 @@ def _check_extensions(extensions: object) -> None:
         if not isinstance(key, str) or not _EXTENSION_KEY.fullmatch(key):
             _fail(
                 f"extensions[{_quote(str(key))}]",
-                'extension keys MUST be namespaced as "vendor:name" (§4.7)',
+                'extension keys MUST be namespaced as "vendor:name" (§4.7): ASCII letters, '
+                'digits, "-" and "_" (and "." in the name), at most 64 characters',
             )
 
 
@@ -556,8 +609,9 @@ def _validate(raw: object) -> Request:
         _fail("messages", "required (§4.3): the conversation history")
     if not isinstance(messages, list) or not messages:
         _fail("messages", f"must be a non-empty array of messages (§4.3), got {_show(messages)}")
+    calls: set[str] = set()
     for i, message in enumerate(messages):
-        _check_message(message, f"messages[{i}]")
+        _check_message(message, f"messages[{i}]", calls)
 
     # OPTIONAL members: null is the same as absent.
     if raw.get("tools") is not None:

@@ -9,8 +9,9 @@ Design, for speed (this is the hot path of every stream):
 
 * ``feed`` works on bytes and whole chunks. A run of complete blocks in the
   canonical shapes tokenwire and most LLM servers write (``event:``/``id:``/
-  ``data:``, ``event:``/``data:`` or ``data:`` only, one line each, LF endings)
-  is decoded with one UTF-8 decode and one regular-expression scan; the scan is
+  ``data:``, ``event:``/``data:`` or ``data:`` only, one line each, LF or CRLF endings)
+  is decoded with one UTF-8 decode and one regular-expression scan (CRLF
+  framing, Gemini's, has its own patterns, so it costs no copy); the scan is
   accepted only if its matches tile the region exactly, so the result is the
   one the line-by-line path would give. Everything else (CR, comments,
   ``retry``, multi-line data, NUL, unknown fields, a block cut by a chunk
@@ -20,10 +21,16 @@ Design, for speed (this is the hot path of every stream):
   a character split across chunks survives (fact 14). Decoding a run of
   complete lines at once equals decoding each line alone, because CR and LF
   are ASCII and end any truncated multi-byte sequence the same way.
-* ``max_event_bytes`` bounds the memory held for one pending event. A run of
-  lines that cannot reach the limit (the span from the pending block's start
-  to the run's end fits it) is not checked; otherwise lines are checked one
-  by one, so an error names the same offset however the input was split.
+* ``max_event_bytes`` bounds the memory held for one pending event. The rule:
+  a pending block is every byte from the end of the previous blank line's
+  terminator (or the stream start, after a BOM) up to the byte consumed last,
+  line terminators included (CRLF counts 2 even when cut between chunks), and
+  blank lines belong to no block. The error is raised when the block's
+  ``max_event_bytes + 1``-th byte has been consumed, and names its offset:
+  the same offset, and the same events before it, however the input was split.
+  A run of lines that cannot reach the limit (the span from the pending
+  block's start to the run's end fits it) is not checked; otherwise lines are
+  checked one by one.
 """
 
 from __future__ import annotations
@@ -66,6 +73,13 @@ _TERMINATOR_STR: Final = re.compile(r"\r\n|\r|\n")
 _EVENT_ID_DATA: Final = re.compile(r"event: (.*)\nid: (.*)\ndata: (.*)\n\n")
 _EVENT_DATA: Final = re.compile(r"event: (.*)\ndata: (.*)\n\n")
 _DATA: Final = re.compile(r"data: (.*)\n\n")
+# The same shapes framed with CRLF (Gemini, sse-starlette), matched on the
+# decoded text as it is: no copy to turn CRLF into LF. ``.`` matches CR, but the
+# fast path only runs where every CR is part of a CRLF (feed checked), so
+# ``(.*)\r\n`` gives back one line's value.
+_EVENT_ID_DATA_CRLF: Final = re.compile(r"event: (.*)\r\nid: (.*)\r\ndata: (.*)\r\n\r\n")
+_EVENT_DATA_CRLF: Final = re.compile(r"event: (.*)\r\ndata: (.*)\r\n\r\n")
+_DATA_CRLF: Final = re.compile(r"data: (.*)\r\n\r\n")
 # The longest start of a block kept unprocessed between two calls (see feed),
 # and the most bytes the fast path decodes at once.
 _RAW_KEEP: Final = 16 * 1024
@@ -163,6 +177,10 @@ class Decoder:
                 if self._block_start == start:
                     # That CRLF was a blank line: its LF is not part of the next block.
                     self._block_start = start + 1
+                elif start + 1 - self._block_start > self._max:
+                    # The LF ends a line of the pending block, so it counts
+                    # toward the limit as it would in one chunk.
+                    raise self._fail(self._block_start + self._max)
                 chunk = chunk[1:]
         if self._at_start and chunk:
             # Fact 13: one BOM, only at the very start, even split across chunks.
@@ -315,25 +333,24 @@ class Decoder:
         """
         # The first block's shape picks the pattern (a slice compares faster
         # than a startswith call); stride: groups per block + 1, see split below.
+        # CRLF line ends only, or LF only (feed checked): the block's last byte says which.
+        crlf = data[end - 2] == 13
         if data[pos : pos + 7] == b"event: ":
             nl = data.find(10, pos) + 1
             if data[nl : nl + 4] == b"id: ":
-                pattern, stride = _EVENT_ID_DATA, 4
+                pattern, stride = (_EVENT_ID_DATA_CRLF if crlf else _EVENT_ID_DATA), 4
             elif data[nl : nl + 6] == b"data: ":
-                pattern, stride = _EVENT_DATA, 3
+                pattern, stride = (_EVENT_DATA_CRLF if crlf else _EVENT_DATA), 3
             else:
                 return False
         elif data[pos : pos + 6] == b"data: ":
-            pattern, stride = _DATA, 2
+            pattern, stride = (_DATA_CRLF if crlf else _DATA), 2
         else:
             return False
         region = data[pos:end] if pos or end != len(data) else data
         if 0 in region:  # fact 23: an id with NUL is ignored; leave that to _lines
             return False
-        if 13 in region:  # CRLF line ends only (feed checked): one LF each
-            text = region.replace(b"\r\n", b"\n").decode("utf-8", "replace")
-        else:
-            text = region.decode("utf-8", "replace")
+        text = region.decode("utf-8", "replace")
         # split() gives [gap, group..., gap, group..., gap]: the matches tile the
         # region (so every line is in a canonical block, and the line-by-line
         # path would give the same events) iff every gap is empty.
@@ -463,9 +480,13 @@ class Decoder:
         return []
 
 
-def _check_field(name: str, value: str) -> None:
-    if "\r" in value or "\n" in value:
-        raise LocalProtocolError(f"SSE {name} must not contain CR or LF: {value!r}")
+def _check_field(name: str, value: str, forbidden: str = "\r\n") -> None:
+    # An encoder must never let a value end its line early: any CR or LF
+    # would start a new field (fact 7), and so could forge a whole frame.
+    if any(c in value for c in forbidden):
+        shown = value if len(value) <= 64 else value[:64] + "..."
+        what = " or ".join(("CR", "LF", "NUL")[: len(forbidden)])
+        raise LocalProtocolError(f"SSE {name} must not contain {what}: {shown!r}")
 
 
 def encode(
@@ -485,21 +506,20 @@ def encode(
     ``id`` resets the last event ID.
 
     Raises ``LocalProtocolError`` when ``event``, ``id`` or ``comment``
-    contains CR or LF, ``id`` contains NUL (a decoder would ignore it, fact
-    23), ``retry`` is negative or not an int, or the text is not encodable as
-    UTF-8 (a lone surrogate).
+    contains CR or LF (it would end the line and could forge fields or a
+    whole frame), ``event`` or ``id`` contains NUL (a decoder ignores such an
+    id, fact 23, and no LLM-Stream type has one), ``retry`` is negative or
+    not an int, or the text is not encodable as UTF-8 (a lone surrogate).
     """
     parts: list[str] = []
     if comment is not None:
         _check_field("comment", comment)
         parts.append(f": {comment}\n" if comment else ":\n")
     if event is not None:
-        _check_field("event", event)
+        _check_field("event", event, "\r\n\0")
         parts.append(f"event: {event}\n")
     if id is not None:
-        _check_field("id", id)
-        if "\0" in id:
-            raise LocalProtocolError(f"SSE id must not contain NUL: {id!r}")
+        _check_field("id", id, "\r\n\0")
         parts.append(f"id: {id}\n")
     if retry is not None:
         if type(retry) is not int or retry < 0:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 from tests.fuzz.fuzz_inputs import FUZZ, chunked
@@ -67,3 +68,26 @@ def test_iter_events_and_validate_never_raise_anything_else(data: bytes) -> None
         pass
     report = tokenwire.validate([data])  # the validator reports; it never raises
     assert isinstance(report.ok, bool)
+
+
+@FUZZ
+@given(
+    name=st.one_of(
+        st.from_regex(events.TYPE_NAME, fullmatch=True),
+        st.text(max_size=80),
+        st.sampled_from(["x.y\n\nevent: stream.end", "a:b", "x\r", "x\0", " x"]),
+    ),
+    seq=st.integers(0, 2**53),
+)
+def test_any_event_that_parses_dumps_as_exactly_one_frame(name: str, seq: int) -> None:
+    # Event names (docs/conformance.md ruling 13): whatever the upstream sent,
+    # an event that parses is written back as one SSE frame with that name.
+    data = msgspec.json.encode({"v": "1.0", "seq": seq, "type": name}).decode()
+    try:
+        event = events.parse(name, data)
+    except ProtocolError:
+        assert not events.is_type_name(name) or name in events.EVENT_TYPES
+        return
+    decoder = sse.Decoder()
+    messages = decoder.feed(events.dump(event)) + decoder.close()
+    assert [m.event for m in messages] == [name]

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 import tokenwire
 from tokenwire import events as ev
 from tokenwire import request as rq
+from tokenwire.errors import InvalidRequest
 from tokenwire.gateway import demo
 from tokenwire.gateway.demo import DemoModel, arguments_for, plan_reply, tokenize
 from tokenwire.writer import Writer
@@ -52,6 +53,13 @@ def test_demo_vectors(name: str, vector: dict[str, Any]) -> None:
     if "tool_call" in expect:
         assert reply.tool_call is not None and not reply.tokens
         assert reply.tool_call.name == expect["tool_call"]["name"]
+        if "arguments_bytes_at_most" in expect["tool_call"]:
+            # An amplifying schema: the synthesis is bounded, so the arguments
+            # fall short of it, and the §8.2 check of the stream says so.
+            assert len(reply.tool_call.arguments) <= expect["tool_call"]["arguments_bytes_at_most"]
+            report = tokenwire.validate(b"".join(map(ev.dump, _stream(request))), request)
+            assert [v.rule for v in report.violations] == ["invalid-arguments"]
+            return
         arguments = json.loads(reply.tool_call.arguments)
         assert arguments == expect["tool_call"]["arguments"]
         tool = request.tool(reply.tool_call.name)
@@ -81,6 +89,11 @@ def test_the_vectors_cover_the_promises() -> None:
         "tool-call-schema-kinds",
         "tool-result-answer",
         "tool-no-shared-word",
+        "max-tokens-1024-sdk-default",
+        "exact-tokens-extension",
+        "tool-weather-whats-paris",
+        "tool-docs-confirmation-example",
+        "tool-amplifying-schema-bounded",
     ):
         assert required in names
 
@@ -107,14 +120,125 @@ _texts = st.text(min_size=1, max_size=80).filter(lambda s: s.strip())
 
 
 @settings(max_examples=60, deadline=None)
-@given(text=_texts, max_tokens=st.integers(min_value=1, max_value=400))
-def test_max_tokens_is_exact(text: str, max_tokens: int) -> None:
+@given(text=_texts, max_tokens=st.integers(min_value=1, max_value=demo.MAX_TOKENS))
+def test_max_tokens_is_a_cap(text: str, max_tokens: int) -> None:
+    # Issue 13: max_tokens caps the reply as it would a real model's; it is
+    # not the length. A cap under the natural reply cuts it (max_tokens).
+    natural = plan_reply(rq.build(model="demo", messages=text))
     reply = plan_reply(rq.build(model="demo", messages=text, parameters={"max_tokens": max_tokens}))
-    assert len(reply.tokens) == max_tokens == reply.output_tokens
-    assert reply.stop_reason == "max_tokens"
-    # A budget only cuts: the same wording as any other budget.
-    longer = plan_reply(rq.build(model="demo", messages=text, parameters={"max_tokens": 401}))
-    assert longer.tokens[:max_tokens] == reply.tokens
+    assert len(reply.tokens) == min(max_tokens, len(natural.tokens)) == reply.output_tokens
+    assert reply.tokens == natural.tokens[: len(reply.tokens)]
+    cut = max_tokens < len(natural.tokens)
+    assert reply.stop_reason == ("max_tokens" if cut else "end_turn")
+
+
+@settings(max_examples=40, deadline=None)
+@given(text=_texts, tokens=st.integers(min_value=1, max_value=2000))
+def test_the_tokens_extension_gives_that_length(text: str, tokens: int) -> None:
+    extensions = {demo.EXTENSION: {"tokens": tokens}}
+    reply = plan_reply(rq.build(model="demo", messages=text, extensions=extensions))
+    assert len(reply.tokens) == tokens == reply.output_tokens
+    assert reply.stop_reason == "end_turn"
+
+
+@pytest.mark.parametrize(
+    ("parameters", "extensions", "path"),
+    [
+        ({"max_tokens": demo.MAX_TOKENS + 1}, None, "parameters.max_tokens"),
+        ({"max_tokens": 10**30}, None, "parameters.max_tokens"),
+        (
+            None,
+            {demo.EXTENSION: {"tokens": demo.MAX_TOKENS + 1}},
+            'extensions["tokenwire:demo"].tokens',
+        ),
+        (None, {demo.EXTENSION: {"tokens": 0}}, 'extensions["tokenwire:demo"].tokens'),
+        (None, {demo.EXTENSION: {"tokens": "many"}}, 'extensions["tokenwire:demo"].tokens'),
+    ],
+)
+def test_over_the_cap_is_a_400_naming_the_field(
+    parameters: dict[str, Any] | None, extensions: dict[str, Any] | None, path: str
+) -> None:
+    request = rq.build(model="demo", messages="hi", parameters=parameters, extensions=extensions)
+    with pytest.raises(InvalidRequest) as info:
+        DemoModel().check_request(request)
+    assert info.value.path == path and info.value.status_hint == 400
+    with pytest.raises(InvalidRequest):
+        plan_reply(request)
+
+    async def first_event() -> None:
+        async for _event in DemoModel().generate(request):
+            raise AssertionError("an event before the refusal")
+
+    with pytest.raises(InvalidRequest):
+        asyncio.run(first_event())
+    # At the cap itself it is served.
+    at_cap = rq.build(model="demo", messages="hi", parameters={"max_tokens": demo.MAX_TOKENS})
+    DemoModel().check_request(at_cap)
+
+
+def test_the_stream_is_lazy_and_matches_the_plan() -> None:
+    # generate() streams the same tokens plan_reply lists, without building them first.
+    for parameters, extensions in (
+        (None, None),
+        ({"max_tokens": 9}, None),
+        (None, {demo.EXTENSION: {"tokens": 500}}),
+        ({"stop_sequences": ["demo"]}, None),
+    ):
+        request = rq.build(
+            model="demo", messages="Tell me more", parameters=parameters, extensions=extensions
+        )
+        events = _stream(request)
+        texts = [e.text for e in events if isinstance(e, ev.ContentDelta)]
+        reply = plan_reply(request)
+        assert texts == reply.tokens
+        (usage,) = [e for e in events if isinstance(e, ev.Usage)]
+        assert usage.output_tokens == reply.output_tokens
+
+
+@pytest.mark.parametrize(
+    ("message", "tool", "arguments"),
+    [
+        ("What's the weather in Paris?", "get_weather", {"city": "Paris"}),
+        ("what is the weather like in paris", "get_weather", {"city": "paris"}),
+        ("Paris weather?", "get_weather", {"city": "Paris"}),
+        ("How is the weather today? I am in Oslo.", "get_weather", {"city": "Oslo"}),
+        ("Mail the Vienna weather to Ann", "send_email", {"to": "Ann"}),
+        ("E-mail Bob the forecast", "send_email", {"to": "Bob"}),
+        ("Send an email to Ann about the Vienna weather", "send_email", {"to": "Ann"}),
+    ],
+)
+def test_tool_arguments_come_from_the_prompt(
+    message: str, tool: str, arguments: dict[str, Any]
+) -> None:
+    weather = {
+        "name": "get_weather",
+        "description": "Get current weather for a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    }
+    email = {
+        "name": "send_email",
+        "description": "Send an email.",
+        "parameters": {"type": "object", "properties": {"to": {"type": "string"}}},
+    }
+    reply = plan_reply(rq.build(model="demo", messages=message, tools=[weather, email]))
+    assert reply.tool_call is not None
+    assert (reply.tool_call.name, json.loads(reply.tool_call.arguments)) == (tool, arguments)
+
+
+def test_argument_synthesis_is_bounded_whatever_the_schema() -> None:
+    # A schema that bypassed request.parse (which refuses min* over 4096).
+    nested = {"type": "array", "minItems": 10**9, "items": {"type": "string", "minLength": 10**9}}
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "array", "minItems": 10**9, "items": nested}},
+    }
+    arguments = arguments_for(schema, "x")
+    size = len(msgspec.json.encode(arguments))
+    assert size <= 4 * (demo.MAX_ARGUMENT_CHARS + 8 * demo.MAX_ARGUMENT_VALUES)
 
 
 @settings(max_examples=60, deadline=None)
@@ -245,5 +369,5 @@ def test_unpaced_long_reply_yields_to_the_loop(monkeypatch: pytest.MonkeyPatch) 
         sleeps.append(seconds)
 
     monkeypatch.setattr(demo.asyncio, "sleep", fake_sleep)
-    _stream(rq.build(model="demo", messages="long", parameters={"max_tokens": 300}))
-    assert sleeps and set(sleeps) == {0}
+    _stream(rq.build(model="demo", messages="long", extensions={demo.EXTENSION: {"tokens": 300}}))
+    assert len(sleeps) == 300 // 64 and set(sleeps) == {0}

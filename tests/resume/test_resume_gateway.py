@@ -279,7 +279,7 @@ def test_a_plain_stream_is_cancelled_at_hang_up(
 def test_trimmed_events_are_410(memory_gateway: Gateway) -> None:
     request_id = new_id("trim")
     body = payload(request_id=request_id)
-    body["parameters"] = {"max_tokens": 200}
+    body["extensions"]["tokenwire:demo"] = {"tokens": 200}  # a long reply (max_tokens only caps)
     with memory_gateway.client(timeout=30.0) as client:
         whole = post_all(client, body)
         events = events_of(whole)

@@ -283,7 +283,14 @@ def _events() -> st.SearchStrategy[ev.Event]:
         st.builds(ev.Usage, v=v, seq=seq, input_tokens=_counts, output_tokens=_counts),
         st.builds(ev.ErrorEvent, v=v, seq=seq, code=_ids, message=_ids),
         st.builds(ev.StreamEnd, v=v, seq=seq, request_id=st.none() | _ids),
-        st.builds(ev.UnknownEvent, type=_ids, data=st.just('{"x":1}'), v=v, seq=seq),
+        # An unregistered type is still a valid name (events.TYPE_NAME, conformance ruling 13).
+        st.builds(
+            ev.UnknownEvent,
+            type=st.from_regex(ev.TYPE_NAME, fullmatch=True),
+            data=st.just('{"x":1}'),
+            v=v,
+            seq=seq,
+        ),
     )
 
 

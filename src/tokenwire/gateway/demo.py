@@ -3,19 +3,27 @@
 It is a documented model, not a test mock (docs/gateway.md, "The demo model"):
 
 - **Deterministic.** The reply is a pure function of the messages, tools and
-  parameters; ``metadata`` (``request_id``) and extensions do not change it.
-  ``max_tokens`` and ``stop_sequences`` only cut it short (a prefix of the
-  same text); ``temperature`` and ``top_p`` pick another wording.
+  parameters; ``metadata`` (``request_id``) and the pacing extension do not
+  change it. ``max_tokens`` and ``stop_sequences`` only cut it short (a prefix
+  of the same text); ``temperature`` and ``top_p`` pick another wording.
 - **Streams real text.** A fluent reply built from the conversation, echoing
   the user's question, one token per ``content.delta``. A token is a word with
-  its leading whitespace. ``parameters.max_tokens`` tokens when given (then
-  ``stop_reason`` is ``max_tokens``), about 40 when not (``end_turn``).
+  its leading whitespace. Its natural length is about 40 tokens, ending at a
+  sentence (``end_turn``); ``parameters.max_tokens`` is a cap, as for a real
+  model: a smaller one cuts the reply (``stop_reason`` ``max_tokens``), a
+  larger one changes nothing. ``"tokenwire:demo": {"tokens": N}`` asks for a
+  reply of exactly N tokens (for load tests).
+- **Bounded.** At most ``MAX_TOKENS`` tokens: a ``max_tokens`` or ``tokens``
+  above it is refused (``check_request``, a 400 naming the field), and the
+  tokens are produced lazily, handing the event loop back every 64.
 - **Calls tools.** When tools are declared and the last message is a user
-  message sharing a word with a tool's name or description, it calls that tool
-  (§4.8) with arguments valid against its JSON Schema, filled from the message
-  where it can ("What is the weather in Vienna?" -> ``{"city": "Vienna"}``),
-  then ``content.stop`` with ``tool_use``. When the last message is a ``tool``
-  result, it answers with text quoting that result.
+  message sharing a word with a tool's name or description, it calls the best
+  match (§4.8) with arguments valid against its JSON Schema, filled from the
+  message ("What's the weather in Paris?" -> ``{"city": "Paris"}``, "Mail the
+  Vienna weather to Ann" -> ``send_email`` with ``{"to": "Ann"}``), then
+  ``content.stop`` with ``tool_use``. The arguments are bounded in size
+  whatever the schema asks. When the last message is a ``tool`` result, it
+  answers with text quoting that result.
 - **Emits the rest.** ``usage`` with counted tokens; ``stop_sequences`` end
   the text early (``end_turn``); ``"tokenwire:demo": {"delay_ms": N}`` paces it.
 
@@ -29,27 +37,40 @@ import hashlib
 import math
 import re
 from collections.abc import AsyncIterator, Iterator, Sequence
+from itertools import islice
 from typing import Any, Final
 
 import msgspec
 
 from .. import events as ev
+from ..errors import InvalidRequest
 from ..request import Message, Request, Tool
 
 __all__ = [
     "DEFAULT_TOKENS",
     "EXTENSION",
+    "MAX_ARGUMENT_CHARS",
+    "MAX_ARGUMENT_VALUES",
     "MAX_DELAY_MS",
+    "MAX_TOKENS",
     "DemoModel",
     "Reply",
     "arguments_for",
+    "check_request",
     "count_tokens",
     "plan_reply",
     "tokenize",
 ]
 
-#: About this many tokens are streamed when ``max_tokens`` is not given.
+#: The natural length of a reply: the sentence end closest to this many tokens.
 DEFAULT_TOKENS: Final = 40
+#: The most tokens one reply may have; a larger ``max_tokens`` (or ``tokens``)
+#: is a 400. A real model's output limit plays the same part.
+MAX_TOKENS: Final = 32768
+#: Tool arguments hold at most this many values and this many characters of
+#: strings, whatever ``minItems``/``minLength`` the schema asks for.
+MAX_ARGUMENT_VALUES: Final = 1024
+MAX_ARGUMENT_CHARS: Final = 16384
 #: The demo's extension key (§4.7): ``{"delay_ms": N}`` paces the stream.
 EXTENSION: Final = "tokenwire:demo"
 #: ``delay_ms`` is clamped to this, so a client cannot park a connection for long.
@@ -65,10 +86,24 @@ _TOKEN: Final = re.compile(r"\s*\S+")
 _WORD: Final = re.compile(r"[A-Za-z0-9]+")
 _CAMEL: Final = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _QUOTED: Final = re.compile(r"\"([^\"]+)\"|“([^”]+)”|'([^']+)'")
-_PROPER: Final = re.compile(r"\b[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*")
+_UPPER: Final = "A-ZÀ-ÖØ-Þ"
+# A run of capitalised words ("New York"); its start offset tells whether it
+# opens a sentence, where capitals say nothing ("What", "Mail").
+_PROPER: Final = re.compile(rf"\b[{_UPPER}][\w'-]*(?:\s+[{_UPPER}][\w'-]*)*")
+_SENTENCE_START: Final = re.compile(r"(?:^|[.!?:;]\s+|\n)\W*$")
 _AFTER_PREPOSITION: Final = re.compile(
-    r"\b(?:in|at|for|to|from|near|about|of|on|into|around)\s+([A-Za-z][\w'-]*)", re.IGNORECASE
+    rf"\b((?i:in|at|for|to|from|near|about|of|on|into|around|with))\s+((?:[{_UPPER}][\w'-]*"
+    rf"(?:\s+[{_UPPER}][\w'-]*)*)|[A-Za-z][\w'-]*)"
 )
+#: Which prepositions introduce which kind of value, best first.
+_PLACE_PREPOSITIONS: Final = ("in", "at", "near", "around", "for", "of")
+# "to" and "from" often name a person ("Mail the Vienna weather to Ann").
+_WEAK_PLACE_PREPOSITIONS: Final = ("into", "to", "from")
+_DESTINATION_PREPOSITIONS: Final = ("to", "into", "for")
+_ORIGIN_PREPOSITIONS: Final = ("from",)
+_PERSON_PREPOSITIONS: Final = ("to", "for", "with", "from")
+#: Words that mean the same to the tool matcher ("Mail Ann" calls send_email).
+_SYNONYMS: Final = {"mail": "email", "e": "", "emails": "email", "mails": "email", "texts": "text"}
 
 #: Words too common to link a message to a tool.
 _STOPWORDS: Final = frozenset(
@@ -81,6 +116,10 @@ _STOPWORDS: Final = frozenset(
 #: Property names that want a place.
 _PLACE_NAMES: Final = frozenset(
     "city location place country region town destination origin address where area".split()
+)
+#: Property names that want a person.
+_PERSON_NAMES: Final = frozenset(
+    "to recipient recipients person who user username contact attendee assignee owner".split()
 )
 #: Property names that want the whole request text.
 _TEXT_NAMES: Final = frozenset(
@@ -98,7 +137,7 @@ _SENTENCES: Final = (
     "It builds its reply from your conversation, so the same messages and parameters "
     "always give the same text.",
     "Every word arrives as its own content.delta event, in order, with its sequence number.",
-    "Set parameters.max_tokens to choose exactly how many tokens it streams.",
+    "Set parameters.max_tokens to cap how many tokens it streams.",
     "Declare a tool that shares a word with your message and it calls that tool instead.",
     "Add the extension tokenwire:demo with delay_ms to pace the stream.",
     "A real model would answer the question itself; this one describes the stream you are reading.",
@@ -121,14 +160,20 @@ def count_tokens(text: str) -> int:
     return len(_TOKEN.findall(text))
 
 
-def _words(text: str) -> set[str]:
-    """Content words: lower-cased, split on ``_`` and camelCase, minus stop words."""
-    out = set()
+def _content_words(text: str) -> list[str]:
+    """Content words in order: lower-cased, split on ``_`` and camelCase, minus
+    stop words, synonyms merged ("mail" is "email")."""
+    out = []
     for word in _WORD.findall(_CAMEL.sub(" ", text)):
         word = word.lower()
-        if word not in _STOPWORDS:
-            out.add(word)
+        word = _SYNONYMS.get(word, word)
+        if word and word not in _STOPWORDS:
+            out.append(word)
     return out
+
+
+def _words(text: str) -> set[str]:
+    return set(_content_words(text))
 
 
 def _cut_words(text: str, limit: int) -> str:
@@ -211,26 +256,24 @@ def _join(words: list[str]) -> str:
     return ", ".join(words[:-1]) + " and " + words[-1]
 
 
-def _text_tokens(sentences: Iterator[str], budget: int | None) -> tuple[list[str], bool]:
-    """Tokens for the reply: exactly ``budget`` when given, else about 40 at a sentence end.
-
-    Returns the tokens and whether the budget cut the text.
-    """
-    tokens: list[str] = []
-    if budget is not None:
-        for sentence in sentences:
-            tokens += tokenize(sentence if not tokens else " " + sentence)
-            if len(tokens) >= budget:
-                return tokens[:budget], True
-    # The sentence boundary closest to DEFAULT_TOKENS (never an empty reply).
-    best: list[str] = []
+def _all_tokens(sentences: Iterator[str]) -> Iterator[str]:
+    """The sentences' tokens, one after the other, lazily."""
+    first = True
     for sentence in sentences:
-        tokens += tokenize(sentence if not tokens else " " + sentence)
-        if not best or abs(len(tokens) - DEFAULT_TOKENS) <= abs(len(best) - DEFAULT_TOKENS):
-            best = list(tokens)
-        if len(tokens) >= DEFAULT_TOKENS:
+        yield from tokenize(sentence if first else " " + sentence)
+        first = False
+
+
+def _natural_length(sentences: Iterator[str]) -> int:
+    """The sentence boundary closest to DEFAULT_TOKENS (never an empty reply)."""
+    count = best = 0
+    for sentence in sentences:
+        count += count_tokens(sentence)
+        if not best or abs(count - DEFAULT_TOKENS) <= abs(best - DEFAULT_TOKENS):
+            best = count
+        if count >= DEFAULT_TOKENS:
             break
-    return best, False
+    return best
 
 
 def _apply_stop_sequences(tokens: list[str], stops: Sequence[str]) -> list[str] | None:
@@ -265,11 +308,22 @@ def _tool_result_text(messages: Sequence[Message]) -> str:
 
 
 def _pick_tool(tools: Sequence[Tool], message: Message) -> Tool | None:
-    """The declared tool sharing the most words with ``message`` (first on a tie)."""
-    words = _words(message.text)
+    """The declared tool that best matches ``message`` (the first on a tie), or ``None``.
+
+    A word shared with the tool's name counts 2, one shared only with its
+    description 1, and the message's first content word (its verb, as in
+    "Mail the weather to Ann") 1 more: the action picks the tool.
+    """
+    order = _content_words(message.text)
+    words = set(order)
+    lead = order[0] if order else None
     best, best_score = None, 0
     for tool in tools:
-        score = len(words & (_words(tool.name) | _words(tool.description)))
+        named = _words(tool.name)
+        described = _words(tool.description) - named
+        score = 2 * len(words & named) + len(words & described)
+        if score and lead is not None and lead in named | described:
+            score += 1
         if score > best_score:
             best, best_score = tool, score
     return best
@@ -281,48 +335,15 @@ def plan_reply(request: Request) -> Reply:
     Returns a ``Reply`` with either text tokens or one tool call, its stop
     reason and token counts.
     """
-    seed = _seed(request)
-    messages = request.messages
+    check_request(request)
+    reply = _tool_reply(request)
+    if reply is not None:
+        return reply
     params = request.parameters
-    budget = params.max_tokens if params is not None else None
     stops = (params.stop_sequences or []) if params is not None else []
     input_tokens = _input_tokens(request)
-    last = messages[-1]
-
-    # §4.8 step 2: a user turn that mentions a declared tool gets a tool call.
-    if request.tools and last.role == "user":
-        tool = _pick_tool(request.tools, last)
-        if tool is not None:
-            arguments = msgspec.json.encode(arguments_for(tool.parameters, last.text)).decode()
-            call = ev.ToolCall(
-                v=ev.VERSION,
-                seq=0,
-                index=0,
-                id="call_" + seed.hex()[:16],
-                name=tool.name,
-                arguments=arguments,
-            )
-            return Reply(
-                tokens=[],
-                tool_call=call,
-                stop_reason="tool_use",
-                input_tokens=input_tokens,
-                output_tokens=count_tokens(tool.name) + count_tokens(arguments),
-            )
-
-    question = _question(messages)
-    if last.role == "tool":
-        # §4.8 step 5: the model reads the tool result and answers.
-        first = _tool_result_text(messages)
-        if question:
-            first += f' That answers "{question}"'
-            first += "" if question.endswith(("?", ".", "!")) else "."
-    elif question:
-        first = _OPENERS[seed[0] % len(_OPENERS)].format(q=question)
-        first += "" if question.endswith(("?", ".", "!")) else "."
-    else:
-        first = _NO_QUESTION
-    tokens, cut = _text_tokens(_sentences(seed, first, question), budget)
+    length, cut = _length(request)
+    tokens = list(islice(_reply_tokens(request), length))
     stop_reason = "max_tokens" if cut else "end_turn"
     stopped = _apply_stop_sequences(tokens, stops)
     if stopped is not None:
@@ -337,6 +358,100 @@ def plan_reply(request: Request) -> Reply:
     )
 
 
+def _tool_reply(request: Request) -> Reply | None:
+    """The tool call the demo makes for ``request``, or ``None`` (§4.8 step 2)."""
+    last = request.messages[-1]
+    # A user turn that mentions a declared tool gets a tool call.
+    if not request.tools or last.role != "user":
+        return None
+    tool = _pick_tool(request.tools, last)
+    if tool is None:
+        return None
+    arguments = msgspec.json.encode(arguments_for(tool.parameters, last.text)).decode()
+    call = ev.ToolCall(
+        v=ev.VERSION,
+        seq=0,
+        index=0,
+        id="call_" + _seed(request).hex()[:16],
+        name=tool.name,
+        arguments=arguments,
+    )
+    return Reply(
+        tokens=[],
+        tool_call=call,
+        stop_reason="tool_use",
+        input_tokens=_input_tokens(request),
+        output_tokens=count_tokens(tool.name) + count_tokens(arguments),
+    )
+
+
+def _sentences_for(request: Request) -> Iterator[str]:
+    """The reply's sentences for a text answer, endlessly."""
+    seed = _seed(request)
+    messages = request.messages
+    last = messages[-1]
+    question = _question(messages)
+    if last.role == "tool":
+        # §4.8 step 5: the model reads the tool result and answers.
+        first = _tool_result_text(messages)
+        if question:
+            first += f' That answers "{question}"'
+            first += "" if question.endswith(("?", ".", "!")) else "."
+    elif question:
+        first = _OPENERS[seed[0] % len(_OPENERS)].format(q=question)
+        first += "" if question.endswith(("?", ".", "!")) else "."
+    else:
+        first = _NO_QUESTION
+    return _sentences(seed, first, question)
+
+
+def _reply_tokens(request: Request) -> Iterator[str]:
+    """A text reply's tokens, lazily and endlessly (cut them with ``_length``)."""
+    return _all_tokens(_sentences_for(request))
+
+
+def _exact_tokens(request: Request) -> int | None:
+    option = request.extension(EXTENSION)
+    value = option.get("tokens") if isinstance(option, dict) else None
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_TOKENS:
+        raise InvalidRequest(
+            f"the demo model's reply length must be an integer from 1 to {MAX_TOKENS}",
+            path=f'extensions["{EXTENSION}"].tokens',
+        )
+    return value
+
+
+def _length(request: Request) -> tuple[int, bool]:
+    """How many tokens a text reply has, and whether ``max_tokens`` cut it."""
+    exact = _exact_tokens(request)
+    natural = exact if exact is not None else _natural_length(_sentences_for(request))
+    params = request.parameters
+    cap = params.max_tokens if params is not None else None
+    if cap is not None and cap < natural:
+        return cap, True
+    return natural, False
+
+
+def check_request(request: Request) -> None:
+    """Refuse what the demo will not do; raises ``InvalidRequest`` (a 400).
+
+    ``parameters.max_tokens`` above ``MAX_TOKENS`` (``1e30`` never gets here:
+    ``request.parse`` wants an integer), and a ``"tokenwire:demo"`` ``tokens``
+    that is not an integer from 1 to ``MAX_TOKENS``. The path names the field.
+    """
+    params = request.parameters
+    cap = params.max_tokens if params is not None else None
+    if cap is not None and cap > MAX_TOKENS:
+        shown = str(cap) if cap.bit_length() <= 64 else "a larger number"
+        raise InvalidRequest(
+            f"the demo model streams at most {MAX_TOKENS} tokens; got {shown}",
+            path="parameters.max_tokens",
+        )
+    _exact_tokens(request)
+
+
 # --- Tool arguments from a JSON Schema ----------------------------------------------------
 
 
@@ -344,32 +459,73 @@ class _Hints:
     """Values a message offers for string arguments."""
 
     def __init__(self, text: str) -> None:
+        text = text[:4096]  # the hints need the start of a message, not all of it
         self.text = text.strip()
         self.quoted = [next(g for g in m.groups() if g) for m in _QUOTED.finditer(text)]
-        self.proper = [
-            name
-            for m in _PROPER.finditer(text)
-            if (name := _strip_stopwords(m.group(0))) and name.lower() not in _STOPWORDS
-        ]
-        self.after_preposition = [
-            m.group(1)
+        # Capitalised names; a capital that opens a sentence says nothing
+        # ("Mail Bob" names Bob), so such a word is only a last resort.
+        self.proper: list[str] = []
+        self.initial: list[str] = []
+        for m in _PROPER.finditer(text):
+            run = m.group(0)
+            if _SENTENCE_START.search(text, 0, m.start()):
+                first, _, run = run.partition(" ")
+                if first.lower() not in _STOPWORDS:
+                    self.initial.append(first)
+            name = _strip_stopwords(run.strip())
+            if name and name.lower() not in _STOPWORDS:
+                self.proper.append(name)
+        # (preposition, the capitalised name or the word after it)
+        self.after: list[tuple[str, str]] = [
+            (m.group(1).lower(), _strip_stopwords(m.group(2)))
             for m in _AFTER_PREPOSITION.finditer(text)
-            if m.group(1).lower() not in _STOPWORDS
+            if _strip_stopwords(m.group(2)) and m.group(2).lower() not in _STOPWORDS
         ]
 
     def whole(self) -> str:
         return self.text.rstrip("?!. ") or self.text
+
+    def _after(self, prepositions: Sequence[str], capitalised: bool) -> str | None:
+        for preposition in prepositions:
+            for seen, word in self.after:
+                if seen == preposition and (word[:1].isupper() or not capitalised):
+                    return word
+        return None
+
+    def _place(self, prepositions: Sequence[str], weak: Sequence[str] = ()) -> str:
+        # "weather in Paris": a name after a place word, then any name, then a
+        # name after a weaker one ("to"), then a lower-case word after one
+        # ("in paris"), then a quoted phrase.
+        found = self._after(prepositions, True)
+        if found is None and self.proper:
+            found = self.proper[0]
+        if found is None:
+            found = self._after(weak, True)
+        if found is None:
+            found = self._after((*prepositions, *weak), False)
+        if found is None and self.quoted:
+            found = self.quoted[0]
+        if found is None and self.initial:
+            found = self.initial[0]  # "Paris weather?"
+        return found or self.whole()
 
     def for_name(self, name: str) -> str:
         key = name.lower()
         words = set(_WORD.findall(_CAMEL.sub(" ", name).lower()))
         if key in _TEXT_NAMES or words & _TEXT_NAMES:
             return self.whole()
+        if key in ("destination", "to_city", "arrival") or "destination" in words:
+            return self._place(_DESTINATION_PREPOSITIONS)
+        if key in ("origin", "from", "from_city", "departure") or "origin" in words:
+            return self._place(_ORIGIN_PREPOSITIONS)
         if key in _PLACE_NAMES or words & _PLACE_NAMES:
-            for candidates in (self.proper, self.after_preposition, self.quoted):
-                if candidates:
-                    return candidates[0]
-            return self.whole()
+            return self._place(_PLACE_PREPOSITIONS, _WEAK_PLACE_PREPOSITIONS)
+        if key in _PERSON_NAMES or words & _PERSON_NAMES:
+            # "Mail the weather to Ann": a name after to/for/with, else the last name.
+            found = self._after(_PERSON_PREPOSITIONS, True)
+            if found is None and self.proper:
+                found = self.proper[-1]
+            return found or self.whole()
         for candidates in (self.quoted, self.proper):
             if candidates:
                 return candidates[0]
@@ -416,19 +572,37 @@ def _number(schema: dict[str, Any], integer: bool) -> int | float:
     return math.ceil(value) if integer else value
 
 
-def _string(schema: dict[str, Any], name: str, hints: _Hints) -> str:
+class _Budget:
+    """What is left of ``MAX_ARGUMENT_VALUES`` and ``MAX_ARGUMENT_CHARS``."""
+
+    def __init__(self) -> None:
+        self.values = MAX_ARGUMENT_VALUES
+        self.chars = MAX_ARGUMENT_CHARS
+
+    def take(self) -> bool:
+        self.values -= 1
+        return self.values >= 0
+
+
+def _string(schema: dict[str, Any], name: str, hints: _Hints, budget: _Budget) -> str:
     value = hints.for_name(name)
     low, high = schema.get("minLength"), schema.get("maxLength")
-    if isinstance(high, int) and len(value) > high:
-        value = value[:high]
-    if isinstance(low, int) and len(value) < low:
-        value = value + "x" * (low - len(value))
+    if isinstance(high, int) and not isinstance(high, bool) and len(value) > high:
+        value = value[: max(high, 0)]
+    if isinstance(low, int) and not isinstance(low, bool) and len(value) < low:
+        # Bounded: past the budget the string is shorter than asked (and the
+        # §8.2 check says so); nobody gets megabytes from a schema.
+        value = value + "x" * max(0, min(low, budget.chars) - len(value))
+    value = value[: max(budget.chars, 0)]
+    budget.chars -= len(value)
     return value
 
 
-def _value(schema: Any, name: str, hints: _Hints, depth: int) -> Any:
+def _value(schema: Any, name: str, hints: _Hints, depth: int, budget: _Budget) -> Any:
+    if not budget.take():
+        return None
     if not isinstance(schema, dict) or depth > 16:
-        return hints.for_name(name)
+        return _string({}, name, hints, budget)
     if "const" in schema:
         return schema["const"]
     enum = schema.get("enum")
@@ -439,14 +613,20 @@ def _value(schema: Any, name: str, hints: _Hints, depth: int) -> Any:
     for combinator in ("anyOf", "oneOf", "allOf"):
         options = schema.get(combinator)
         if isinstance(options, list) and options:
-            return _value(options[0], name, hints, depth + 1)
+            return _value(options[0], name, hints, depth + 1, budget)
     kind = _schema_type(schema)
     if kind == "object":
-        return _object(schema, hints, depth + 1)
+        return _object(schema, hints, depth + 1, budget)
     if kind == "array":
         count = schema.get("minItems", 0)
+        count = count if isinstance(count, int) and not isinstance(count, bool) else 0
         items = schema.get("items", {})
-        return [_value(items, name, hints, depth + 1) for _ in range(max(0, int(count)))]
+        out = []
+        for _ in range(min(max(0, count), MAX_ARGUMENT_VALUES)):
+            if budget.values <= 0:
+                break
+            out.append(_value(items, name, hints, depth + 1, budget))
+        return out
     if kind == "integer":
         return _number(schema, integer=True)
     if kind == "number":
@@ -455,10 +635,10 @@ def _value(schema: Any, name: str, hints: _Hints, depth: int) -> Any:
         return False
     if kind == "null":
         return None
-    return _string(schema, name, hints)
+    return _string(schema, name, hints, budget)
 
 
-def _object(schema: dict[str, Any], hints: _Hints, depth: int) -> dict[str, Any]:
+def _object(schema: dict[str, Any], hints: _Hints, depth: int, budget: _Budget) -> dict[str, Any]:
     properties = schema.get("properties")
     properties = properties if isinstance(properties, dict) else {}
     required = schema.get("required")
@@ -468,7 +648,12 @@ def _object(schema: dict[str, Any], hints: _Hints, depth: int) -> dict[str, Any]
         if isinstance(required, list)
         else list(properties)
     )
-    return {name: _value(properties.get(name, {}), name, hints, depth) for name in names}
+    out = {}
+    for name in names[:MAX_ARGUMENT_VALUES]:
+        if budget.values <= 0:
+            break
+        out[name] = _value(properties.get(name, {}), name, hints, depth, budget)
+    return out
 
 
 def arguments_for(schema: dict[str, Any], message: str) -> dict[str, Any]:
@@ -478,10 +663,12 @@ def arguments_for(schema: dict[str, Any], message: str) -> dict[str, Any]:
     schema has no ``required`` list). ``const``, then the first ``enum`` value,
     then ``default`` win; numbers take their minimum (else 0), booleans
     ``false``, arrays ``minItems`` items; strings come from the message: a
-    place for names like ``city``, the whole message for names like ``query``,
-    else a quoted phrase or a proper name.
+    place for names like ``city``, a person for names like ``to``, the whole
+    message for names like ``query``, else a quoted phrase or a proper name.
+    Whatever the schema asks, the result holds at most ``MAX_ARGUMENT_VALUES``
+    values and ``MAX_ARGUMENT_CHARS`` characters of strings.
     """
-    return _object(schema, _Hints(message), 0)
+    return _object(schema, _Hints(message), 0, _Budget())
 
 
 # --- The provider ------------------------------------------------------------------------
@@ -496,32 +683,58 @@ def _delay_ms(request: Request, default: float) -> float:
 
 
 class DemoModel:
-    """The ``demo`` provider: streams ``plan_reply(request)``.
+    """The ``demo`` provider: streams ``plan_reply(request)``, lazily.
 
     ``delay_ms`` paces every event (a request's ``"tokenwire:demo":
     {"delay_ms": N}`` overrides it, clamped to ``MAX_DELAY_MS``).
+    ``check_request`` says, before any event, whether it will serve a request.
     """
 
     def __init__(self, *, delay_ms: float = 0.0) -> None:
         self.delay_ms = delay_ms
 
+    def check_request(self, request: Request) -> None:
+        """Raise ``InvalidRequest`` (a 400, ``.path`` naming the field) for a
+        request the demo refuses: see the module function ``check_request``."""
+        check_request(request)
+
     async def generate(self, request: Request) -> AsyncIterator[ev.Event]:
-        """Yield the reply's events: text or a tool call, ``content.stop``, ``usage``."""
-        reply = plan_reply(request)
+        """Yield the reply's events: text or a tool call, ``content.stop``, ``usage``.
+
+        Raises ``InvalidRequest`` before the first event for a request
+        ``check_request`` refuses. The text is produced token by token, never
+        all at once, and the event loop gets a turn every 64 tokens.
+        """
+        check_request(request)
+        params = request.parameters
+        tokens: Iterator[str] | list[str]
+        reply = _tool_reply(request)
+        if reply is None and not (params is not None and params.stop_sequences):
+            # The common case, lazily: no list of the reply's tokens is ever built.
+            length, cut = _length(request)
+            tokens = islice(_reply_tokens(request), length)
+            stop_reason = "max_tokens" if cut else "end_turn"
+            input_tokens, tool_call = _input_tokens(request), None
+        else:
+            # Stop sequences need the text ahead; a tool call has no text.
+            reply = reply or plan_reply(request)
+            tokens, stop_reason = reply.tokens, reply.stop_reason
+            input_tokens, tool_call = reply.input_tokens, reply.tool_call
         delay = _delay_ms(request, self.delay_ms) / 1000.0
         sleep = asyncio.sleep
         v = ev.VERSION
-        for n, token in enumerate(reply.tokens):
+        sent = 0
+        for token in tokens:
             if delay:
                 await sleep(delay)
-            elif n and n % _YIELD_EVERY == 0:
+            elif sent and sent % _YIELD_EVERY == 0:
                 await sleep(0)  # a long reply must not starve other streams
+            sent += 1
             yield ev.ContentDelta(v=v, seq=0, index=0, role="assistant", delta=ev.Delta(text=token))
-        if reply.tool_call is not None:
+        if tool_call is not None:
             if delay:
                 await sleep(delay)
-            yield reply.tool_call
-        yield ev.ContentStop(v=v, seq=0, index=0, stop_reason=reply.stop_reason)
-        yield ev.Usage(
-            v=v, seq=0, input_tokens=reply.input_tokens, output_tokens=reply.output_tokens
-        )
+            yield tool_call
+        output_tokens = reply.output_tokens if reply is not None else sent
+        yield ev.ContentStop(v=v, seq=0, index=0, stop_reason=stop_reason)
+        yield ev.Usage(v=v, seq=0, input_tokens=input_tokens, output_tokens=output_tokens)
