@@ -147,6 +147,12 @@ class Sampler:
     def __enter__(self) -> Sampler:
         for thread in self._threads:
             thread.start()
+        # The probe's own keep-alive connection is open before the attack counts
+        # the worker's idle connections.
+        deadline = time.monotonic() + 30
+        while not self.latencies and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.1)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -191,7 +197,7 @@ def attack_never_read(
     gw: _bench.ServedProcess, clients: int, sampler: Sampler, cap: int
 ) -> list[str]:
     idle = connections(gw)
-    body = standard_body(parameters={"max_tokens": TOKENS})
+    body = standard_body(**{"tokenwire:demo": {"tokens": TOKENS}})
     with client_sockets() as socks:
         for _ in range(clients):
             sock = socket.socket()
@@ -201,7 +207,19 @@ def attack_never_read(
             sock.sendall(head(len(body)) + body)
             socks.append(sock)
         closed = wait_until(lambda: connections(gw) <= idle, 120, sampler, cap)
-    return [] if closed else ["the gateway had not closed every connection within 120 s"]
+        # Only now (the attack is over) look at what each client was answered.
+        seen: dict[str, int] = {}
+        for sock in socks:
+            sock.setblocking(False)
+            try:
+                status = sock.recv(12)[9:12].decode() or "closed"
+            except BlockingIOError:
+                status = "nothing"
+            except OSError:
+                status = "reset"
+            seen[status] = seen.get(status, 0) + 1
+    notes = ["answered: " + ", ".join(f"{n}x {what}" for what, n in sorted(seen.items()))]
+    return notes if closed else [*notes, "the gateway had not closed every connection within 120 s"]
 
 
 def attack_slowloris(
@@ -266,18 +284,18 @@ def _post_and_read(gw: _bench.ServedProcess, body: bytes, limit_s: float) -> str
 
 
 def attack_requests(
-    gw: _bench.ServedProcess, clients: int, sampler: Sampler, cap: int, body: bytes
+    gw: _bench.ServedProcess, clients: int, sampler: Sampler, cap: int, make: Callable[[int], bytes]
 ) -> list[str]:
     outcomes: list[str] = []
     errors: list[BaseException] = []
 
-    def one() -> None:
+    def one(i: int) -> None:
         try:
-            outcomes.append(_post_and_read(gw, body, 30))
+            outcomes.append(_post_and_read(gw, make(i), 30))
         except OSError as exc:  # pragma: no cover - reported, not raised
             errors.append(exc)
 
-    threads = [threading.Thread(target=one, daemon=True) for _ in range(clients)]
+    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(clients)]
     for thread in threads:
         thread.start()
     wait_until(lambda: not any(t.is_alive() for t in threads), 60, sampler, cap)
@@ -289,10 +307,11 @@ def attack_requests(
     return notes
 
 
-def absurd_max_tokens() -> bytes:
-    # 1e30 as JSON text, exactly as an attacker writes it.
+def absurd_max_tokens(i: int) -> bytes:
+    """``max_tokens`` as an attacker writes it: ``1e30``, 10**30 as an integer, 2**31 - 1."""
+    value = ("1e30", "1" + "0" * 30, "2147483647")[i % 3]
     return standard_body().replace(
-        b'"stream": true', b'"stream": true, "parameters": {"max_tokens": 1e30}'
+        b'"stream": true', b'"stream": true, "parameters": {"max_tokens": ' + value.encode() + b"}"
     )
 
 
@@ -342,9 +361,11 @@ def run_attack(args: argparse.Namespace, name: str) -> Row:
                 elif name == "slowloris":
                     notes = attack_slowloris(gw, clients, sampler, cap)
                 elif name == "max-tokens":
-                    notes = attack_requests(gw, clients, sampler, cap, absurd_max_tokens())
+                    notes = attack_requests(gw, clients, sampler, cap, absurd_max_tokens)
                 else:
-                    notes = attack_requests(gw, clients, sampler, cap, amplifying_schema())
+                    notes = attack_requests(
+                        gw, clients, sampler, cap, lambda _i: amplifying_schema()
+                    )
             except RssCapExceeded:
                 notes = [f"ABORTED: RSS passed baseline + {args.rss_cap} MiB"]
             peak_kib = sampler.peak_kib
@@ -379,7 +400,7 @@ def mark(ok: bool) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, default=300)
-    parser.add_argument("--requests", type=int, default=4, help="max-tokens and schema requests")
+    parser.add_argument("--requests", type=int, default=6, help="max-tokens and schema requests")
     parser.add_argument("--write-timeout", type=float, default=5.0)
     parser.add_argument("--body-timeout", type=float, default=5.0)
     parser.add_argument("--header-timeout", type=float, default=5.0)

@@ -99,10 +99,10 @@ def command(
     Prints the URL, then serves until interrupted. Request logs go to stderr,
     one JSON line per request.
     """
-    # granian's allocator (jemalloc) keeps freed pages for 10 s, and only purges
-    # them when it is busy: after a storm of stalled clients the workers would
-    # stay at their peak. Purge within a second, from a background thread. It
-    # reads this once, when granian loads; the forked workers inherit it.
+    # granian's allocator (jemalloc) keeps freed pages (10 s decay, purged only
+    # when it is busy): after a storm of stalled clients the workers would stay
+    # at their peak. Give freed pages back at once. jemalloc reads this once,
+    # when granian loads; the forked workers inherit it. A user's own setting wins.
     os.environ.setdefault("_RJEM_MALLOC_CONF", _JEMALLOC_CONF)
     from granian.constants import HTTPModes, Interfaces
     from granian.http import HTTP1Settings, HTTP2Settings
@@ -169,7 +169,7 @@ def command(
     server.serve()
 
 
-_JEMALLOC_CONF = "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0"
+_JEMALLOC_CONF = "background_thread:true,dirty_decay_ms:0,muzzy_decay_ms:0,retain:false"
 
 
 def _with_timeouts(settings: ServerConfig, **overrides: float | None) -> ServerConfig:
