@@ -49,8 +49,9 @@ from tokenwire import _bench  # noqa: E402
 
 MEDIA_TYPE = "application/llm-request+json"
 ATTACKS = ("never-read", "slowloris", "max-tokens", "schema")
-#: Tokens each never-reading client asks for: enough to fill its outbox (256 KiB).
-TOKENS = 3000
+#: Tokens each never-reading client asks for: the demo's hard limit, ~3.5 MB of frames,
+#: far more than the socket, server and outbox buffers together.
+TOKENS = 32768
 TARGET_PEAK_MB = 100.0
 TARGET_AFTER = 0.10
 TARGET_P99_MS = 50.0
@@ -197,7 +198,7 @@ def attack_never_read(
     gw: _bench.ServedProcess, clients: int, sampler: Sampler, cap: int
 ) -> list[str]:
     idle = connections(gw)
-    body = standard_body(**{"tokenwire:demo": {"tokens": TOKENS}})
+    body = standard_body(extensions={"tokenwire:demo": {"tokens": TOKENS}})
     with client_sockets() as socks:
         for _ in range(clients):
             sock = socket.socket()

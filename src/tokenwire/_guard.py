@@ -118,7 +118,7 @@ class _Request:
         self.limits = limits
         self.receive_inner = receive
         self.send_inner = send
-        self.account = StreamAccount(limits.stream_budget_bytes)
+        self.account = StreamAccount(limits.stream_budget_bytes, limits.memory_budget_bytes)
         self.body_done = False
         self.started = False  # the response has started
         self.answered = False  # the guard answered (408): the app's sends go nowhere

@@ -20,6 +20,9 @@ DEFAULT_STREAM_BUDGET: Final = 4 << 20
 _UNBOUNDED: Final = 1 << 62
 #: A backlog is handed to the server in sends of about this size (``Outbox.take``).
 SEND_SLICE: Final = 32 * 1024
+#: The high-water mark while the process is over its memory budget: every
+#: stream still flows, but none may queue more than this.
+LOW_WATER: Final = 16 * 1024
 
 # --- Memory accounting: every stream's queued and in-flight bytes ------------------------
 
@@ -57,11 +60,15 @@ class StreamAccount:
     per-stream budget from here.
     """
 
-    __slots__ = ("outboxes", "stream_budget", "overflowed")
+    __slots__ = ("outboxes", "stream_budget", "memory_budget", "overflowed")
 
-    def __init__(self, stream_budget: int = DEFAULT_STREAM_BUDGET) -> None:
+    def __init__(
+        self, stream_budget: int = DEFAULT_STREAM_BUDGET, memory_budget: int | None = None
+    ) -> None:
         self.outboxes: list[Outbox] = []
         self.stream_budget = stream_budget
+        #: Over this (``BUDGET.total``), every stream's high-water mark drops to ``LOW_WATER``.
+        self.memory_budget = memory_budget if memory_budget is not None else _UNBOUNDED
         #: An outbox went over ``stream_budget``: the stream must not end cleanly.
         self.overflowed = False
 
@@ -94,6 +101,7 @@ class Outbox:
         "closed",
         "last_sent",
         "budget",
+        "_memory_budget",
         "_account",
         "_waiter",
         "_drained",
@@ -108,6 +116,7 @@ class Outbox:
         self._account = account
         # Without a guard there is no way to cut the stream visibly: no budget.
         self.budget = account.stream_budget if account is not None else _UNBOUNDED
+        self._memory_budget = account.memory_budget if account is not None else _UNBOUNDED
         if account is not None:
             account.outboxes.append(self)
         self._waiter: asyncio.Future[None] | None = None
@@ -186,13 +195,25 @@ class Outbox:
             self.chunks = []
             BUDGET.queued -= self.size
             self.size = 0
-        if self._drained is not None and self.size <= OUTBOX_HIGH_WATER:
+        if self._drained is not None and self.size <= self.high_water():
             self._release()
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
+    def high_water(self) -> int:
+        """Queued bytes past which the producer should wait (``drained``).
+
+        ``OUTBOX_HIGH_WATER``; ``LOW_WATER`` while the process is over its
+        memory budget, so that clients that do not read stop adding to it.
+        """
+        return LOW_WATER if BUDGET.total > self._memory_budget else OUTBOX_HIGH_WATER
+
+    def full(self) -> bool:
+        """The producer should ``await drained()`` before making more."""
+        return self.size > self.high_water()
+
     async def drained(self) -> None:
         """Wait until the sender has taken the queued frames, or the stream is over."""
-        if self.size <= OUTBOX_HIGH_WATER or self.closed:
+        if self.size <= self.high_water() or self.closed:
             return
         drained: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._drained = drained

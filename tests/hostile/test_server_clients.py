@@ -221,7 +221,7 @@ def test_idle_header_limit_does_not_cut_a_streaming_response(
     gateway: _bench.ServedProcess,
 ) -> None:
     # header_timeout_s is 2 s: a stream that outlives it, read by its client, is whole.
-    body = hp.body("demo", **{"tokenwire:demo": {"delay_ms": 50, "tokens": 60}})
+    body = hp.body("demo", extensions={"tokenwire:demo": {"delay_ms": 50, "tokens": 60}})
     with httpx.Client(timeout=60) as client:
         response = client.post(
             gateway.url + "/v1/stream", content=body, headers={"content-type": hp.MEDIA_TYPE}

@@ -231,4 +231,20 @@ def test_the_documented_limits_are_the_defaults() -> None:
     block = section.split("```toml\n", 1)[1].split("```", 1)[0]
     documented = parse(tomllib.loads(block)).server
     assert documented == ServerConfig()  # every value shown is the default
-    assert len(tomllib.loads(block)["server"]) == 7
+    assert len(tomllib.loads(block)["server"]) == 8
+
+
+def test_over_the_memory_budget_every_stream_gets_the_low_water_mark() -> None:
+    token = _outbox.ACCOUNT.set(_outbox.StreamAccount(memory_budget=64 * 1024))
+    try:
+        hog, other = _outbox.Outbox(0.0), _outbox.Outbox(0.0)
+    finally:
+        _outbox.ACCOUNT.reset(token)
+    other.push(b"x" * (_outbox.LOW_WATER + 1))
+    assert other.high_water() == _outbox.OUTBOX_HIGH_WATER and not other.full()
+    hog.push(b"y" * (100 * 1024))  # the process is now over its 64 KiB budget
+    assert other.high_water() == _outbox.LOW_WATER and other.full()
+    hog.take()
+    assert not other.full()  # back under the budget: the usual mark again
+    other.close(drop=True)
+    assert _outbox.BUDGET.total == 0

@@ -70,6 +70,8 @@ DEFAULT_HEADER_TIMEOUT_S: Final = 10.0
 DEFAULT_IDLE_TIMEOUT_S: Final = 60.0
 #: After SIGTERM/SIGINT a worker that has not stopped within this is killed.
 DEFAULT_SHUTDOWN_TIMEOUT_S: Final = 10.0
+#: A connection's kernel send buffer (SO_SNDBUF; the kernel doubles it).
+DEFAULT_SEND_BUFFER_BYTES: Final = 128 * 1024
 _GUARD: Final = _guard.Limits()
 
 #: Provider kinds besides the vendor formats of ``tokenwire.translate.VENDORS``.
@@ -117,6 +119,7 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     shutdown_timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S
     stream_budget_bytes: int = _GUARD.stream_budget_bytes
     memory_budget_bytes: int = _GUARD.memory_budget_bytes
+    send_buffer_bytes: int = DEFAULT_SEND_BUFFER_BYTES
 
 
 class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -237,7 +240,7 @@ def _check_server(cfg: ServerConfig) -> None:
         value = getattr(cfg, key)
         if not (math.isfinite(value) and value > 0):
             raise _fail(f"server.{key}", "must be a number > 0")
-    for key in ("stream_budget_bytes", "memory_budget_bytes"):
+    for key in ("stream_budget_bytes", "memory_budget_bytes", "send_buffer_bytes"):
         if getattr(cfg, key) < 1:
             raise _fail(f"server.{key}", "must be >= 1")
     if (cfg.certfile is None) != (cfg.keyfile is None):

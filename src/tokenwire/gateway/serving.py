@@ -35,28 +35,35 @@ def guard_limits(settings: ServerConfig, environ: Mapping[str, str] = os.environ
 def app_from_env() -> Guard:
     """The guarded gateway, configured by the environment (``app.app_from_env``)."""
     app = gateway_app_from_env()
-    limits = guard_limits(app.state.gateway.config.server)
+    settings = app.state.gateway.config.server
+    limits = guard_limits(settings)
+
+    def set_listeners() -> None:
+        limit_unread_connections(limits.write_timeout_s, settings.send_buffer_bytes)
+
     # The worker gets its listening socket after the app is built: set it at
-    # the first request (that one connection does not inherit the option).
-    return Guard(
-        app, limits, first_request=lambda: abort_unread_connections(limits.write_timeout_s)
-    )
+    # the first request (that one connection does not inherit the options).
+    return Guard(app, limits, first_request=set_listeners)
 
 
-def abort_unread_connections(seconds: float) -> int:
-    """Make the kernel drop connections whose client has read nothing for ``seconds``.
+def limit_unread_connections(write_timeout_s: float, send_buffer_bytes: int) -> int:
+    """Bound what a connection whose client does not read costs, in the kernel.
 
-    The guard's write deadline ends the stream, but the bytes already handed
-    to the HTTP server stay queued for a socket that never drains, and the
-    server has no write timeout of its own. ``TCP_USER_TIMEOUT`` (Linux) on
-    the listening sockets, inherited by every connection they accept, makes
-    the kernel reset a connection whose sent data stays unacknowledged, or
-    unsent behind a zero window, that long; the server then drops it and its
-    buffers. Returns how many listening sockets were set (0 off Linux).
+    Set on the listening sockets, so every connection they accept inherits it:
+
+    - ``TCP_USER_TIMEOUT`` (Linux): the guard's write deadline ends the stream,
+      but the bytes already handed to the HTTP server stay queued for a socket
+      that never drains, and the server has no write timeout of its own. The
+      kernel resets a connection whose data stays unacknowledged, or unsent
+      behind a zero window, for ``write_timeout_s``; the server then drops it
+      and its buffers.
+    - ``SO_SNDBUF``: without it the kernel grows a connection's send buffer to
+      megabytes, and a never-reading client makes the provider generate that
+      much before backpressure stops it: CPU and kernel memory per attacker.
+
+    Returns how many listening sockets were set.
     """
-    option = getattr(socket, "TCP_USER_TIMEOUT", None)
-    if option is None:
-        return 0
+    user_timeout = getattr(socket, "TCP_USER_TIMEOUT", None)
     done = 0
     with contextlib.suppress(OSError):
         fds = [int(fd) for fd in os.listdir("/proc/self/fd")]
@@ -68,7 +75,10 @@ def abort_unread_connections(seconds: float) -> int:
                 try:
                     listening = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
                     if listening and sock.family in (socket.AF_INET, socket.AF_INET6):
-                        sock.setsockopt(socket.IPPROTO_TCP, option, max(1, round(seconds * 1000)))
+                        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer_bytes)
+                        if user_timeout is not None:
+                            ms = max(1, round(write_timeout_s * 1000))
+                            sock.setsockopt(socket.IPPROTO_TCP, user_timeout, ms)
                         done += 1
                 finally:
                     sock.close()
