@@ -7,6 +7,8 @@
 =============  ==============================================================
 ``firehose``   endless 1 KiB deltas made on demand, holding nothing: any
                growth of the worker while it streams is the gateway's buffering
+``budget``     one delta: the worker's memory accounting (``_outbox.BUDGET``,
+               sends in flight), for diagnosis (bench/RESULTS.md, "storm")
 ``demo``       the built-in demo model
 =============  ==============================================================
 
@@ -51,7 +53,10 @@ class Firehose:
 
 
 def config(server: Mapping[str, Any] = {}) -> str:  # noqa: B006 - never mutated
-    models = {"firehose": {"provider": "python", "factory": "hostile_procs:Firehose"}}
+    models = {
+        "firehose": {"provider": "python", "factory": "hostile_procs:Firehose"},
+        "budget": {"provider": "python", "factory": "hostile_procs:BudgetProbe"},
+    }
     return _bench.gateway_config(models, server)
 
 
@@ -137,3 +142,19 @@ def status_of(response: bytes) -> int:
 def rss_mib(gateway: _bench.ServedProcess) -> float:
     """The serving process tree's resident memory, from /proc."""
     return _bench.rss_kib(gateway.pids()) / 1024
+
+
+class BudgetProbe:
+    """One delta: the worker's ``{"queued", "in_flight", "sending"}`` memory accounting."""
+
+    async def generate(self, request: Request) -> AsyncIterator[ev.Event]:
+        from tokenwire import _guard, _outbox
+
+        snapshot = {
+            "queued": _outbox.BUDGET.queued,
+            "in_flight": _outbox.BUDGET.in_flight,
+            "sending": len(_guard._SENDING),
+        }
+        yield ev.ContentDelta(
+            v="1.0", seq=0, index=0, role="assistant", delta=ev.Delta(text=json.dumps(snapshot))
+        )
