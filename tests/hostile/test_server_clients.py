@@ -229,3 +229,40 @@ def test_idle_header_limit_does_not_cut_a_streaming_response(
     assert response.status_code == 200
     assert response.text.rstrip().endswith("}")
     assert "event: stream.end" in response.text
+
+
+def test_serve_flags_override_the_config_in_the_workers() -> None:
+    port = _bench.free_port()
+    argv = _bench.gateway_argv(None, port) + ["--body-timeout", "1.5", "--write-timeout", "7"]
+    with _bench.ServedProcess(argv, port) as gw:
+        request = hp.body()
+        with hp.connect(gw.port) as sock:
+            sock.sendall(hp.head(request) + request[:3])
+            response = hp.read_until_closed(sock)
+    assert hp.status_of(response) == 408
+    assert b"within 1.5 s" in response
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "header_timeout_s",
+        "body_timeout_s",
+        "write_timeout_s",
+        "idle_timeout_s",
+        "shutdown_timeout_s",
+    ],
+)
+def test_a_timeout_that_is_not_positive_is_a_config_error(key: str) -> None:
+    from tokenwire.gateway.config import ConfigError, parse
+
+    with pytest.raises(ConfigError, match=f"server.{key}"):
+        parse({"server": {key: 0.0}})
+
+
+@pytest.mark.parametrize("key", ["stream_budget_bytes", "memory_budget_bytes", "send_buffer_bytes"])
+def test_a_budget_below_one_byte_is_a_config_error(key: str) -> None:
+    from tokenwire.gateway.config import ConfigError, parse
+
+    with pytest.raises(ConfigError, match=f"server.{key}"):
+        parse({"server": {key: 0}})
