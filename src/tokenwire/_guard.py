@@ -14,13 +14,19 @@ and enforces, for every HTTP request:
   ``write_timeout_s`` (the client stopped reading) ends the stream: the app's
   ``send`` fails as it does for a vanished client (``OSError``), so the
   endpoint cancels the producer; the stream's queued frames are dropped and
-  the connection is closed without a clean end.
+  the connection is closed without a clean end. granian accepts a send into
+  its own buffer (up to ~2 MB per connection) before the socket takes it, so
+  ``tokenwire serve`` also sets ``TCP_USER_TIMEOUT`` to the same deadline
+  (``gateway.serving``): the kernel resets a connection whose client has read
+  nothing for that long, and granian's send then fails the same way.
 - **Memory budgets**: each stream's outbox may queue ``stream_budget_bytes``
-  (``_outbox.Outbox``; past it the stream is cut like a stalled one), and while
+  (``_outbox.Outbox``; past it the stream is cut like a stalled one). While
   every stream's queued plus in-flight bytes (``_outbox.BUDGET``) are over
   ``memory_budget_bytes``, a new ``POST`` gets ``503 overloaded`` with
-  ``Retry-After``. Streams already running are not touched by that: the
-  write deadline is what reclaims the memory of clients that stopped reading.
+  ``Retry-After``, the streams whose send has been stuck for ``STALL_S`` are
+  ended (longest-stuck first) until the total fits, and every outbox's
+  high-water mark is ``_outbox.LOW_WATER`` (for an endpoint that asks
+  ``Outbox.full()``).
 
 The server's own limits (request heads that never complete, idle keep-alive
 connections) are granian's, set by ``tokenwire serve`` (docs/gateway.md,
