@@ -37,11 +37,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from tokenwire._bench import loadavg  # noqa: E402
-
 import gateway as gw  # noqa: E402 - bench/gateway.py: processes, client, throughput
 from _common import header, md_table, write_section  # noqa: E402
 from tokenwire.gateway.keys import hash_key, new_key  # noqa: E402
+from tokenwire.testing.processes import loadavg  # noqa: E402
 
 KEY = new_key()
 

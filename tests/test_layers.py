@@ -30,6 +30,7 @@ LAYERS: dict[str, int] = {
     "conformance": 4,
     "_asgi": 5,
     "_outbox": 5,
+    "_guard": 6,
     "server": 6,
     "client": 6,
     "testing": 7,

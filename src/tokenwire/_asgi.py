@@ -11,6 +11,7 @@ from typing import Any, Final, TypeAlias
 
 import msgspec
 
+from . import mediatype
 from .errors import ProtocolError, RequestTooLarge
 
 Scope: TypeAlias = MutableMapping[str, Any]
@@ -25,28 +26,41 @@ PROFILE: Final = "llm-stream-1.0"
 
 
 def media_type_essence(value: str | bytes | None) -> str:
-    """The lower-cased ``type/subtype`` of a Content-Type value, without parameters."""
+    """The lower-cased ``type/subtype`` of a Content-Type value, without parameters.
+
+    Parsed per RFC 9110 (``mediatype.parse``); a value that does not parse
+    still gives its text before the first ``;`` (the caller then refuses it
+    as an unsupported type, naming what it got).
+    """
     if value is None:
         return ""
-    if isinstance(value, bytes):
-        value = value.decode("latin-1")
-    return value.split(";", 1)[0].strip().lower()
+    try:
+        return mediatype.parse(value).essence
+    except mediatype.MediaTypeError:
+        text = value.decode("latin-1") if isinstance(value, bytes) else value
+        return text.split(";", 1)[0].strip().lower()
 
 
 def wants_standard(accept: str | bytes | None) -> bool:
-    """True when Accept asks for ``text/event-stream; profile="llm-stream-1.0"`` (§7.3)."""
+    """True when Accept asks for ``text/event-stream; profile="llm-stream-1.0"`` (§7.3).
+
+    RFC 9110 §12.5.1: a range with ``q=0`` is "not acceptable", so it does not
+    ask for anything; the ``profile`` value is a space-separated list (RFC 6906).
+    Invalid list elements are skipped, the others still count.
+    """
     if not accept:
         return False
-    if isinstance(accept, bytes):
-        accept = accept.decode("latin-1")
-    for media_range in accept.split(","):
-        essence, _, params = media_range.partition(";")
-        if essence.strip().lower() != "text/event-stream":
+    try:
+        ranges = mediatype.parse_accept(accept, lenient=True)
+    except mediatype.MediaTypeError:  # over the size limit
+        return False
+    for media_range in ranges:
+        media_type = media_range.media_type
+        if media_type.essence != "text/event-stream" or media_range.q <= 0:
             continue
-        for param in params.split(";"):
-            key, _, value = param.partition("=")
-            if key.strip().lower() == "profile" and value.strip().strip('"') == PROFILE:
-                return True
+        profile = media_type.param("profile")
+        if profile is not None and PROFILE in profile.split():
+            return True
     return False
 
 
@@ -74,6 +88,7 @@ HTTP_ERROR_CODES: Final[dict[int, str]] = {
     400: "invalid_request",
     404: "not_found",
     405: "method_not_allowed",
+    408: "request_timeout",
     409: "conflict",
     410: "gone",
     413: "request_too_large",

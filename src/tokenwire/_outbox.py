@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from typing import Final
 
 #: An SSE comment: ignored by every conforming decoder, but it keeps proxies
@@ -13,6 +14,74 @@ KEEPALIVE: Final = b": keep-alive\n\n"
 #: backpressure (the provider, and its upstream, pause) instead of a gateway
 #: that buffers the whole reply in memory.
 OUTBOX_HIGH_WATER: Final = 256 * 1024
+#: Queued bytes one stream may hold at most (a producer that ignores
+#: backpressure, or one giant event): past it the stream is ended.
+DEFAULT_STREAM_BUDGET: Final = 4 << 20
+_UNBOUNDED: Final = 1 << 62
+#: A backlog is handed to the server in sends of about this size (``Outbox.take``).
+SEND_SLICE: Final = 32 * 1024
+#: The high-water mark while the process is over its memory budget: every
+#: stream still flows, but none may queue more than this.
+LOW_WATER: Final = 16 * 1024
+
+# --- Memory accounting: every stream's queued and in-flight bytes ------------------------
+
+
+class MemoryBudget:
+    """The bytes every stream of this process holds for its client.
+
+    ``queued``: frames in outboxes, not yet handed to the server;
+    ``in_flight``: bytes handed to the server's ``send`` that has not returned
+    (the client is not reading them). The request guard (``_guard``) refuses
+    new streams while ``total`` is over its budget.
+    """
+
+    __slots__ = ("queued", "in_flight")
+
+    def __init__(self) -> None:
+        self.queued = 0
+        self.in_flight = 0
+
+    @property
+    def total(self) -> int:
+        return self.queued + self.in_flight
+
+
+#: This process's totals (one event loop per worker process).
+BUDGET: Final = MemoryBudget()
+
+
+class StreamAccount:
+    """One request's outboxes and limits, made by the request guard for its context.
+
+    An ``Outbox`` made while a request runs joins its account (through the
+    ``ACCOUNT`` context variable), so the guard can end that stream's queue
+    when its client stops reading (``end``), and the outbox takes its
+    per-stream budget from here.
+    """
+
+    __slots__ = ("outboxes", "stream_budget", "memory_budget", "overflowed")
+
+    def __init__(
+        self, stream_budget: int = DEFAULT_STREAM_BUDGET, memory_budget: int | None = None
+    ) -> None:
+        self.outboxes: list[Outbox] = []
+        self.stream_budget = stream_budget
+        #: Over this (``BUDGET.total``), every stream's high-water mark drops to ``LOW_WATER``.
+        self.memory_budget = memory_budget if memory_budget is not None else _UNBOUNDED
+        #: An outbox went over ``stream_budget``: the stream must not end cleanly.
+        self.overflowed = False
+
+    def end(self) -> None:
+        """Close every outbox of the request and drop what they queued."""
+        for outbox in self.outboxes:
+            outbox.close(drop=True)
+
+
+#: The account of the request being served, set by the request guard.
+ACCOUNT: Final[contextvars.ContextVar[StreamAccount | None]] = contextvars.ContextVar(
+    "tokenwire_stream_account", default=None
+)
 
 # --- The outbox: events produced, waiting for one send ---------------------------------
 
@@ -26,15 +95,36 @@ class Outbox:
     tells the keep-alive task how long the stream has been quiet.
     """
 
-    __slots__ = ("chunks", "size", "closed", "last_sent", "_waiter", "_drained")
+    __slots__ = (
+        "chunks",
+        "size",
+        "closed",
+        "last_sent",
+        "budget",
+        "_memory_budget",
+        "_account",
+        "_waiter",
+        "_drained",
+    )
 
     def __init__(self, now: float) -> None:
         self.chunks: list[bytes] = []
         self.size = 0  # bytes in chunks
         self.closed = False
         self.last_sent = now
+        account = ACCOUNT.get()
+        self._account = account
+        # Without a guard there is no way to cut the stream visibly: no budget.
+        self.budget = account.stream_budget if account is not None else _UNBOUNDED
+        self._memory_budget = account.memory_budget if account is not None else _UNBOUNDED
+        if account is not None:
+            account.outboxes.append(self)
         self._waiter: asyncio.Future[None] | None = None
         self._drained: asyncio.Future[None] | None = None
+
+    def __del__(self) -> None:
+        # Frames nobody took (a stream whose client left) stop counting with it.
+        BUDGET.queued -= self.size
 
     def _wake(self) -> None:
         waiter = self._waiter
@@ -47,8 +137,18 @@ class Outbox:
         if self.closed:
             # Nobody will send it: the stream is over, or (resumable) its client left.
             return
+        size = len(data)
+        if self.size + size > self.budget:
+            # Over the per-stream budget: end the stream rather than hold more.
+            # The guard then aborts the connection instead of ending it
+            # cleanly, so the client can tell the stream was cut.
+            if self._account is not None:
+                self._account.overflowed = True
+            self.close(drop=True)
+            return
         self.chunks.append(data)
-        self.size += len(data)
+        self.size += size
+        BUDGET.queued += size
         if self._waiter is not None:
             self._wake()
 
@@ -59,22 +159,61 @@ class Outbox:
             if not drained.done():
                 drained.set_result(None)
 
-    def close(self) -> None:
+    def close(self, *, drop: bool = False) -> None:
+        """No more frames; with ``drop``, forget those not sent yet (a client that left)."""
         self.closed = True
+        if drop and self.chunks:
+            BUDGET.queued -= self.size
+            self.chunks = []
+            self.size = 0
         self._wake()
         self._release()
 
     def take(self) -> bytes:
+        """The frames to send now: all of them, or (a backlog) about ``SEND_SLICE`` bytes.
+
+        A client that reads slowly builds a backlog; handing it to the server
+        in slices keeps what the server buffers for that client (it accepts a
+        few sends ahead of the socket) near a few slices rather than a few
+        backlogs. Once the stream is closed everything goes, so the final
+        send carries the end of the stream.
+        """
         chunks = self.chunks
-        self.chunks = []
-        self.size = 0
-        if self._drained is not None:
+        if self.size > SEND_SLICE and not self.closed and len(chunks) > 1:
+            taken = 0
+            count = 0
+            for chunk in chunks:
+                taken += len(chunk)
+                count += 1
+                if taken >= SEND_SLICE:
+                    break
+            self.chunks = chunks[count:]
+            chunks = chunks[:count]
+            self.size -= taken
+            BUDGET.queued -= taken
+        else:
+            self.chunks = []
+            BUDGET.queued -= self.size
+            self.size = 0
+        if self._drained is not None and self.size <= self.high_water():
             self._release()
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
+    def high_water(self) -> int:
+        """Queued bytes past which the producer should wait (``drained``).
+
+        ``OUTBOX_HIGH_WATER``; ``LOW_WATER`` while the process is over its
+        memory budget, so that clients that do not read stop adding to it.
+        """
+        return LOW_WATER if BUDGET.total > self._memory_budget else OUTBOX_HIGH_WATER
+
+    def full(self) -> bool:
+        """The producer should ``await drained()`` before making more."""
+        return self.size > self.high_water()
+
     async def drained(self) -> None:
         """Wait until the sender has taken the queued frames, or the stream is over."""
-        if self.size <= OUTBOX_HIGH_WATER or self.closed:
+        if self.size <= self.high_water() or self.closed:
             return
         drained: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._drained = drained

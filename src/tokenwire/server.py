@@ -63,7 +63,7 @@ from ._asgi import (
     send_json_error,
     wants_standard,
 )
-from ._outbox import OUTBOX_HIGH_WATER, Outbox, keep_alive
+from ._outbox import Outbox, keep_alive
 from .errors import InvalidRequest, RequestTooLarge, TokenwireError
 from .request import Request
 from .writer import Writer
@@ -527,7 +527,7 @@ class StreamEndpoint:
                     emit(add(event))
                     if writer.ended:
                         break
-                    if outbox.size > OUTBOX_HIGH_WATER:
+                    if outbox.full():
                         await outbox.drained()  # a slow client: backpressure
             finally:
                 aclose = getattr(iterator, "aclose", None)

@@ -58,6 +58,7 @@ class Probe:
             "threads": threading.active_count(),
             "pool": _upstream_pool(),
             "pid": os.getpid(),
+            "firehose_made": Firehose.made,
         }
         delta = ev.Delta(text=json.dumps(snapshot))
         yield ev.ContentDelta(v="1.0", seq=0, index=0, role="assistant", delta=delta)
@@ -68,6 +69,9 @@ class Firehose:
     they are taken: a provider that holds no reply in memory, so any growth of
     the worker while it streams is the gateway's own buffering."""
 
+    #: Deltas made so far by every Firehose of the worker (``Probe`` reports it).
+    made = 0
+
     def __init__(self, count: int = 1_000_000) -> None:
         self.count = count
 
@@ -76,4 +80,5 @@ class Firehose:
         for i in range(self.count):
             if i % 64 == 0:
                 await asyncio.sleep(0)  # hand the loop back, as the demo model does
+            Firehose.made += 1
             yield ev.ContentDelta(v="1.0", seq=0, index=0, role="assistant", delta=delta)

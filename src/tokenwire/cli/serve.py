@@ -9,13 +9,21 @@ Settings reach the worker processes through environment variables
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from pathlib import Path
 
 import click
 
-from ..gateway.config import CONFIG_ENV, LOG_CONTENT_ENV, ConfigError, load
+from ..gateway.config import (
+    CONFIG_ENV,
+    LOG_CONTENT_ENV,
+    TIMEOUT_ENV,
+    ConfigError,
+    ServerConfig,
+    load,
+)
 from ..gateway.config_prod import bind_warning
 from ._ports import claim_port
 
@@ -53,6 +61,27 @@ _LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
     show_default=True,
     help="The HTTP server's own log level (request lines are always logged).",
 )
+@click.option(
+    "--header-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds a request head may take to arrive. [default: config, else 10]",
+)
+@click.option(
+    "--body-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds a request body may take to arrive (then 408). [default: config, else 30]",
+)
+@click.option(
+    "--write-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds a client may read nothing before its stream is ended. [default: config, else 30]",
+)
+@click.option(
+    "--shutdown-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds a worker has to stop after SIGTERM before it is killed. "
+    "[default: config, else 10]",
+)
 def command(
     config_path: str | None,
     host: str | None,
@@ -62,13 +91,23 @@ def command(
     keyfile: str | None,
     log_content: bool,
     log_level: str,
+    header_timeout: float | None,
+    body_timeout: float | None,
+    write_timeout: float | None,
+    shutdown_timeout: float | None,
 ) -> None:
     """Run the gateway: the built-in demo model, or the models of a config file.
 
     Prints the URL, then serves until interrupted. Request logs go to stderr,
     one JSON line per request.
     """
+    # granian's allocator (jemalloc) keeps freed pages (10 s decay, purged only
+    # when it is busy): after a storm of stalled clients the workers would stay
+    # at their peak. Give freed pages back at once. jemalloc reads this once,
+    # when granian loads; the forked workers inherit it. A user's own setting wins.
+    os.environ.setdefault("_RJEM_MALLOC_CONF", _JEMALLOC_CONF)
     from granian.constants import HTTPModes, Interfaces
+    from granian.http import HTTP1Settings, HTTP2Settings
     from granian.log import LogLevels
     from granian.server import Server
 
@@ -76,7 +115,13 @@ def command(
         config = load(config_path)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
-    settings = config.server
+    settings = _with_timeouts(
+        config.server,
+        header_timeout_s=header_timeout,
+        body_timeout_s=body_timeout,
+        write_timeout_s=write_timeout,
+        shutdown_timeout_s=shutdown_timeout,
+    )
     host = host if host is not None else settings.host
     port = port if port is not None else settings.port
     workers = workers if workers is not None else settings.workers
@@ -88,6 +133,8 @@ def command(
     # Workers are separate processes: they rebuild the app from these.
     os.environ[CONFIG_ENV] = os.path.abspath(config_path) if config_path else ""
     os.environ[LOG_CONTENT_ENV] = "1" if (log_content or settings.log_content) else "0"
+    for key, value in _timeout_env(settings).items():
+        os.environ[key] = value
 
     # A taken port fails here, in one line, instead of being shared (granian
     # binds with SO_REUSEPORT) or failing later with a traceback; --port 0
@@ -103,7 +150,8 @@ def command(
     sys.stdout.flush()
 
     server = Server(
-        "tokenwire.gateway.app:app_from_env",
+        # The gateway behind the request guard (body/write deadlines, memory budgets).
+        "tokenwire.gateway.serving:app_from_env",
         address=host,
         port=port,
         interface=Interfaces.ASGI,
@@ -114,8 +162,38 @@ def command(
         ssl_key=_path(keyfile),
         log_level=LogLevels(log_level),
         log_access=False,
+        # A request head that never completes closes its connection (slowloris).
+        http1_settings=HTTP1Settings(
+            header_read_timeout=_ms(settings.header_timeout_s), max_buffer_size=64 * 1024
+        ),
+        # HTTP/2: a peer that answers no ping within the idle timeout is dropped.
+        http2_settings=HTTP2Settings(
+            keep_alive_interval=_ms(settings.idle_timeout_s),
+            keep_alive_timeout=max(1, math.ceil(settings.idle_timeout_s)),
+        ),
+        # SIGTERM always ends a worker: one still busy (a stream producing, or
+        # a blocked event loop) after this is killed.
+        workers_kill_timeout=max(1, math.ceil(settings.shutdown_timeout_s)),
     )
     server.serve()
+
+
+_JEMALLOC_CONF = "background_thread:true,dirty_decay_ms:0,muzzy_decay_ms:0,retain:false"
+
+
+def _with_timeouts(settings: ServerConfig, **overrides: float | None) -> ServerConfig:
+    import msgspec
+
+    given = {key: value for key, value in overrides.items() if value is not None}
+    return msgspec.structs.replace(settings, **given) if given else settings
+
+
+def _timeout_env(settings: ServerConfig) -> dict[str, str]:
+    return {env: repr(float(getattr(settings, key))) for key, env in TIMEOUT_ENV.items()}
+
+
+def _ms(seconds: float) -> int:
+    return max(1, round(seconds * 1000))
 
 
 def _path(value: str | None) -> Path | None:

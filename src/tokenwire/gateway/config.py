@@ -34,7 +34,7 @@ from typing import Any, Final
 
 import msgspec
 
-from .. import server
+from .. import _guard, server
 from . import config_prod  # production keys (docs/gateway.md, "Production")
 
 __all__ = [
@@ -59,9 +59,24 @@ __all__ = [
 #: imports the gateway itself (start-up time and RSS: bench/RESULTS.md).
 CONFIG_ENV: Final = "TOKENWIRE_GATEWAY_CONFIG"
 LOG_CONTENT_ENV: Final = "TOKENWIRE_LOG_CONTENT"
+#: ``[server]`` keys the workers take from the environment over the file:
+#: how ``tokenwire serve --body-timeout/--write-timeout`` reach them.
+TIMEOUT_ENV: Final = {
+    "body_timeout_s": "TOKENWIRE_BODY_TIMEOUT_S",
+    "write_timeout_s": "TOKENWIRE_WRITE_TIMEOUT_S",
+}
 
 DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 8080
+#: A request head (request line and headers) must arrive within this.
+DEFAULT_HEADER_TIMEOUT_S: Final = 10.0
+#: HTTP/2: a connection whose peer answers no ping for this long is closed.
+DEFAULT_IDLE_TIMEOUT_S: Final = 60.0
+#: After SIGTERM/SIGINT a worker that has not stopped within this is killed.
+DEFAULT_SHUTDOWN_TIMEOUT_S: Final = 10.0
+#: A connection's kernel send buffer (SO_SNDBUF; the kernel doubles it).
+DEFAULT_SEND_BUFFER_BYTES: Final = 128 * 1024
+_GUARD: Final = _guard.Limits()
 
 #: Provider kinds besides the vendor formats of ``tokenwire.translate.VENDORS``.
 BUILTIN_PROVIDERS: Final = frozenset({"demo", "python"})
@@ -125,6 +140,15 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     max_body_bytes: int = server.DEFAULT_MAX_BODY_BYTES
     keepalive_s: float = server.DEFAULT_KEEPALIVE_S
     log_content: bool = False
+    # Hostile clients (docs/gateway.md, "Request limits and timeouts"):
+    header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
+    body_timeout_s: float = _GUARD.body_timeout_s
+    write_timeout_s: float = _GUARD.write_timeout_s
+    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
+    shutdown_timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S
+    stream_budget_bytes: int = _GUARD.stream_budget_bytes
+    memory_budget_bytes: int = _GUARD.memory_budget_bytes
+    send_buffer_bytes: int = DEFAULT_SEND_BUFFER_BYTES
 
 
 class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -352,8 +376,20 @@ def _check_server(cfg: ServerConfig) -> None:
         raise _fail("server.workers", "must be >= 1")
     if cfg.max_body_bytes < 1:
         raise _fail("server.max_body_bytes", "must be >= 1")
-    if not (math.isfinite(cfg.keepalive_s) and cfg.keepalive_s > 0):
-        raise _fail("server.keepalive_s", "must be a number > 0")
+    for key in (
+        "keepalive_s",
+        "header_timeout_s",
+        "body_timeout_s",
+        "write_timeout_s",
+        "idle_timeout_s",
+        "shutdown_timeout_s",
+    ):
+        value = getattr(cfg, key)
+        if not (math.isfinite(value) and value > 0):
+            raise _fail(f"server.{key}", "must be a number > 0")
+    for key in ("stream_budget_bytes", "memory_budget_bytes", "send_buffer_bytes"):
+        if getattr(cfg, key) < 1:
+            raise _fail(f"server.{key}", "must be >= 1")
     if (cfg.certfile is None) != (cfg.keyfile is None):
         raise _fail("server.certfile", "certfile and keyfile go together")
 
