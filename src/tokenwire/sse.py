@@ -202,6 +202,13 @@ class Decoder:
         ``max_event_bytes`` (see the class docstring), and
         ``LocalProtocolError`` when called after ``close``.
         """
+        if len(chunk) > 1 and chunk[-1] == 13:
+            # The chunk ends inside a CRLF (fact 8) or with CR line ends: the
+            # trailing CRs go on their own, so that the rest, when it is all
+            # CRLF, keeps the fast path (any split gives the same result).
+            head = chunk.rstrip(b"\r")
+            if head:
+                return self._feed_in_two(head, chunk[len(head) :])
         fed = self._fed = self._fed + len(chunk)
         if self._special:
             chunk = self._prelude(chunk)
@@ -300,6 +307,19 @@ class Decoder:
         if pos < end:
             self._lines(data, pos, end, base, exact, out)
         return self._finish(data, end, fed, exact, out)
+
+    def _feed_in_two(self, head: bytes, rest: bytes) -> list[Message]:
+        """``feed(head + rest)`` as two calls, keeping ``feed``'s error contract."""
+        out = self.feed(head)
+        if self._error is not None:  # a FramingError for the next call to raise
+            self._fed += len(rest)
+            return out
+        try:
+            out += self.feed(rest)
+        except FramingError:
+            if not out:
+                raise
+        return out
 
     def _finish(
         self, data: bytes, end: int, fed: int, exact: bool, out: list[Message]
