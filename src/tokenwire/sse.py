@@ -92,6 +92,12 @@ _RETRY_MAX_DIGITS: Final = 4300
 _RETRY_CEILING: Final = 10**_RETRY_MAX_DIGITS - 1
 
 
+def _all_crlf(data: bytes, pos: int) -> bool:
+    """Whether every CR and LF of ``data[pos:]`` is part of a CRLF."""
+    pairs = data.count(b"\r\n", pos)
+    return pairs == data.count(13, pos) and pairs == data.count(10, pos)
+
+
 def _retry_value(value: bytes) -> int:
     # Fact 25: base 10, so leading zeros are not octal; strip them so that a
     # long run of zeros does not hit the digit limit.
@@ -231,13 +237,15 @@ class Decoder:
             self._tail = b""
         else:
             data = chunk
-        # Line ends all LF (the usual case) or all CRLF (sse-starlette and other
-        # servers): find blocks by their blank line. Mixed or lone CRs (facts
-        # 6-9, 11), and a CRLF cut by the chunk end, go line by line.
-        if 13 in data:
-            crlf = data.count(b"\r\n")
-            if crlf != data.count(13) or crlf != data.count(10):
-                return self._with_cr(data, fed)
+        # Line ends all LF (the usual case) or all CRLF (Gemini, sse-starlette):
+        # find blocks by their blank line. With a CR anywhere, blocks are cut
+        # at CRLF blank lines ("\r\n\r\n" always ends a blank line, whatever
+        # comes before), and nothing is assumed of the bytes between: the fast
+        # path checks its own region, and each part that is not checked goes
+        # line by line (mixed and lone CRs, facts 6-9, 11), so no pass over
+        # the whole chunk is needed to prove it is all CRLF.
+        crlf = 13 in data
+        if crlf:
             blank, width = b"\r\n\r\n", 4
         else:
             blank, width = b"\n\n", 2
@@ -251,11 +259,15 @@ class Decoder:
             # The previous chunk cut a block: finish it line by line.
             exact = fed - self._block_start > limit
             if data[0] == 10 or data[0] == 13:  # a blank line right after that chunk's last line
+                if crlf and data[:2] != b"\r\n":
+                    return self._with_cr(data, fed)  # a lone CR or LF
                 pos = width // 2
             else:
                 pos = data.find(blank)
                 if pos < 0:  # no blank line: the block goes on
                     end = data.rfind(10) + 1
+                    if crlf and data.find(b"\r", end) >= 0:
+                        return self._with_cr(data, fed)  # lines ended by a lone CR
                     self._lines(data, 0, end, base, exact, out)
                     return self._finish(data, end, fed, exact, out)
                 pos += width
@@ -288,6 +300,15 @@ class Decoder:
                 self._lines(data, pos, piece, base, False, out)
             pos = piece
         if pos == size:
+            return out
+        if crlf and not _all_crlf(data, pos):
+            # The rest has a lone CR or LF: it may hold blank lines of another
+            # kind, or lines a CR ends at once (fact 11). Line by line.
+            try:
+                out += self._with_cr(data[pos:], fed)
+            except FramingError:
+                if not out:
+                    raise
             return out
         # The rest opens the next block and holds no blank line (but maybe one
         # at its very start). Small, within the limit and without a retry
@@ -376,6 +397,10 @@ class Decoder:
         # path would give the same events) iff every gap is empty.
         parts = pattern.split(text)
         if any(parts[0::stride]):
+            return False
+        # With CRLF, "." also matches a lone CR (a line end, fact 7): the
+        # region holds exactly one CR per line (stride per block) iff none.
+        if crlf and region.count(13) != len(parts) - 1:
             return False
         # Facts 1, 21, 22: each block dispatches; an empty event value means "message".
         # (Message is built with all four fields: positional is its fastest call.)
