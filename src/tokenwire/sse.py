@@ -12,8 +12,9 @@ Design, for speed (this is the hot path of every stream):
   ``data:``, ``event:``/``data:`` or ``data:`` only, one line each, LF or CRLF endings)
   is decoded with one UTF-8 decode and one regular-expression scan (CRLF
   framing, Gemini's, has its own patterns, so it costs no copy); the scan is
-  accepted only if its matches tile the region exactly, so the result is the
-  one the line-by-line path would give. Everything else (CR, comments,
+  accepted only if its matches tile the region exactly (with CRLF, and one CR
+  per line: no lone CR), so the result is the one the line-by-line path would
+  give. Everything else (lone CRs, comments,
   ``retry``, multi-line data, NUL, unknown fields, a block cut by a chunk
   boundary) goes through the line-by-line path, which implements the spec as
   written.
