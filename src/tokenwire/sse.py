@@ -12,8 +12,9 @@ Design, for speed (this is the hot path of every stream):
   ``data:``, ``event:``/``data:`` or ``data:`` only, one line each, LF or CRLF endings)
   is decoded with one UTF-8 decode and one regular-expression scan (CRLF
   framing, Gemini's, has its own patterns, so it costs no copy); the scan is
-  accepted only if its matches tile the region exactly, so the result is the
-  one the line-by-line path would give. Everything else (CR, comments,
+  accepted only if its matches tile the region exactly (with CRLF, and one CR
+  per line: no lone CR), so the result is the one the line-by-line path would
+  give. Everything else (lone CRs, comments,
   ``retry``, multi-line data, NUL, unknown fields, a block cut by a chunk
   boundary) goes through the line-by-line path, which implements the spec as
   written.
@@ -90,6 +91,12 @@ _PIECE: Final = 64 * 1024
 # clamped to this ceiling rather than ignored.
 _RETRY_MAX_DIGITS: Final = 4300
 _RETRY_CEILING: Final = 10**_RETRY_MAX_DIGITS - 1
+
+
+def _all_crlf(data: bytes, pos: int) -> bool:
+    """Whether every CR and LF of ``data[pos:]`` is part of a CRLF."""
+    pairs = data.count(b"\r\n", pos)
+    return pairs == data.count(13, pos) and pairs == data.count(10, pos)
 
 
 def _retry_value(value: bytes) -> int:
@@ -202,6 +209,13 @@ class Decoder:
         ``max_event_bytes`` (see the class docstring), and
         ``LocalProtocolError`` when called after ``close``.
         """
+        if len(chunk) > 1 and chunk[-1] == 13:
+            # The chunk ends inside a CRLF (fact 8) or with CR line ends: the
+            # trailing CRs go on their own, so that the rest, when it is all
+            # CRLF, keeps the fast path (any split gives the same result).
+            head = chunk.rstrip(b"\r")
+            if head:
+                return self._feed_in_two(head, chunk[len(head) :])
         fed = self._fed = self._fed + len(chunk)
         if self._special:
             chunk = self._prelude(chunk)
@@ -224,13 +238,15 @@ class Decoder:
             self._tail = b""
         else:
             data = chunk
-        # Line ends all LF (the usual case) or all CRLF (sse-starlette and other
-        # servers): find blocks by their blank line. Mixed or lone CRs (facts
-        # 6-9, 11), and a CRLF cut by the chunk end, go line by line.
-        if 13 in data:
-            crlf = data.count(b"\r\n")
-            if crlf != data.count(13) or crlf != data.count(10):
-                return self._with_cr(data, fed)
+        # Line ends all LF (the usual case) or all CRLF (Gemini, sse-starlette):
+        # find blocks by their blank line. With a CR anywhere, blocks are cut
+        # at CRLF blank lines ("\r\n\r\n" always ends a blank line, whatever
+        # comes before), and nothing is assumed of the bytes between: the fast
+        # path checks its own region, and each part that is not checked goes
+        # line by line (mixed and lone CRs, facts 6-9, 11), so no pass over
+        # the whole chunk is needed to prove it is all CRLF.
+        crlf = 13 in data
+        if crlf:
             blank, width = b"\r\n\r\n", 4
         else:
             blank, width = b"\n\n", 2
@@ -244,11 +260,15 @@ class Decoder:
             # The previous chunk cut a block: finish it line by line.
             exact = fed - self._block_start > limit
             if data[0] == 10 or data[0] == 13:  # a blank line right after that chunk's last line
+                if crlf and data[:2] != b"\r\n":
+                    return self._with_cr(data, fed)  # a lone CR or LF
                 pos = width // 2
             else:
                 pos = data.find(blank)
                 if pos < 0:  # no blank line: the block goes on
                     end = data.rfind(10) + 1
+                    if crlf and data.find(b"\r", end) >= 0:
+                        return self._with_cr(data, fed)  # lines ended by a lone CR
                     self._lines(data, 0, end, base, exact, out)
                     return self._finish(data, end, fed, exact, out)
                 pos += width
@@ -282,6 +302,15 @@ class Decoder:
             pos = piece
         if pos == size:
             return out
+        if crlf and not _all_crlf(data, pos):
+            # The rest has a lone CR or LF: it may hold blank lines of another
+            # kind, or lines a CR ends at once (fact 11). Line by line.
+            try:
+                out += self._with_cr(data[pos:], fed)
+            except FramingError:
+                if not out:
+                    raise
+            return out
         # The rest opens the next block and holds no blank line (but maybe one
         # at its very start). Small, within the limit and without a retry
         # (whose effect is immediate, fact 27), it stays raw for the next call,
@@ -300,6 +329,19 @@ class Decoder:
         if pos < end:
             self._lines(data, pos, end, base, exact, out)
         return self._finish(data, end, fed, exact, out)
+
+    def _feed_in_two(self, head: bytes, rest: bytes) -> list[Message]:
+        """``feed(head + rest)`` as two calls, keeping ``feed``'s error contract."""
+        out = self.feed(head)
+        if self._error is not None:  # a FramingError for the next call to raise
+            self._fed += len(rest)
+            return out
+        try:
+            out += self.feed(rest)
+        except FramingError:
+            if not out:
+                raise
+        return out
 
     def _finish(
         self, data: bytes, end: int, fed: int, exact: bool, out: list[Message]
@@ -356,6 +398,10 @@ class Decoder:
         # path would give the same events) iff every gap is empty.
         parts = pattern.split(text)
         if any(parts[0::stride]):
+            return False
+        # With CRLF, "." also matches a lone CR (a line end, fact 7): the
+        # region holds exactly one CR per line (stride per block) iff none.
+        if crlf and region.count(13) != len(parts) - 1:
             return False
         # Facts 1, 21, 22: each block dispatches; an empty event value means "message".
         # (Message is built with all four fields: positional is its fastest call.)
