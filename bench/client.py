@@ -1,7 +1,7 @@
 """Client benchmark: events/s that ``tokenwire.Client`` delivers over loopback.
 
 Starts ``tokenwire serve`` (the built-in demo model, zero delay) on a free
-127.0.0.1 port, asks for one long answer (``parameters.max_tokens`` = N, so
+127.0.0.1 port, asks for one long answer (``"tokenwire:demo": {"tokens": N}``, so
 N + 4 events), and times reading that same stream, best of several repeats:
 
 1. raw HTTP read: ``httpx.Client.stream`` + ``iter_bytes``, no parsing at all
@@ -358,7 +358,7 @@ def main() -> int:
     request = build(
         model="demo",
         messages="Benchmark the client, please.",
-        parameters={"max_tokens": args.tokens},
+        extensions={"tokenwire:demo": {"tokens": args.tokens}},
         metadata={"request_id": "bench"},
     )
     body = dumps(request)

@@ -367,7 +367,9 @@ async def run(args: argparse.Namespace, fake_url: str) -> list[Row]:
     with gateway(config) as (port, proc):
         pids = [proc.pid, *children(proc.pid)]
         worker = pids[-1]
-        bulk_demo = std_request(port, "demo", "bench", parameters={"max_tokens": 2000})
+        bulk_demo = std_request(
+            port, "demo", "bench", extensions={"tokenwire:demo": {"tokens": 2000}}
+        )
         bulk_fake = std_request(port, "fake-bulk", "bench")
         for row, request in ((demo, bulk_demo), (fake, bulk_fake)):
             events, elapsed, cpu = await throughput(port, request, args.conns, args.seconds, pids)
@@ -375,7 +377,7 @@ async def run(args: argparse.Namespace, fake_url: str) -> list[Row]:
             row.cpu_us_per_event = cpu / events * 1e6
             row.notes.append(f"{events:,} events in {elapsed:.1f} s, {cpu:.2f} s gateway CPU")
 
-        one = std_request(port, "demo", "bench", parameters={"max_tokens": 1})
+        one = std_request(port, "demo", "bench", extensions={"tokenwire:demo": {"tokens": 1}})
         times = await first_event_times(port, one, args.requests, _FIRST_STANDARD, b"event: ")
         demo.ttfe_p50_ms, demo.ttfe_p99_ms = pct(times, 0.5) * 1e3, pct(times, 0.99) * 1e3
         demo.overhead_ms = demo.ttfe_p50_ms
@@ -393,8 +395,7 @@ async def run(args: argparse.Namespace, fake_url: str) -> list[Row]:
             port,
             "demo",
             "bench",
-            parameters={"max_tokens": 100},
-            extensions={"tokenwire:demo": {"delay_ms": 20}},
+            extensions={"tokenwire:demo": {"tokens": 100, "delay_ms": 20}},
         )
         paced_fake = std_request(port, "fake-paced", "bench")
         for row, request in ((demo, paced_demo), (fake, paced_fake)):

@@ -158,7 +158,9 @@ async def main_async(args: argparse.Namespace) -> list[Run]:
             pids = gw.pids()
             # Warm up both paths.
             await lg.stream_concurrently(
-                gw.port, lg.standard_request(gw.port, "demo", parameters={"max_tokens": 5}), 20
+                gw.port,
+                lg.standard_request(gw.port, "demo", extensions={"tokenwire:demo": {"tokens": 5}}),
+                20,
             )
             await lg.stream_concurrently(gw.port, lg.standard_request(gw.port, "fake"), 20)
 
@@ -167,14 +169,15 @@ async def main_async(args: argparse.Namespace) -> list[Run]:
             request = lg.standard_request(
                 gw.port,
                 "demo",
-                parameters={"max_tokens": 16},
-                extensions={"tokenwire:demo": {"delay_ms": 100}},
+                extensions={"tokenwire:demo": {"tokens": 16, "delay_ms": 100}},
             )
             await run_streams(paced, gw.port, request, args.streams, pids, standard=True)
             runs.append(paced)
 
             demo = Run("demo model, zero delay")
-            request = lg.standard_request(gw.port, "demo", parameters={"max_tokens": deltas})
+            request = lg.standard_request(
+                gw.port, "demo", extensions={"tokenwire:demo": {"tokens": deltas}}
+            )
             print(f"{args.streams} demo streams...", flush=True)
             await run_streams(demo, gw.port, request, args.streams, pids, standard=True)
             runs.append(demo)

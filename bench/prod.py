@@ -117,12 +117,15 @@ async def measure(
 ) -> dict[str, float]:
     out: dict[str, float] = {}
     for name, req in (
-        ("demo", request(port, "demo", "bench", key, parameters={"max_tokens": 2000})),
+        (
+            "demo",
+            request(port, "demo", "bench", key, extensions={"tokenwire:demo": {"tokens": 2000}}),
+        ),
         ("fake", request(port, "fake-bulk", "bench", key)),
     ):
         events, _elapsed, cpu = await gw.throughput(port, req, args.conns, args.seconds, pids)
         out[f"cpu_{name}"] = cpu / events * 1e6
-    one = request(port, "demo", "bench", key, parameters={"max_tokens": 1})
+    one = request(port, "demo", "bench", key, extensions={"tokenwire:demo": {"tokens": 1}})
     times = await gw.first_event_times(port, one, args.requests, gw._FIRST_STANDARD, b"event: ")
     out["ttfe_demo"] = statistics.median(times) * 1e3
     short = request(port, "fake-short", "bench", key)

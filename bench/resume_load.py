@@ -247,11 +247,10 @@ async def one_stream(
             "stream": True,
             "model": "demo",
             "messages": [{"role": "user", "content": outcome.question}],
-            "parameters": {"max_tokens": tokens},
             "metadata": {"request_id": outcome.request_id},
             "extensions": {
                 "tokenwire:resumable": True,
-                "tokenwire:demo": {"delay_ms": delay_ms},
+                "tokenwire:demo": {"delay_ms": delay_ms, "tokens": tokens},
             },
         }
     ).encode()
@@ -299,8 +298,7 @@ async def plain_stream(port: int, question: str, delay_ms: int, tokens: int) -> 
             "stream": True,
             "model": "demo",
             "messages": [{"role": "user", "content": question}],
-            "parameters": {"max_tokens": tokens},
-            "extensions": {"tokenwire:demo": {"delay_ms": delay_ms}},
+            "extensions": {"tokenwire:demo": {"delay_ms": delay_ms, "tokens": tokens}},
         }
     ).encode()
     reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=1 << 22)
@@ -325,7 +323,11 @@ def check(outcome: Outcome, tokens: int) -> tuple[int, str]:
     seqs = [e.seq for e in events]
     if seqs != list(range(len(events))):
         return len(events), "seqs are not 0..n: an event was lost or repeated"
-    request = rq.build(model="demo", messages=outcome.question, parameters={"max_tokens": tokens})
+    request = rq.build(
+        model="demo",
+        messages=outcome.question,
+        extensions={"tokenwire:demo": {"tokens": tokens}},
+    )
     reply = plan_reply(request)
     text = "".join(e.delta.text for e in events if isinstance(e, ev.ContentDelta))
     if text != "".join(reply.tokens):
@@ -506,7 +508,7 @@ def _version(name: str) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--streams", type=int, default=500)
-    ap.add_argument("--tokens", type=int, default=100, help="max_tokens of each demo reply")
+    ap.add_argument("--tokens", type=int, default=100, help="tokens of each demo reply")
     ap.add_argument("--delay-ms", type=int, default=20, help="the demo's pace between events")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--no-write", action="store_true", help="do not rewrite bench/RESULTS.md")

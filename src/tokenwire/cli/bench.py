@@ -356,12 +356,14 @@ def gateway_bench(
         async def run() -> None:
             demo = GatewayRow("demo model, zero delay")
             step("demo: throughput")
-            bulk = standard_request(gw.port, "demo", parameters={"max_tokens": 2000})
+            bulk = standard_request(
+                gw.port, "demo", extensions={"tokenwire:demo": {"tokens": 2000}}
+            )
             demo.events, demo.seconds, demo.cpu_s = await _throughput(
                 gw.port, bulk, conns, seconds, pids
             )
             step("demo: time to first chunk")
-            one = standard_request(gw.port, "demo", parameters={"max_tokens": 1})
+            one = standard_request(gw.port, "demo", extensions={"tokenwire:demo": {"tokens": 1}})
             demo.ttfe_ms = [t * 1e3 for t in await first_chunk_times(gw.port, one, requests)]
             result.rows.append(demo)
             if fake is None:
