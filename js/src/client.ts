@@ -423,7 +423,11 @@ export class EventStream implements AsyncIterable<Event> {
             event = parseEvent(message.event, message.data);
           } catch (exc) {
             if (!(exc instanceof EventDecodeError)) throw exc;
-            if (exc.seq !== null && (this.lastSeq === null || exc.seq > this.lastSeq)) {
+            if (exc.seq === null) {
+              // No seq to place it by (a bad-type-name, bad JSON): recorded as the
+              // Python client does; the validator assumes it took the next seq.
+              this.violations.push(...this.validator.feedInvalid(exc));
+            } else if (this.lastSeq === null || exc.seq > this.lastSeq) {
               this.violations.push(...this.validator.feedInvalid(exc));
               this.lastSeq = exc.seq;
             }

@@ -211,3 +211,33 @@ describe("extension events", () => {
     assert.deepEqual(stream.violations, []);
   });
 });
+
+test("the Client skips an event with a bad type name and records bad-type-name", async () => {
+  const frame = (name, fields) =>
+    `event: ${name}\nid: ${fields.seq}\ndata: ${JSON.stringify({ v: "1.0", type: name, ...fields })}\n\n`;
+  const body = [
+    frame("stream.start", { seq: 0, model: "demo", created: 1, request_id: "r-1" }),
+    frame("vendor:note", { seq: 1 }),
+    frame("content.delta", { seq: 2, index: 0, role: "assistant", delta: { text: "a" } }),
+    frame("content.stop", { seq: 3, index: 0, stop_reason: "end_turn" }),
+    frame("usage", { seq: 4, input_tokens: 1, output_tokens: 1 }),
+    frame("stream.end", { seq: 5, request_id: "r-1" }),
+  ].join("");
+  const client = new Client({
+    baseURL: "http://gateway.test",
+    resume: false,
+    fetch: async () => new Response(body, { headers: { "content-type": "text/event-stream" } }),
+  });
+  const stream = client.stream({
+    model: "demo",
+    messages: [{ role: "user", content: "hi" }],
+    metadata: { request_id: "r-1" },
+  });
+  const types = [];
+  for await (const event of stream) types.push(event.type);
+  assert.deepEqual(types, ["stream.start", "content.delta", "content.stop", "usage", "stream.end"]);
+  assert.deepEqual(
+    stream.violations.map((v) => [v.rule, v.seq]),
+    [["bad-type-name", null]],
+  );
+});

@@ -1666,7 +1666,9 @@ var EventStream = class {
             event = parseEvent(message.event, message.data);
           } catch (exc) {
             if (!(exc instanceof EventDecodeError)) throw exc;
-            if (exc.seq !== null && (this.lastSeq === null || exc.seq > this.lastSeq)) {
+            if (exc.seq === null) {
+              this.violations.push(...this.validator.feedInvalid(exc));
+            } else if (this.lastSeq === null || exc.seq > this.lastSeq) {
               this.violations.push(...this.validator.feedInvalid(exc));
               this.lastSeq = exc.seq;
             }
