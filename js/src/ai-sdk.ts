@@ -28,6 +28,7 @@ import type {
 import { Client, type ClientOptions, type EventStream, type RequestInput } from "./client.js";
 import { StreamError, TokenwireError } from "./errors.js";
 import {
+  EXTENSION_EVENTS,
   EXTENSIONS,
   type ContentDelta,
   type ContentStop,
@@ -39,6 +40,7 @@ import {
   type Tool,
   type ToolCall,
   type Usage,
+  type UsageExtension,
 } from "./events.js";
 
 /** Settings of {@link createTokenwire}. */
@@ -276,18 +278,22 @@ export function finishReason(
   }
 }
 
-function usageOf(usage: Usage | null): LanguageModelV3Usage {
+const count = (value: unknown): number | undefined =>
+  Number.isInteger(value) && (value as number) >= 0 ? (value as number) : undefined;
+
+/** `usage`, with the prompt-cache counts of a `tokenwire.usage` extension event when sent. */
+function usageOf(usage: Usage | null, cache: UsageExtension | null): LanguageModelV3Usage {
+  const cacheRead = count(cache?.[EXTENSIONS.cacheReadInputTokens]);
+  const cacheWrite = count(cache?.[EXTENSIONS.cacheCreationInputTokens]);
+  const raw: Record<string, number> = {};
+  if (usage)
+    Object.assign(raw, { input_tokens: usage.input_tokens, output_tokens: usage.output_tokens });
+  if (cacheRead !== undefined) raw[EXTENSIONS.cacheReadInputTokens] = cacheRead;
+  if (cacheWrite !== undefined) raw[EXTENSIONS.cacheCreationInputTokens] = cacheWrite;
   return {
-    inputTokens: {
-      total: usage?.input_tokens,
-      noCache: undefined,
-      cacheRead: undefined,
-      cacheWrite: undefined,
-    },
+    inputTokens: { total: usage?.input_tokens, noCache: undefined, cacheRead, cacheWrite },
     outputTokens: { total: usage?.output_tokens, text: undefined, reasoning: undefined },
-    raw: usage
-      ? { input_tokens: usage.input_tokens, output_tokens: usage.output_tokens }
-      : undefined,
+    raw: Object.keys(raw).length ? raw : undefined,
   };
 }
 
@@ -299,6 +305,7 @@ function usageOf(usage: Usage | null): LanguageModelV3Usage {
 export class PartMapper {
   private readonly open = new Map<number, "text" | "reasoning">();
   private usage: Usage | null = null;
+  private cache: UsageExtension | null = null;
   private stopReason: string | null = null;
   private toolCalls = 0;
   private errored = false;
@@ -348,6 +355,9 @@ export class PartMapper {
       case "usage":
         this.usage = event as Usage;
         break;
+      case EXTENSION_EVENTS.usage: // docs/extensions.md: prompt-cache counts
+        this.cache = event as UsageExtension;
+        break;
       case "error": {
         const e = event as ErrorEvent;
         this.errored = true;
@@ -376,7 +386,7 @@ export class PartMapper {
     const reason = this.toolCalls && this.stopReason === null ? "tool_use" : this.stopReason;
     parts.push({
       type: "finish",
-      usage: usageOf(this.usage),
+      usage: usageOf(this.usage, this.cache),
       finishReason: finishReason(reason, this.errored),
     });
     return parts;

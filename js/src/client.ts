@@ -22,8 +22,8 @@ import {
   VERSION,
 } from "./events.js";
 import { type Fetch, raiseForStatus } from "./http.js";
-import { type Violation, Validator } from "./lifecycle.js";
-import { SchemaError, validateSchema } from "./schema.js";
+import { schemaProblem, type Violation, Validator } from "./lifecycle.js";
+import { checkSchema } from "./schema.js";
 import { SSEDecoder } from "./sse.js";
 
 /** The response header carrying the token that resumes or cancels a resumable stream. */
@@ -112,6 +112,10 @@ function newRequestId(): string {
  * `metadata.request_id` (a uuid) added when there is none (§4.6: it is
  * echoed, and it names the stream for a resume), and with `resume` the
  * `tokenwire:resumable` extension unless the request sets it itself.
+ * @throws {@link SchemaError} (naming `tools[i].parameters...`) for a tool
+ *   schema that cannot be used ({@link checkSchema}), and
+ *   {@link TokenwireError} for a malformed `tokenwire:side_effects`: both
+ *   before anything is sent.
  */
 export function prepareRequest(input: RequestInput, { resume = true } = {}): Request {
   const request: Request = {
@@ -125,6 +129,15 @@ export function prepareRequest(input: RequestInput, { resume = true } = {}): Req
   }
   if (resume && request.extensions?.[EXTENSIONS.resumable] === undefined) {
     request.extensions = { ...(request.extensions ?? {}), [EXTENSIONS.resumable]: true };
+  }
+  // §4.4 / §8.2: a tool schema that cannot be used is refused before sending, as
+  // the Python core refuses it when it parses the request.
+  const tools: unknown = request.tools;
+  if (tools !== undefined) {
+    if (!Array.isArray(tools)) throw new TokenwireError("tools: must be a list of tools (§4.4)");
+    tools.forEach((tool: { parameters?: unknown } | null, i) =>
+      checkSchema(tool?.parameters, `tools[${i}].parameters`),
+    );
   }
   const sideEffects = request.extensions?.[EXTENSIONS.sideEffects];
   if (
@@ -177,7 +190,11 @@ export class Client {
   /**
    * Send `request` and stream its events. Nothing is sent until the result
    * is iterated (once). Leaving the loop early (`break`) or aborting
-   * `options.signal` stops the stream and cancels the generation.
+   * `options.signal` stops the stream and cancels the generation. Unregistered
+   * event types, tokenwire's extension events among them (`tokenwire.block`,
+   * `tokenwire.usage`, `tokenwire.stop`: {@link isExtensionEvent}), are
+   * delivered as sent, in order.
+   * @throws {@link SchemaError} at once for an unusable tool schema (see {@link prepareRequest}).
    * @throws (while iterating) {@link UnsupportedMediaTypeError}, {@link RequestError},
    *   {@link ServerError}, {@link ProtocolError}, {@link StreamTruncatedError},
    *   {@link FramingError}, or the signal's abort reason.
@@ -406,7 +423,11 @@ export class EventStream implements AsyncIterable<Event> {
             event = parseEvent(message.event, message.data);
           } catch (exc) {
             if (!(exc instanceof EventDecodeError)) throw exc;
-            if (exc.seq !== null && (this.lastSeq === null || exc.seq > this.lastSeq)) {
+            if (exc.seq === null) {
+              // No seq to place it by (a bad-type-name, bad JSON): recorded as the
+              // Python client does; the validator assumes it took the next seq.
+              this.violations.push(...this.validator.feedInvalid(exc));
+            } else if (this.lastSeq === null || exc.seq > this.lastSeq) {
               this.violations.push(...this.validator.feedInvalid(exc));
               this.lastSeq = exc.seq;
             }
@@ -477,15 +498,9 @@ export class EventStream implements AsyncIterable<Event> {
     if (args === null || typeof args !== "object" || Array.isArray(args)) {
       return this.reject(event, "bad-arguments-json", "the arguments are not a JSON object");
     }
-    try {
-      const problem = validateSchema(tool.parameters, args);
-      if (problem) {
-        return this.reject(event, "invalid-arguments", `${problem.path}: ${problem.message}`);
-      }
-    } catch (exc) {
-      // An unusable schema is the request's fault, not the stream's (as the Python validator).
-      if (!(exc instanceof SchemaError)) throw exc;
-    }
+    // §8.2 fails closed (as Python's): a schema that cannot be used rejects the call.
+    const problem = schemaProblem(tool.parameters, args);
+    if (problem !== null) return this.reject(event, "invalid-arguments", problem);
     const sideEffects = this.request.extensions?.[EXTENSIONS.sideEffects] ?? [];
     if (sideEffects.includes(event.name)) {
       const call: ParsedToolCall = {

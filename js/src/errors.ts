@@ -42,9 +42,10 @@ export class FramingError extends TokenwireError {
 }
 
 /**
- * One SSE message whose data is not a valid event envelope.
- * `rule` is `invalid-json`, `type-mismatch` or `invalid-field`; `seq` is the
- * envelope's seq when it could be read, else `null`.
+ * One SSE message that is not a valid event envelope.
+ * `rule` is `bad-type-name` (its `event:` name), `invalid-json`,
+ * `type-mismatch` or `invalid-field`; `seq` is the envelope's seq when it
+ * could be read, else `null`.
  */
 export class EventDecodeError extends TokenwireError {
   readonly rule: string;

@@ -1,6 +1,7 @@
 /**
  * The standard's event envelopes (§5.2, §5.3) as types, the request envelope
- * (§4), tokenwire's `tokenwire:` extensions (docs/extensions.md), and
+ * (§4), tokenwire's `tokenwire:` extensions and `tokenwire.*` extension
+ * events (docs/extensions.md), the type-name grammar, and
  * {@link parseEvent}: one SSE message to one checked envelope.
  * @module
  */
@@ -56,7 +57,54 @@ export const EXTENSIONS = Object.freeze({
   resumable: "tokenwire:resumable",
   /** Request: tools the client must confirm before running (§8.2). */
   sideEffects: "tokenwire:side_effects",
+  /** `tokenwire.block`: a reasoning block's opaque signature. */
+  signature: "tokenwire:signature",
+  /** `tokenwire.block`: a redacted reasoning block's opaque data. */
+  redacted: "tokenwire:redacted",
+  /** `tokenwire.block`: the vendor a signature or redacted data is bound to. */
+  vendor: "tokenwire:vendor",
+  /** `tokenwire.block`: a server-side tool block (shown, never executed). */
+  serverTool: "tokenwire:server_tool",
+  /** `tokenwire.block`: a citation of a text block. */
+  citation: "tokenwire:citation",
+  /** `tokenwire.stop`: the vendor's raw stop reason. */
+  rawStopReason: "tokenwire:raw_stop_reason",
+  /** `tokenwire.usage`: input tokens read from the vendor's prompt cache. */
+  cacheReadInputTokens: "tokenwire:cache_read_input_tokens",
+  /** `tokenwire.usage`: input tokens written to the vendor's prompt cache. */
+  cacheCreationInputTokens: "tokenwire:cache_creation_input_tokens",
 } as const);
+
+/**
+ * tokenwire's extension event types (docs/extensions.md, "Event extensions"):
+ * what a vendor stream carries beyond the seven registered events. Their
+ * names take the dot (a type name has no colon, {@link TYPE_NAME}); their
+ * fields take `tokenwire:` (§4.7). They are unregistered types (§9.2): the
+ * validator accepts them anywhere inside the stream and {@link Client} passes
+ * them through; {@link isExtensionEvent} tells them apart.
+ */
+export const EXTENSION_EVENTS = Object.freeze({
+  /** Metadata of standard block `index` ({@link BlockExtension}). */
+  block: "tokenwire.block",
+  /** Usage details next to the standard `usage` event ({@link UsageExtension}). */
+  usage: "tokenwire.usage",
+  /** The vendor's raw stop reason ({@link StopExtension}). */
+  stop: "tokenwire.stop",
+} as const);
+
+/**
+ * The grammar of an event type name (docs/conformance.md ruling 13), the
+ * Python core's `events.TYPE_NAME`: dot-separated segments, each an ASCII
+ * letter or digit then letters, digits, `_` or `-`; 1 to 64 characters in
+ * all. No CR, LF, NUL, colon or space: a name is one SSE field value no
+ * decoder can split, and the colon stays for extension keys (`vendor:name`).
+ */
+export const TYPE_NAME = /^(?=.{1,64}$)[A-Za-z0-9][A-Za-z0-9_-]*(?:\.[A-Za-z0-9][A-Za-z0-9_-]*)*$/;
+
+/** True when `name` is a string that matches {@link TYPE_NAME}. */
+export function isTypeName(name: unknown): name is string {
+  return typeof name === "string" && TYPE_NAME.test(name);
+}
 
 export type EventType = (typeof EVENT_TYPES)[number];
 export type StopReason = (typeof STOP_REASONS)[number];
@@ -127,8 +175,59 @@ export interface StreamEnd extends Envelope {
 export type KnownEvent =
   StreamStart | ContentDelta | ContentStop | ToolCall | Usage | ErrorEvent | StreamEnd;
 
-/** Any decoded event: a registered one, or an unknown type passed through (§5.2). */
-export type Event = KnownEvent | Envelope;
+/**
+ * `tokenwire.block`: metadata of standard block `index`. One of: a reasoning
+ * block's `tokenwire:signature` or a redacted reasoning block's
+ * `tokenwire:redacted` data (both with `tokenwire:reasoning: true` and
+ * `tokenwire:vendor`, the vendor they are bound to, to send back to it
+ * unchanged), a server-side tool block (`tokenwire:server_tool`, shown, never
+ * executed), or a citation of a text block (`tokenwire:citation`).
+ */
+export interface BlockExtension extends Envelope {
+  type: "tokenwire.block";
+  index: number;
+  "tokenwire:reasoning"?: boolean;
+  "tokenwire:signature"?: string;
+  "tokenwire:redacted"?: string;
+  "tokenwire:vendor"?: string;
+  "tokenwire:server_tool"?: { [field: string]: unknown };
+  "tokenwire:citation"?: { [field: string]: unknown };
+}
+
+/** `tokenwire.usage`: prompt-cache token counts, next to the standard `usage` event. */
+export interface UsageExtension extends Envelope {
+  type: "tokenwire.usage";
+  "tokenwire:cache_read_input_tokens": number;
+  "tokenwire:cache_creation_input_tokens": number;
+}
+
+/** `tokenwire.stop`: the vendor's own stop reason, next to the mapped `stop_reason`. */
+export interface StopExtension extends Envelope {
+  type: "tokenwire.stop";
+  "tokenwire:raw_stop_reason": string;
+}
+
+/** One of tokenwire's extension events ({@link EXTENSION_EVENTS}). */
+export type ExtensionEvent = BlockExtension | UsageExtension | StopExtension;
+
+/**
+ * Any decoded event: a registered one, one of tokenwire's extension events,
+ * or another unregistered type passed through (§5.2).
+ */
+export type Event = KnownEvent | ExtensionEvent | Envelope;
+
+/**
+ * True when `event` is a tokenwire extension event (of type `kind`, when
+ * given). Its fields are as the gateway sent them: they are not checked.
+ */
+export function isExtensionEvent<K extends ExtensionEvent["type"]>(
+  event: Event,
+  kind?: K,
+): event is Extract<ExtensionEvent, { type: K }> {
+  return kind === undefined
+    ? Object.values(EXTENSION_EVENTS).includes(event.type as ExtensionEvent["type"])
+    : event.type === kind;
+}
 
 /** True for a `content.delta` of a reasoning block (docs/extensions.md). */
 export function isReasoning(event: Event): boolean {
@@ -261,11 +360,20 @@ function checkFields(name: string, obj: Record<string, unknown>): string | null 
  * @param name  The SSE `event:` field (`"message"` when absent).
  * @param data  The SSE data.
  * @returns The envelope; for a type outside the registry, `isKnown(event.type)` is false.
- * @throws {@link EventDecodeError} `invalid-json` (not one JSON object), `type-mismatch`
- *   (JSON type differs from `name`) or `invalid-field` (a required field
- *   missing or of the wrong type).
+ * @throws {@link EventDecodeError} `bad-type-name` (an unregistered `name`
+ *   that is not a valid type name, {@link TYPE_NAME}), `invalid-json` (not one
+ *   JSON object), `type-mismatch` (JSON type differs from `name`) or
+ *   `invalid-field` (a required field missing or of the wrong type).
  */
 export function parseEvent(name: string, data: string): Event {
+  const known = Object.hasOwn(SCHEMAS, name);
+  if (!known && !isTypeName(name)) {
+    throw new EventDecodeError(
+      `§5.1: event type ${shown(name)} is not a valid name ` +
+        "(dot-separated ASCII letters, digits, _ and -, at most 64 characters)",
+      "bad-type-name",
+    );
+  }
   let obj: unknown;
   try {
     obj = JSON.parse(data);
@@ -279,7 +387,6 @@ export function parseEvent(name: string, data: string): Event {
     throw new EventDecodeError("§5.1: data is JSON but not a JSON object", "invalid-json");
   }
   const record = obj as Record<string, unknown>;
-  const known = Object.hasOwn(SCHEMAS, name);
   const seqOk = Number.isInteger(record.seq) && (!known || (record.seq as number) >= 0);
   const seq = seqOk ? (record.seq as number) : null;
   if (record.type !== name) {
@@ -295,6 +402,11 @@ export function parseEvent(name: string, data: string): Event {
     if (problem) throw new EventDecodeError(problem, "invalid-field", seq);
   }
   return record as Event;
+}
+
+/** `name` for an error message: JSON-quoted, cut to 64 characters. */
+function shown(name: string): string {
+  return JSON.stringify(name.length <= 64 ? name : `${name.slice(0, 64)}...`);
 }
 
 /** True when `type` is one of the seven registered event types. */

@@ -18,7 +18,7 @@ import {
   STOP_REASONS,
   VERSION,
 } from "./events.js";
-import { SchemaError, type SchemaViolation, validateSchema } from "./schema.js";
+import { checkSchema, SchemaError, type SchemaViolation, validateSchema } from "./schema.js";
 import { type Chunk, type SSEMessage, SSEDecoder } from "./sse.js";
 
 /** A rule of the validator. */
@@ -38,13 +38,19 @@ function rule(section: string, level: "must" | "should", summary: string): Rule 
 /**
  * Every rule the validator knows, by stable code: the same codes, sections
  * and levels as `tokenwire.lifecycle.RULES` in Python. `invalid-arguments`
- * uses this package's JSON Schema subset ({@link validateSchema}); a schema
- * outside it is not checked, as the Python validator skips an unusable one.
+ * uses this package's JSON Schema subset ({@link validateSchema}); as in
+ * Python, §8.2 fails closed: a schema it cannot use (a remote `$ref`, a bad
+ * pattern, a limit passed) rejects every call, it never turns the check off.
  */
 export const RULES: Readonly<Record<string, Rule>> = Object.freeze({
   framing: rule("5.1", "must", "the SSE framing could not be read (size limit exceeded)"),
   "invalid-json": rule("5.1", "must", "data is not exactly one complete JSON object"),
   "type-mismatch": rule("5.2", "must", "the JSON type differs from the SSE event: field"),
+  "bad-type-name": rule(
+    "5.1",
+    "must",
+    "the SSE event: name is not a valid type name (docs/conformance.md)",
+  ),
   "invalid-field": rule("5.3", "must", "a required field is missing or has the wrong type"),
   "bad-version": rule("5.2", "must", 'v is not "1.0"'),
   "start-seq-not-zero": rule("5.2.1", "must", "stream.start does not have seq 0"),
@@ -83,6 +89,23 @@ export const RULES: Readonly<Record<string, Rule>> = Object.freeze({
     "tool.call arguments do not match the tool's JSON Schema",
   ),
 });
+
+/**
+ * Why `args` do not pass the tool schema `schema` (§8.2), or null when they do.
+ * Fails closed, as Python's `toolschema.Checker`: a schema that cannot be used
+ * ({@link SchemaError}) is a finding, so no call can pass it.
+ */
+export function schemaProblem(schema: unknown, args: unknown): string | null {
+  let problem: SchemaViolation | null;
+  try {
+    checkSchema(schema);
+    problem = validateSchema(schema as JSONSchema, args);
+  } catch (exc) {
+    if (!(exc instanceof SchemaError)) throw exc;
+    return `the tool's schema is unusable, so no call can pass: ${exc.message}`;
+  }
+  return problem === null ? null : `${problem.path}: ${problem.message}`;
+}
 
 // --- sequence numbers (§5.2.1) ---------------------------------------------------------
 
@@ -429,18 +452,12 @@ export class Validator {
       );
       return;
     }
-    let problem: SchemaViolation | null = null;
-    try {
-      problem = validateSchema(this._tools.get(call.name) as JSONSchema, args);
-    } catch (exc) {
-      // An unusable schema is the request's fault, not the stream's.
-      if (!(exc instanceof SchemaError)) throw exc;
-    }
+    const problem = schemaProblem(this._tools.get(call.name), args);
     if (problem !== null) {
       this._report(
         "invalid-arguments",
         seq,
-        `arguments of ${JSON.stringify(call.name)}: ${problem.path}: ${problem.message}`,
+        `arguments of ${JSON.stringify(call.name)}: ${problem}`,
       );
     }
   }

@@ -21,8 +21,17 @@
 import { TokenwireError } from "./errors.js";
 import type { JSONSchema } from "./events.js";
 
-/** The schema cannot be used: a remote `$ref`, a bad pattern, a limit passed. */
-export class SchemaError extends TokenwireError {}
+/**
+ * The schema cannot be used: a remote `$ref`, a bad pattern, a limit passed.
+ * `path` names the faulty value when known (`tools[0].parameters.properties.x.pattern`).
+ */
+export class SchemaError extends TokenwireError {
+  readonly path: string | null;
+  constructor(message: string, path: string | null = null) {
+    super(path === null ? message : `${path}: ${message}`);
+    this.path = path;
+  }
+}
 
 /** The validator's bounds. */
 export const SCHEMA_LIMITS = Object.freeze({
@@ -33,6 +42,26 @@ export const SCHEMA_LIMITS = Object.freeze({
   /** The longest string a `pattern` is run on. */
   maxPatternInput: 10_000,
 });
+
+/**
+ * The request-time bounds of {@link checkSchema}, the Python core's
+ * (`tokenwire.toolschema`): a `minItems`, `minLength`, `minProperties` or
+ * `minContains` over `maxMinBound`, or a pattern longer than
+ * `maxPatternLength`, makes a schema unusable.
+ */
+export const SCHEMA_BOUNDS = Object.freeze({
+  maxMinBound: 4096,
+  maxPatternLength: 1000,
+});
+
+/** The drafts a tool schema may name in `$schema` (without one: 2020-12), as in Python. */
+export const SCHEMA_DRAFTS = Object.freeze([
+  "https://json-schema.org/draft/2020-12/schema",
+  "https://json-schema.org/draft/2019-09/schema",
+  "http://json-schema.org/draft-07/schema",
+  "http://json-schema.org/draft-06/schema",
+  "http://json-schema.org/draft-04/schema",
+] as const);
 
 /** Why a value does not match: the JSON path of the offending value and one sentence. */
 export interface SchemaViolation {
@@ -323,4 +352,144 @@ class Checker {
  */
 export function validateSchema(schema: JSONSchema, value: unknown): SchemaViolation | null {
   return new Checker(schema).check(schema, value, "$", 0);
+}
+
+// --- checkSchema: the request-time walk (Python's toolschema.check_schema) --------------
+
+const REF_KEYWORDS = ["$ref", "$dynamicRef", "$recursiveRef"];
+const MIN_KEYWORDS = ["minItems", "minLength", "minProperties", "minContains"];
+// Keywords whose value is one subschema, an array of them, or an object of them.
+const ONE = [
+  "additionalItems",
+  "additionalProperties",
+  "contains",
+  "contentSchema",
+  "else",
+  "if",
+  "items",
+  "not",
+  "propertyNames",
+  "then",
+  "unevaluatedItems",
+  "unevaluatedProperties",
+];
+const MANY = ["allOf", "anyOf", "oneOf", "prefixItems", "items"];
+const NAMED = [
+  "$defs",
+  "definitions",
+  "dependencies",
+  "dependentSchemas",
+  "patternProperties",
+  "properties",
+];
+// What RE2 (the Python core's pattern engine) refuses: backreferences and lookarounds.
+const NOT_LINEAR = /\\[1-9]|\\k<|\(\?<?[=!]/;
+
+// A path step as Python's toolschema names it: `.key` for identifier-like keys ($ too).
+function at(path: string, key: string | number): string {
+  if (typeof key === "number") return `${path}[${key}]`;
+  if (/^[A-Za-z_$][A-Za-z0-9_$]*$/.test(key)) return `${path}.${key}`;
+  return `${path}[${JSON.stringify(key.length <= 64 ? key : `${key.slice(0, 64)}…`)}]`;
+}
+
+function shown(value: unknown): string {
+  const text = typeof value === "string" ? value : (JSON.stringify(value) ?? String(value));
+  return JSON.stringify(text.length <= 64 ? text : `${text.slice(0, 64)}…`);
+}
+
+function checkPattern(pattern: string, path: string): void {
+  if (pattern.length > SCHEMA_BOUNDS.maxPatternLength) {
+    throw new SchemaError(
+      `unusable pattern: longer than ${SCHEMA_BOUNDS.maxPatternLength} characters`,
+      path,
+    );
+  }
+  if (NOT_LINEAR.test(pattern)) {
+    throw new SchemaError(
+      "unusable pattern: not a pattern tokenwire can match in linear time " +
+        "(no backreferences or lookarounds)",
+      path,
+    );
+  }
+  try {
+    new RegExp(pattern, "u");
+  } catch (exc) {
+    throw new SchemaError(`unusable pattern: ${(exc as Error).message}`, path);
+  }
+}
+
+function walk(node: unknown, path: string, depth: number): void {
+  if (depth > SCHEMA_LIMITS.maxDepth) {
+    throw new SchemaError(`nested more than ${SCHEMA_LIMITS.maxDepth} levels`, path);
+  }
+  if (!isObject(node)) return; // true / false are schemas; other values are not walked
+  if ("$schema" in node) {
+    const uri = node.$schema;
+    if (
+      typeof uri !== "string" ||
+      !(SCHEMA_DRAFTS as readonly string[]).includes(uri.replace(/#+$/, ""))
+    ) {
+      throw new SchemaError(
+        `unsupported $schema ${shown(uri)}: use draft 2020-12, 2019-09, 7, 6 or 4`,
+        at(path, "$schema"),
+      );
+    }
+  }
+  for (const keyword of REF_KEYWORDS) {
+    const ref = node[keyword];
+    if (ref !== undefined && ref !== null && !(typeof ref === "string" && ref.startsWith("#"))) {
+      // Never resolved against the network or the file system (§8 security).
+      throw new SchemaError(
+        `only local references (#...) are allowed, got ${shown(ref)}`,
+        at(path, keyword),
+      );
+    }
+  }
+  for (const keyword of MIN_KEYWORDS) {
+    const bound = node[keyword];
+    if (typeof bound === "number" && bound > SCHEMA_BOUNDS.maxMinBound) {
+      throw new SchemaError(
+        `${keyword} is over tokenwire's limit of ${SCHEMA_BOUNDS.maxMinBound}`,
+        at(path, keyword),
+      );
+    }
+  }
+  if (typeof node.pattern === "string") checkPattern(node.pattern, at(path, "pattern"));
+  for (const keyword of ONE) {
+    const sub = node[keyword];
+    if (isObject(sub) || typeof sub === "boolean") walk(sub, at(path, keyword), depth + 1);
+  }
+  for (const keyword of MANY) {
+    const subs = node[keyword];
+    if (Array.isArray(subs)) {
+      subs.forEach((sub, i) => walk(sub, at(at(path, keyword), i), depth + 1));
+    }
+  }
+  for (const keyword of NAMED) {
+    const subs = node[keyword];
+    if (!isObject(subs)) continue;
+    const where = at(path, keyword);
+    for (const [name, sub] of Object.entries(subs)) {
+      if (keyword === "patternProperties") checkPattern(name, at(where, name));
+      walk(sub, at(where, name), depth + 1);
+    }
+  }
+}
+
+/**
+ * Check a tool's `parameters` schema before it is used (§4.4, §8.2), as the
+ * Python core does when it parses a request (`toolschema.check_schema`).
+ * @param schema  The schema.
+ * @param path  Where it sits in the request, for the error (`tools[0].parameters`).
+ * @throws {@link SchemaError} naming the faulty value's path when the schema
+ *   is not an object, names an unsupported `$schema`, holds a non-local
+ *   reference, a pattern that is not a valid regular expression or uses a
+ *   backreference or lookaround (the Python core matches patterns in linear
+ *   time, with RE2, and refuses those), or a `min*` bound over
+ *   `SCHEMA_BOUNDS.maxMinBound`. It does not check the schema against its
+ *   draft's metaschema, as Python does.
+ */
+export function checkSchema(schema: unknown, path = "$"): void {
+  if (!isObject(schema)) throw new SchemaError("must be a JSON Schema object (§4.4)", path);
+  walk(schema, path, 0);
 }

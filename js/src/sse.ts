@@ -30,11 +30,15 @@ export type Chunk = Uint8Array | ArrayBuffer | ArrayBufferView | string;
  * Unicode separators), and each complete line is decoded as UTF-8 with
  * replacement characters, so a character split across chunks survives.
  *
- * `maxEventBytes` bounds one pending event (every line from the previous
- * blank line on, terminators included, or an unterminated line). Passing it
- * throws {@link FramingError}; events completed earlier in the same `feed`
- * are returned first and the error is thrown by the next call. After that
- * every call throws the same error.
+ * `maxEventBytes` bounds one pending event. The rule, the Python decoder's:
+ * a pending block is every byte from the end of the previous blank line's
+ * terminator (or the stream start) up to the byte consumed last, line
+ * terminators included (a CRLF counts 2 even when cut between chunks), and
+ * blank lines belong to no block. The block's `maxEventBytes + 1`-th byte
+ * throws {@link FramingError} naming the same offset, with the same events
+ * before it, however the input was split; events completed earlier in the
+ * same `feed` are returned first and the error is thrown by the next call.
+ * After that every call throws the same error.
  */
 export class SSEDecoder {
   #max: number;
@@ -96,7 +100,13 @@ export class SSEDecoder {
       // The LF of a CRLF split across chunks belongs to the CR's line.
       this.#skipLF = false;
       if (bytes[0] === LF) {
-        if (this.#blockStart === base) this.#blockStart = base + 1; // that CRLF was a blank line
+        if (this.#blockStart === base) {
+          this.#blockStart = base + 1; // that CRLF was a blank line: its LF is in no block
+        } else if (base + 1 - this.#blockStart > this.#max) {
+          // The LF ends a line of the pending block, so it counts toward the
+          // limit as it would in one chunk (a CRLF counts 2, however it is cut).
+          throw this.#fail(this.#blockStart + this.#max);
+        }
         bytes = bytes.subarray(1);
         base += 1;
       }
@@ -154,8 +164,9 @@ export class SSEDecoder {
     return out;
   }
 
-  #fail(offset: number): void {
+  #fail(offset: number): FramingError {
     this.#error = new FramingError(`SSE event larger than maxEventBytes=${this.#max}`, offset);
+    return this.#error;
   }
 
   #takeLine(bytes: Uint8Array, start: number, end: number): Uint8Array {

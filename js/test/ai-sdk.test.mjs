@@ -11,7 +11,7 @@ import { after, before, describe, test } from "node:test";
 import { generateText, jsonSchema, stepCountIs, streamText, tool } from "ai";
 import { AI_SDK, MODULE, VECTORS } from "./helpers.mjs";
 
-const { createTokenwire } = await import(AI_SDK);
+const { createTokenwire, PartMapper } = await import(AI_SDK);
 const { Client, RequestError } = await import(MODULE);
 
 const GATEWAY = process.env.TOKENWIRE_GATEWAY;
@@ -231,5 +231,60 @@ describe("reasoning, from a recorded standard stream", () => {
     assert.deepEqual(sent.messages, [{ role: "user", content: "Hi!" }]);
     assert.equal(sent.version, "1.0");
     assert.equal(sent.stream, true);
+  });
+});
+
+describe("tokenwire extension events in the parts (docs/extensions.md)", () => {
+  const env = (seq, type, fields) => ({ v: "1.0", seq, type, ...fields });
+  const finishOf = (events) => {
+    const mapper = new PartMapper();
+    const parts = events.flatMap((e) => mapper.feed(e));
+    return parts.find((p) => p.type === "finish");
+  };
+
+  test("tokenwire.usage gives the cache counts; tokenwire.block and .stop make no part", () => {
+    const mapper = new PartMapper();
+    const parts = [
+      env(0, "stream.start", { model: "m", created: 1 }),
+      env(1, "content.delta", { index: 0, role: "assistant", delta: { text: "Hi" } }),
+      env(2, "tokenwire.block", { index: 0, "tokenwire:citation": { url: "https://x" } }),
+      env(3, "usage", { input_tokens: 10, output_tokens: 2 }),
+      env(4, "tokenwire.usage", {
+        "tokenwire:cache_read_input_tokens": 7,
+        "tokenwire:cache_creation_input_tokens": 3,
+      }),
+      env(5, "tokenwire.stop", { "tokenwire:raw_stop_reason": "end_turn" }),
+      env(6, "content.stop", { index: 0, stop_reason: "end_turn" }),
+      env(7, "stream.end", {}),
+    ].flatMap((e) => mapper.feed(e));
+    assert.deepEqual(
+      parts.map((p) => p.type),
+      ["response-metadata", "text-start", "text-delta", "text-end", "finish"],
+    );
+    const { usage, finishReason } = parts.at(-1);
+    assert.deepEqual(usage.inputTokens, {
+      total: 10,
+      noCache: undefined,
+      cacheRead: 7,
+      cacheWrite: 3,
+    });
+    assert.deepEqual(usage.raw, {
+      input_tokens: 10,
+      output_tokens: 2,
+      "tokenwire:cache_read_input_tokens": 7,
+      "tokenwire:cache_creation_input_tokens": 3,
+    });
+    assert.deepEqual(finishReason, { unified: "stop", raw: "end_turn" });
+  });
+
+  test("without tokenwire.usage the cache counts stay undefined", () => {
+    const finish = finishOf([
+      env(0, "stream.start", { model: "m", created: 1 }),
+      env(1, "usage", { input_tokens: 1, output_tokens: 1 }),
+      env(2, "stream.end", {}),
+    ]);
+    assert.equal(finish.usage.inputTokens.cacheRead, undefined);
+    assert.equal(finish.usage.inputTokens.cacheWrite, undefined);
+    assert.deepEqual(finish.usage.raw, { input_tokens: 1, output_tokens: 1 });
   });
 });

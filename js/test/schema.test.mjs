@@ -3,7 +3,17 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { MODULE } from "./helpers.mjs";
 
-const { validateSchema, SchemaError, SCHEMA_LIMITS } = await import(MODULE);
+const {
+  validateSchema,
+  checkSchema,
+  schemaProblem,
+  SchemaError,
+  SCHEMA_LIMITS,
+  SCHEMA_BOUNDS,
+  Client,
+  prepareRequest,
+  validate,
+} = await import(MODULE);
 
 const ok = (schema, value) =>
   assert.equal(validateSchema(schema, value), null, JSON.stringify(value));
@@ -114,5 +124,128 @@ describe("safety", () => {
     for (let i = 0; i < 200; i++) value = [value];
     const schema = { $defs: { a: { items: { $ref: "#/$defs/a" } } }, $ref: "#/$defs/a" };
     assert.throws(() => validateSchema(schema, value), SchemaError);
+  });
+});
+
+// The request-time check, as the Python core's toolschema.check_schema (docs/conformance.md
+// ruling 15): the same refusals, naming the same path.
+describe("checkSchema", () => {
+  const refused = (schema, path, pattern) =>
+    assert.throws(
+      () => checkSchema(schema, "tools[0].parameters"),
+      (exc) => exc instanceof SchemaError && exc.path === path && pattern.test(exc.message),
+    );
+
+  test("ordinary schemas pass (draft-07 $schema, local $ref, linear patterns)", () => {
+    checkSchema({
+      $schema: "http://json-schema.org/draft-07/schema#",
+      type: "object",
+      properties: { city: { type: "string", pattern: "^[A-Z][a-z]+$" }, n: { $ref: "#/$defs/n" } },
+      patternProperties: { "^x-": { type: "string" } },
+      $defs: { n: { type: "integer", minimum: 0 } },
+      required: ["city"],
+    });
+    checkSchema({ type: "object", properties: { flag: true, never: false } });
+  });
+
+  test("the schema must be an object", () => {
+    for (const schema of [undefined, null, true, [], "object"]) {
+      refused(schema, "tools[0].parameters", /must be a JSON Schema object/);
+    }
+  });
+
+  test("a non-local reference anywhere, even unused, is refused", () => {
+    refused(
+      { type: "object", properties: { a: { $ref: "https://example.com/s.json" } } },
+      "tools[0].parameters.properties.a.$ref",
+      /only local references/,
+    );
+    refused(
+      { anyOf: [{ type: "string" }, { $dynamicRef: "file:///etc/passwd" }] },
+      "tools[0].parameters.anyOf[1].$dynamicRef",
+      /only local references/,
+    );
+    refused({ $defs: { x: { $ref: 5 } } }, "tools[0].parameters.$defs.x.$ref", /only local/);
+  });
+
+  test("an unsupported $schema is refused", () => {
+    refused(
+      { $schema: "http://json-schema.org/draft-03/schema#" },
+      "tools[0].parameters.$schema",
+      /unsupported \$schema/,
+    );
+  });
+
+  test("min* bounds over the limit are refused", () => {
+    const over = SCHEMA_BOUNDS.maxMinBound + 1;
+    refused(
+      { properties: { xs: { type: "array", minItems: over } } },
+      "tools[0].parameters.properties.xs.minItems",
+      /over tokenwire's limit of 4096/,
+    );
+    checkSchema({ minLength: SCHEMA_BOUNDS.maxMinBound });
+  });
+
+  test("patterns: invalid, backreferences, lookarounds and over-long ones are refused", () => {
+    refused({ pattern: "(" }, "tools[0].parameters.pattern", /unusable pattern/);
+    refused({ pattern: "(a)\\1" }, "tools[0].parameters.pattern", /linear time/);
+    refused({ pattern: "^(?!x)" }, "tools[0].parameters.pattern", /linear time/);
+    refused({ pattern: "(?<=a)b" }, "tools[0].parameters.pattern", /linear time/);
+    refused(
+      { pattern: "a".repeat(SCHEMA_BOUNDS.maxPatternLength + 1) },
+      "tools[0].parameters.pattern",
+      /longer than 1000/,
+    );
+    refused(
+      { patternProperties: { "(": {} } },
+      'tools[0].parameters.patternProperties["("]',
+      /unusable pattern/,
+    );
+  });
+});
+
+// §8.2 fails closed: an unusable schema rejects every call; it never turns the check off.
+describe("fail closed", () => {
+  const REMOTE = { type: "object", properties: { a: { $ref: "https://example.com/a.json" } } };
+  const tool = (parameters) => ({ name: "t", description: "d", parameters });
+
+  test("schemaProblem: a finding for an unusable schema, null for valid arguments", () => {
+    assert.match(schemaProblem(REMOTE, {}), /the tool's schema is unusable, so no call can pass/);
+    assert.match(schemaProblem(undefined, {}), /unusable/);
+    assert.equal(schemaProblem({ type: "object" }, {}), null);
+    assert.match(schemaProblem({ required: ["a"] }, {}), /^\$: the required property "a"/);
+  });
+
+  test("the Validator reports invalid-arguments for a call against an unusable schema", () => {
+    const frame = (name, fields) =>
+      `event: ${name}\ndata: ${JSON.stringify({ v: "1.0", type: name, ...fields })}\n\n`;
+    const body =
+      frame("stream.start", { seq: 0, model: "m", created: 1 }) +
+      frame("tool.call", { seq: 1, index: 0, id: "c1", name: "t", arguments: "{}" }) +
+      frame("content.stop", { seq: 2, index: 0, stop_reason: "tool_use" }) +
+      frame("usage", { seq: 3, input_tokens: 1, output_tokens: 1 }) +
+      frame("stream.end", { seq: 4 });
+    const request = { model: "m", messages: [], tools: [tool(REMOTE)] };
+    const report = validate(body, { request });
+    assert.deepEqual(
+      report.violations.map((v) => [v.rule, v.seq]),
+      [["invalid-arguments", 1]],
+    );
+    assert.match(report.violations[0].message, /unusable/);
+    // A usable schema the arguments match: conformant.
+    assert.deepEqual(validate(body, { request: { ...request, tools: [tool({})] } }).violations, []);
+  });
+
+  test("the Client refuses an unusable tool schema before sending anything", () => {
+    let fetched = 0;
+    const client = new Client({ baseURL: "http://gateway.test", fetch: async () => fetched++ });
+    const request = { model: "demo", messages: [{ role: "user", content: "hi" }] };
+    assert.throws(
+      () => client.stream({ ...request, tools: [tool({}), tool(REMOTE)] }),
+      (exc) => exc instanceof SchemaError && exc.path === "tools[1].parameters.properties.a.$ref",
+    );
+    assert.throws(() => prepareRequest({ ...request, tools: [{ name: "t" }] }), SchemaError);
+    assert.equal(fetched, 0);
+    assert.ok(prepareRequest({ ...request, tools: [tool({ type: "object" })] }));
   });
 });

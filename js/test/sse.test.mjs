@@ -21,7 +21,27 @@ function decode(chunks, options) {
   return { decoder, events, perChunk };
 }
 
+/** Events and the FramingError offset (null: none), as tests/test_sse.py's decode_until_error. */
+function decodeUntilError(chunks, maxEventBytes) {
+  const decoder = new SSEDecoder({ maxEventBytes });
+  const events = [];
+  try {
+    for (const chunk of chunks) events.push(...decoder.feed(chunk));
+    events.push(...decoder.close());
+  } catch (exc) {
+    if (!(exc instanceof FramingError)) throw exc;
+    return { events, offset: exc.offset };
+  }
+  return { events, offset: null };
+}
+
 function check(c, chunks, mode) {
+  if ("max_event_bytes" in c) {
+    // limits.json: the events before the error and its offset, however the input is cut.
+    const got = decodeUntilError(chunks, c.max_event_bytes);
+    assert.deepEqual(got, { events: c.expected, offset: c.error_offset });
+    return;
+  }
   const { decoder, events, perChunk } = decode(chunks);
   assert.deepEqual(events, c.expected);
   if ("last_event_id" in c) assert.equal(decoder.lastEventId, c.last_event_id);

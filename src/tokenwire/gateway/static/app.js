@@ -10,7 +10,7 @@
  */
 
 import { drawChart, formatMs } from "./chart.js";
-import { HTTPStatusError, isKnown, open, stream } from "./tokenwire.js";
+import { HTTPStatusError, isExtensionEvent, isKnown, open, stream } from "./tokenwire.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -379,8 +379,14 @@ function submitToolResult(id, value, card) {
 // Inspector, stats and chart
 // ---------------------------------------------------------------------------
 
-function typeClass(type) {
-  return isKnown(type) ? `t-${type.replace(".", "-")}` : "t-unknown";
+// tokenwire's extension events (tokenwire.block / .usage / .stop, docs/extensions.md)
+// are metadata next to the standard events: shown as such, never as a fault.
+const EXTENSION_TITLE =
+  "tokenwire extension event (docs/extensions.md): vendor metadata next to the standard events";
+
+function typeClass(event, type) {
+  if (isKnown(type)) return `t-${type.replace(".", "-")}`;
+  return event && isExtensionEvent(event) ? "t-extension" : "t-unknown";
 }
 
 function resetInspector() {
@@ -418,11 +424,12 @@ function addEventRow(item) {
   const { event, message, error } = item;
   const type = event ? event.type : message.event;
   const seq = event ? event.seq : (error?.seq ?? message.id ?? "?");
+  const extension = Boolean(event) && isExtensionEvent(event);
   const row = h(
     "li",
-    { class: `row ${typeClass(type)}`, tabindex: 0, dataset: { seq: String(seq), type } },
+    { class: `row ${typeClass(event, type)}`, tabindex: 0, dataset: { seq: String(seq), type } },
     h("span", { class: "seq" }, String(seq)),
-    h("span", { class: "type" }, type),
+    h("span", extension ? { class: "type", title: EXTENSION_TITLE } : { class: "type" }, type),
     h("span", { class: "time" }, `+${formatMs(item.time)}`),
     h("code", { class: "json" }, ...envelopeNodes(message.data, false)),
   );

@@ -117,8 +117,39 @@ var EXTENSIONS = Object.freeze({
   /** Request: the gateway stores the stream so it can be resumed and cancelled. */
   resumable: "tokenwire:resumable",
   /** Request: tools the client must confirm before running (§8.2). */
-  sideEffects: "tokenwire:side_effects"
+  sideEffects: "tokenwire:side_effects",
+  /** `tokenwire.block`: a reasoning block's opaque signature. */
+  signature: "tokenwire:signature",
+  /** `tokenwire.block`: a redacted reasoning block's opaque data. */
+  redacted: "tokenwire:redacted",
+  /** `tokenwire.block`: the vendor a signature or redacted data is bound to. */
+  vendor: "tokenwire:vendor",
+  /** `tokenwire.block`: a server-side tool block (shown, never executed). */
+  serverTool: "tokenwire:server_tool",
+  /** `tokenwire.block`: a citation of a text block. */
+  citation: "tokenwire:citation",
+  /** `tokenwire.stop`: the vendor's raw stop reason. */
+  rawStopReason: "tokenwire:raw_stop_reason",
+  /** `tokenwire.usage`: input tokens read from the vendor's prompt cache. */
+  cacheReadInputTokens: "tokenwire:cache_read_input_tokens",
+  /** `tokenwire.usage`: input tokens written to the vendor's prompt cache. */
+  cacheCreationInputTokens: "tokenwire:cache_creation_input_tokens"
 });
+var EXTENSION_EVENTS = Object.freeze({
+  /** Metadata of standard block `index` ({@link BlockExtension}). */
+  block: "tokenwire.block",
+  /** Usage details next to the standard `usage` event ({@link UsageExtension}). */
+  usage: "tokenwire.usage",
+  /** The vendor's raw stop reason ({@link StopExtension}). */
+  stop: "tokenwire.stop"
+});
+var TYPE_NAME = /^(?=.{1,64}$)[A-Za-z0-9][A-Za-z0-9_-]*(?:\.[A-Za-z0-9][A-Za-z0-9_-]*)*$/;
+function isTypeName(name) {
+  return typeof name === "string" && TYPE_NAME.test(name);
+}
+function isExtensionEvent(event, kind) {
+  return kind === void 0 ? Object.values(EXTENSION_EVENTS).includes(event.type) : event.type === kind;
+}
 function isReasoning(event) {
   return event.type === "content.delta" && event[EXTENSIONS.reasoning] === true;
 }
@@ -172,6 +203,13 @@ function checkFields(name, obj) {
   return null;
 }
 function parseEvent(name, data) {
+  const known = Object.hasOwn(SCHEMAS, name);
+  if (!known && !isTypeName(name)) {
+    throw new EventDecodeError(
+      `§5.1: event type ${shown(name)} is not a valid name (dot-separated ASCII letters, digits, _ and -, at most 64 characters)`,
+      "bad-type-name"
+    );
+  }
   let obj;
   try {
     obj = JSON.parse(data);
@@ -185,7 +223,6 @@ function parseEvent(name, data) {
     throw new EventDecodeError("§5.1: data is JSON but not a JSON object", "invalid-json");
   }
   const record = obj;
-  const known = Object.hasOwn(SCHEMAS, name);
   const seqOk = Number.isInteger(record.seq) && (!known || record.seq >= 0);
   const seq = seqOk ? record.seq : null;
   if (record.type !== name) {
@@ -200,6 +237,9 @@ function parseEvent(name, data) {
     if (problem) throw new EventDecodeError(problem, "invalid-field", seq);
   }
   return record;
+}
+function shown(name) {
+  return JSON.stringify(name.length <= 64 ? name : `${name.slice(0, 64)}...`);
 }
 function isKnown(type) {
   return typeof type === "string" && Object.hasOwn(SCHEMAS, type);
@@ -271,7 +311,11 @@ var SSEDecoder = class {
     if (this.#skipLF) {
       this.#skipLF = false;
       if (bytes[0] === LF) {
-        if (this.#blockStart === base) this.#blockStart = base + 1;
+        if (this.#blockStart === base) {
+          this.#blockStart = base + 1;
+        } else if (base + 1 - this.#blockStart > this.#max) {
+          throw this.#fail(this.#blockStart + this.#max);
+        }
         bytes = bytes.subarray(1);
         base += 1;
       }
@@ -325,16 +369,17 @@ var SSEDecoder = class {
   }
   #fail(offset) {
     this.#error = new FramingError(`SSE event larger than maxEventBytes=${this.#max}`, offset);
+    return this.#error;
   }
   #takeLine(bytes, start, end) {
     if (this.#pendingBytes === 0) return bytes.subarray(start, end);
     const line = new Uint8Array(this.#pendingBytes + (end - start));
-    let at = 0;
+    let at2 = 0;
     for (const piece of this.#pending) {
-      line.set(piece, at);
-      at += piece.length;
+      line.set(piece, at2);
+      at2 += piece.length;
     }
-    line.set(bytes.subarray(start, end), at);
+    line.set(bytes.subarray(start, end), at2);
     this.#pending = [];
     this.#pendingBytes = 0;
     return line;
@@ -417,6 +462,11 @@ function toBytes(chunk) {
 
 // src/schema.ts
 var SchemaError = class extends TokenwireError {
+  path;
+  constructor(message, path = null) {
+    super(path === null ? message : `${path}: ${message}`);
+    this.path = path;
+  }
 };
 var SCHEMA_LIMITS = Object.freeze({
   /** Nested schema applications (value depth plus `$ref` hops). */
@@ -426,6 +476,17 @@ var SCHEMA_LIMITS = Object.freeze({
   /** The longest string a `pattern` is run on. */
   maxPatternInput: 1e4
 });
+var SCHEMA_BOUNDS = Object.freeze({
+  maxMinBound: 4096,
+  maxPatternLength: 1e3
+});
+var SCHEMA_DRAFTS = Object.freeze([
+  "https://json-schema.org/draft/2020-12/schema",
+  "https://json-schema.org/draft/2019-09/schema",
+  "http://json-schema.org/draft-07/schema",
+  "http://json-schema.org/draft-06/schema",
+  "http://json-schema.org/draft-04/schema"
+]);
 var isObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
 function jsonType(v) {
   if (v === null) return "null";
@@ -660,6 +721,117 @@ var Checker = class {
 function validateSchema(schema, value) {
   return new Checker(schema).check(schema, value, "$", 0);
 }
+var REF_KEYWORDS = ["$ref", "$dynamicRef", "$recursiveRef"];
+var MIN_KEYWORDS = ["minItems", "minLength", "minProperties", "minContains"];
+var ONE = [
+  "additionalItems",
+  "additionalProperties",
+  "contains",
+  "contentSchema",
+  "else",
+  "if",
+  "items",
+  "not",
+  "propertyNames",
+  "then",
+  "unevaluatedItems",
+  "unevaluatedProperties"
+];
+var MANY = ["allOf", "anyOf", "oneOf", "prefixItems", "items"];
+var NAMED = [
+  "$defs",
+  "definitions",
+  "dependencies",
+  "dependentSchemas",
+  "patternProperties",
+  "properties"
+];
+var NOT_LINEAR = /\\[1-9]|\\k<|\(\?<?[=!]/;
+function at(path, key) {
+  if (typeof key === "number") return `${path}[${key}]`;
+  if (/^[A-Za-z_$][A-Za-z0-9_$]*$/.test(key)) return `${path}.${key}`;
+  return `${path}[${JSON.stringify(key.length <= 64 ? key : `${key.slice(0, 64)}…`)}]`;
+}
+function shown2(value) {
+  const text = typeof value === "string" ? value : JSON.stringify(value) ?? String(value);
+  return JSON.stringify(text.length <= 64 ? text : `${text.slice(0, 64)}…`);
+}
+function checkPattern(pattern, path) {
+  if (pattern.length > SCHEMA_BOUNDS.maxPatternLength) {
+    throw new SchemaError(
+      `unusable pattern: longer than ${SCHEMA_BOUNDS.maxPatternLength} characters`,
+      path
+    );
+  }
+  if (NOT_LINEAR.test(pattern)) {
+    throw new SchemaError(
+      "unusable pattern: not a pattern tokenwire can match in linear time (no backreferences or lookarounds)",
+      path
+    );
+  }
+  try {
+    new RegExp(pattern, "u");
+  } catch (exc) {
+    throw new SchemaError(`unusable pattern: ${exc.message}`, path);
+  }
+}
+function walk(node, path, depth) {
+  if (depth > SCHEMA_LIMITS.maxDepth) {
+    throw new SchemaError(`nested more than ${SCHEMA_LIMITS.maxDepth} levels`, path);
+  }
+  if (!isObject(node)) return;
+  if ("$schema" in node) {
+    const uri = node.$schema;
+    if (typeof uri !== "string" || !SCHEMA_DRAFTS.includes(uri.replace(/#+$/, ""))) {
+      throw new SchemaError(
+        `unsupported $schema ${shown2(uri)}: use draft 2020-12, 2019-09, 7, 6 or 4`,
+        at(path, "$schema")
+      );
+    }
+  }
+  for (const keyword of REF_KEYWORDS) {
+    const ref = node[keyword];
+    if (ref !== void 0 && ref !== null && !(typeof ref === "string" && ref.startsWith("#"))) {
+      throw new SchemaError(
+        `only local references (#...) are allowed, got ${shown2(ref)}`,
+        at(path, keyword)
+      );
+    }
+  }
+  for (const keyword of MIN_KEYWORDS) {
+    const bound = node[keyword];
+    if (typeof bound === "number" && bound > SCHEMA_BOUNDS.maxMinBound) {
+      throw new SchemaError(
+        `${keyword} is over tokenwire's limit of ${SCHEMA_BOUNDS.maxMinBound}`,
+        at(path, keyword)
+      );
+    }
+  }
+  if (typeof node.pattern === "string") checkPattern(node.pattern, at(path, "pattern"));
+  for (const keyword of ONE) {
+    const sub = node[keyword];
+    if (isObject(sub) || typeof sub === "boolean") walk(sub, at(path, keyword), depth + 1);
+  }
+  for (const keyword of MANY) {
+    const subs = node[keyword];
+    if (Array.isArray(subs)) {
+      subs.forEach((sub, i) => walk(sub, at(at(path, keyword), i), depth + 1));
+    }
+  }
+  for (const keyword of NAMED) {
+    const subs = node[keyword];
+    if (!isObject(subs)) continue;
+    const where = at(path, keyword);
+    for (const [name, sub] of Object.entries(subs)) {
+      if (keyword === "patternProperties") checkPattern(name, at(where, name));
+      walk(sub, at(where, name), depth + 1);
+    }
+  }
+}
+function checkSchema(schema, path = "$") {
+  if (!isObject(schema)) throw new SchemaError("must be a JSON Schema object (§4.4)", path);
+  walk(schema, path, 0);
+}
 
 // src/lifecycle.ts
 function rule(section, level, summary) {
@@ -669,6 +841,11 @@ var RULES = Object.freeze({
   framing: rule("5.1", "must", "the SSE framing could not be read (size limit exceeded)"),
   "invalid-json": rule("5.1", "must", "data is not exactly one complete JSON object"),
   "type-mismatch": rule("5.2", "must", "the JSON type differs from the SSE event: field"),
+  "bad-type-name": rule(
+    "5.1",
+    "must",
+    "the SSE event: name is not a valid type name (docs/conformance.md)"
+  ),
   "invalid-field": rule("5.3", "must", "a required field is missing or has the wrong type"),
   "bad-version": rule("5.2", "must", 'v is not "1.0"'),
   "start-seq-not-zero": rule("5.2.1", "must", "stream.start does not have seq 0"),
@@ -707,6 +884,17 @@ var RULES = Object.freeze({
     "tool.call arguments do not match the tool's JSON Schema"
   )
 });
+function schemaProblem(schema, args) {
+  let problem;
+  try {
+    checkSchema(schema);
+    problem = validateSchema(schema, args);
+  } catch (exc) {
+    if (!(exc instanceof SchemaError)) throw exc;
+    return `the tool's schema is unusable, so no call can pass: ${exc.message}`;
+  }
+  return problem === null ? null : `${problem.path}: ${problem.message}`;
+}
 var MAX_SAFE_SEQ = 2 ** 53;
 var SeqTracker = class {
   /** The seq due next. */
@@ -984,17 +1172,12 @@ var Validator = class {
       );
       return;
     }
-    let problem = null;
-    try {
-      problem = validateSchema(this._tools.get(call.name), args);
-    } catch (exc) {
-      if (!(exc instanceof SchemaError)) throw exc;
-    }
+    const problem = schemaProblem(this._tools.get(call.name), args);
     if (problem !== null) {
       this._report(
         "invalid-arguments",
         seq,
-        `arguments of ${JSON.stringify(call.name)}: ${problem.path}: ${problem.message}`
+        `arguments of ${JSON.stringify(call.name)}: ${problem}`
       );
     }
   }
@@ -1237,6 +1420,13 @@ function prepareRequest(input, { resume = true } = {}) {
   if (resume && request.extensions?.[EXTENSIONS.resumable] === void 0) {
     request.extensions = { ...request.extensions ?? {}, [EXTENSIONS.resumable]: true };
   }
+  const tools = request.tools;
+  if (tools !== void 0) {
+    if (!Array.isArray(tools)) throw new TokenwireError("tools: must be a list of tools (§4.4)");
+    tools.forEach(
+      (tool, i) => checkSchema(tool?.parameters, `tools[${i}].parameters`)
+    );
+  }
   const sideEffects = request.extensions?.[EXTENSIONS.sideEffects];
   if (sideEffects !== void 0 && !(Array.isArray(sideEffects) && sideEffects.every((s) => typeof s === "string"))) {
     throw new TokenwireError(
@@ -1272,7 +1462,11 @@ var Client = class {
   /**
    * Send `request` and stream its events. Nothing is sent until the result
    * is iterated (once). Leaving the loop early (`break`) or aborting
-   * `options.signal` stops the stream and cancels the generation.
+   * `options.signal` stops the stream and cancels the generation. Unregistered
+   * event types, tokenwire's extension events among them (`tokenwire.block`,
+   * `tokenwire.usage`, `tokenwire.stop`: {@link isExtensionEvent}), are
+   * delivered as sent, in order.
+   * @throws {@link SchemaError} at once for an unusable tool schema (see {@link prepareRequest}).
    * @throws (while iterating) {@link UnsupportedMediaTypeError}, {@link RequestError},
    *   {@link ServerError}, {@link ProtocolError}, {@link StreamTruncatedError},
    *   {@link FramingError}, or the signal's abort reason.
@@ -1472,7 +1666,9 @@ var EventStream = class {
             event = parseEvent(message.event, message.data);
           } catch (exc) {
             if (!(exc instanceof EventDecodeError)) throw exc;
-            if (exc.seq !== null && (this.lastSeq === null || exc.seq > this.lastSeq)) {
+            if (exc.seq === null) {
+              this.violations.push(...this.validator.feedInvalid(exc));
+            } else if (this.lastSeq === null || exc.seq > this.lastSeq) {
               this.violations.push(...this.validator.feedInvalid(exc));
               this.lastSeq = exc.seq;
             }
@@ -1535,14 +1731,8 @@ var EventStream = class {
     if (args === null || typeof args !== "object" || Array.isArray(args)) {
       return this.reject(event, "bad-arguments-json", "the arguments are not a JSON object");
     }
-    try {
-      const problem = validateSchema(tool.parameters, args);
-      if (problem) {
-        return this.reject(event, "invalid-arguments", `${problem.path}: ${problem.message}`);
-      }
-    } catch (exc) {
-      if (!(exc instanceof SchemaError)) throw exc;
-    }
+    const problem = schemaProblem(tool.parameters, args);
+    if (problem !== null) return this.reject(event, "invalid-arguments", problem);
     const sideEffects = this.request.extensions?.[EXTENSIONS.sideEffects] ?? [];
     if (sideEffects.includes(event.name)) {
       const call = {
@@ -1574,6 +1764,7 @@ export {
   ERROR_CODES,
   EVENT_TYPES,
   EXTENSIONS,
+  EXTENSION_EVENTS,
   EventDecodeError,
   EventStream,
   FramingError,
@@ -1587,6 +1778,8 @@ export {
   RESUME_TOKEN_REQUEST_HEADER,
   RULES,
   RequestError,
+  SCHEMA_BOUNDS,
+  SCHEMA_DRAFTS,
   SCHEMA_LIMITS,
   SSEDecoder,
   STOP_REASONS,
@@ -1597,20 +1790,25 @@ export {
   StreamResponse,
   StreamTruncatedError,
   TRANSITIONS,
+  TYPE_NAME,
   TokenwireError,
   ToolCallError,
   UnsupportedMediaTypeError,
   VERSION,
   Validator,
+  checkSchema,
   feedMessage,
   httpError,
+  isExtensionEvent,
   isKnown,
   isReasoning,
+  isTypeName,
   kindOf,
   open,
   parseEvent,
   prepareRequest,
   raiseForStatus,
+  schemaProblem,
   stream,
   validate,
   validateSchema
