@@ -113,6 +113,9 @@ class Provider(Protocol):
     ``generate`` is an async generator. It may yield any standard event with
     any ``seq`` (the server restamps them); it needs no ``stream.start`` or
     ``stream.end`` (the server adds them), and it may simply raise on failure.
+    A provider may also have ``check_request(request)``, raising
+    ``InvalidRequest`` for a request it will never serve: the endpoint then
+    answers 400 naming the field instead of starting a stream.
     """
 
     def generate(self, request: Request) -> AsyncIterator[ev.Event]: ...
@@ -414,11 +417,20 @@ class StreamEndpoint:
                 send,
                 record,
                 404,
-                f"unknown model {request.model!r}",
+                f"unknown model {rq.echo(request.model)}",
                 code="model_not_found",
                 path="model",
             )
             return
+        # A provider may refuse a request it can never serve before the stream
+        # starts (the demo's token cap): a 400 naming the field, not a 200 stream.
+        check = getattr(provider, "check_request", None)
+        if check is not None:
+            try:
+                check(request)
+            except InvalidRequest as exc:
+                await self._reject(send, record, 400, exc.reason, path=exc.path)
+                return
         session: ResumeSession | None = None
         if self.resumption is not None and encode is ev.dump:
             # Only a stream answered in the standard can be resumed: the resume

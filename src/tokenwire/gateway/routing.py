@@ -230,6 +230,14 @@ class RoutedProvider:
         if self.on_attempt is not None:
             self.on_attempt(model or self.name, deployment.label, outcome)
 
+    def check_request(self, request: Request) -> None:
+        """What the deployments refuse before any stream starts (``Provider`` in server.py):
+        raises ``InvalidRequest`` when one of them says it will never serve ``request``."""
+        for deployment in self.deployments:
+            check = getattr(deployment.provider, "check_request", None)
+            if check is not None:
+                check(request)
+
     async def generate(self, request: Request) -> AsyncIterator[ev.Event]:
         """Stream from the first deployment that produces a token (see module doc)."""
         drain = self.drain

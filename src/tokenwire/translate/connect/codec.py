@@ -10,6 +10,7 @@ import msgspec
 
 from ... import events as ev
 from ...errors import TranslationError
+from ...request import echo as rq_echo
 from .. import _protowire as pw
 
 # --- message codecs ----------------------------------------------------------------
@@ -351,7 +352,10 @@ def _build_event(name: str, v: str, seq: int, f: _Fields) -> ev.Event:
             return ev.ErrorEvent(v=v, seq=seq, code=f.get_str("code"), message=f.get_str("message"))
         case "stream.end":
             return ev.StreamEnd(v=v, seq=seq, request_id=f.get_opt_str("request_id"))
-    return ev.UnknownEvent(type=f.get_str("type"), data=f.get_str("data"), v=v, seq=seq)
+    name = f.get_str("type")
+    if not ev.is_type_name(name):  # an upstream's name can never add an SSE frame (ruling 13)
+        raise TranslationError(f"Connect event type {rq_echo(name)} is not an event type name")
+    return ev.UnknownEvent(type=name, data=f.get_str("data"), v=v, seq=seq)
 
 
 def decode_event(data: bytes, codec: str = "proto") -> ev.Event | None:
