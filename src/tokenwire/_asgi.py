@@ -12,7 +12,7 @@ from typing import Any, Final, TypeAlias
 import msgspec
 
 from . import mediatype
-from .errors import ProtocolError, RequestTooLarge
+from .errors import ProtocolError, RequestTooLarge, TokenwireError
 
 Scope: TypeAlias = MutableMapping[str, Any]
 Message: TypeAlias = MutableMapping[str, Any]
@@ -135,7 +135,7 @@ async def send_json_error(
     await send_json(send, status, json_error(code, message, path), headers)
 
 
-class ClientDisconnected(Exception):
+class ClientDisconnected(TokenwireError):
     """The client went away before its request body was read."""
 
 

@@ -46,6 +46,7 @@ import msgspec
 from . import mediatype
 from ._asgi import Message, Receive, Scope, Send, json_error
 from ._outbox import ACCOUNT, BUDGET, DEFAULT_STREAM_BUDGET, StreamAccount
+from .errors import TokenwireError
 
 __all__ = ["Guard", "Limits", "content_type_problem"]
 
@@ -63,7 +64,7 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     retry_after_s: int = 5
 
 
-class _Refused(OSError):
+class _Refused(TokenwireError, OSError):
     """The guard answered the request itself; the app's own response has nowhere to go."""
 
 

@@ -12,13 +12,26 @@
     │       ├── TranslationError      a vendor stream that cannot be translated
     │       └── InvalidRequest        a request envelope (§4) that is not valid; has .path
     │           └── RequestTooLarge   over a size or depth limit (HTTP 413)
-    └── TransportError                the connection itself (client side)
-        ├── TimeoutError              connect, first-event or idle timeout
-        ├── UnsupportedMediaType      the endpoint answered 415 (§7.2)
-        ├── HTTPStatusError           any other non-2xx answer
-        └── StreamTruncated           the connection ended before stream.end
-    StreamError                       raised only by Response.raise_for_error() for an
-                                      `error` event, which is otherwise plain data
+    ├── TransportError                the connection itself (client side)
+    │   ├── TimeoutError              connect, first-event or idle timeout
+    │   ├── UnsupportedMediaType      the endpoint answered 415 (§7.2)
+    │   ├── HTTPStatusError           any other non-2xx answer
+    │   └── StreamTruncated           the connection ended before stream.end
+    ├── StreamError                   raised only by Response.raise_for_error() for an
+    │                                 `error` event, which is otherwise plain data
+    └── raised where they belong (each module's own job), still in this one tree:
+        ├── ClientDisconnected        _asgi: the client left before its body was read
+        ├── MediaTypeError            mediatype: a Content-Type or Accept that does not parse
+        ├── ConfigError               gateway.config: a bad config, naming the key
+        │   (ConfigProblem, gateway.config_prod, for the production keys)
+        ├── ResumeConflict            server: a resumable request_id already stored (409)
+        ├── ResumeStoreError          gateway.resume.store: the store failed
+        │   └── StoreUnavailable, StoreRefused, StreamNotFound, EventsTrimmed
+        ├── SessionStateError         gateway.resume.session: an input its table does not allow
+        ├── NegotiateError            gateway.signalr_provider: the hub's negotiate step failed
+        └── UnknownFormat             cli._detect: a capture whose format is not recognised
+    (private control-flow exceptions descend from TokenwireError too; a test walks the
+    package and checks every exception class is in this tree)
 
 Each protocol error knows the HTTP status a server should answer with
 (``status_hint``) and the §5.3.6 wire code it maps to (``code``).

@@ -38,7 +38,7 @@ from typing import Any, Final
 
 import msgspec
 
-from .errors import InvalidRequest
+from .errors import InvalidRequest, TokenwireError
 
 __all__ = [
     "MAX_MIN_BOUND",
@@ -287,7 +287,7 @@ _CACHED_SCHEMA_BYTES: Final = 64 << 10
 # --- The checker ------------------------------------------------------------------------
 
 
-class _OverBudget(Exception):
+class _OverBudget(TokenwireError):
     """A check used its MAX_STEPS keyword evaluations (internal)."""
 
 

@@ -35,6 +35,7 @@ from typing import Any, Final
 import msgspec
 
 from .. import _guard, server
+from ..errors import TokenwireError
 from . import config_prod  # production keys (docs/gateway.md, "Production")
 
 __all__ = [
@@ -125,7 +126,7 @@ RESUME_BACKENDS: Final = frozenset({"memory", "redis"})
 _REDIS_SCHEMES: Final = ("redis://", "rediss://", "unix://")
 
 
-class ConfigError(ValueError):
+class ConfigError(TokenwireError, ValueError):
     """The configuration is not valid; the message names the key (``models[1].provider``)."""
 
 

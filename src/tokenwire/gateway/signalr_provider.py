@@ -39,6 +39,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from websockets.protocol import State
 
 from .. import events as ev
+from ..errors import TokenwireError
 from ..request import Request
 from ..translate import VendorFormat, signalr
 
@@ -70,7 +71,7 @@ _GOODBYE_TIMEOUT_S: Final = 2.0
 _INVOCATION_ID: Final = "0"
 
 
-class NegotiateError(Exception):
+class NegotiateError(TokenwireError):
     """The hub's negotiate step failed (an ``error`` answer, no WebSockets...)."""
 
 

@@ -49,6 +49,7 @@ from typing import Any, Final, Literal, Protocol, cast
 import msgspec
 
 from .. import translate
+from ..errors import TokenwireError
 
 __all__ = [
     "RENDERERS",
@@ -244,11 +245,11 @@ _MODEL_IN_PATH: Final = re.compile(r"/models/([^/:?]+)")
 _BAD_REQUEST: Final = b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
 
 
-class _ClientGone(Exception):
+class _ClientGone(TokenwireError):
     """The client hung up while we were answering."""
 
 
-class _BadRequest(Exception):
+class _BadRequest(TokenwireError):
     """The bytes we read are not an HTTP/1.1 request we can answer."""
 
 
