@@ -23,6 +23,7 @@ LAYERS: dict[str, int] = {
     "request": 1,
     "mediatype": 1,
     "toolschema": 1,
+    "schemas": 1,
     "lifecycle": 2,
     "writer": 2,
     "_iter": 2,
