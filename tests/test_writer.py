@@ -247,6 +247,14 @@ def test_no_usage_is_invented_and_none_is_repeated() -> None:
         "error",
         "stream.end",
     ]
+    # An estimated prompt alone invents nothing for a stream that generated nothing.
+    w = Writer(model="m", estimate_usage=True)
+    w.note_usage(input_tokens=12, estimated=True)
+    assert "usage" not in [e.type for e in w.fail("rate_limited", "slow down")]
+    w = Writer(model="m", estimate_usage=True)
+    w.note_usage(input_tokens=12, estimated=True)
+    out = w.text("abcd") + w.fail("cancelled", "cancelled")
+    assert out[-2] == events.Usage(v="1.0", seq=3, input_tokens=12, output_tokens=1, estimated=True)
     # Without estimate_usage, output alone is not a count (the default: unchanged streams).
     w = Writer(model="m")
     assert "usage" not in [e.type for e in w.text("hi") + w.fail("internal_error", "x")]

@@ -80,6 +80,7 @@ class Writer:
         self._noted_input: int | None = None
         self._noted_output: int | None = None
         self._noted_estimated = False
+        self._noted_reported = False  # a count the vendor reported (not an estimate)
         self._chars = 0
         # tokenwire.tool_delta: call id -> (block index, fragments so far)
         self._tool_deltas: dict[str, tuple[int, list[str]]] = {}
@@ -319,7 +320,8 @@ class Writer:
         """Record counts known so far without sending them (each given count replaces the last).
 
         If the stream reaches ``stream.end`` (an error, a cancel, a cut) before
-        any ``usage`` was sent, ``end`` sends one from these counts; a count
+        any ``usage`` was sent, ``end`` sends one from these counts (when one
+        was reported, or output went out with ``estimate_usage``); a count
         not noted is estimated from the output sent (with ``estimate_usage``)
         or 0, and the event is then marked ``tokenwire:estimated``, as it is
         when ``estimated`` is given here (docs/extensions.md).
@@ -333,11 +335,17 @@ class Writer:
         if output_tokens is not None:
             self._noted_output = output_tokens
         self._noted_estimated = self._noted_estimated or estimated
+        if not estimated and (input_tokens is not None or output_tokens is not None):
+            self._noted_reported = True
 
     def _fallback_usage(self) -> list[ev.Event]:
-        """docs/extensions.md: the ``usage`` owed at ``stream.end`` when none was sent."""
-        noted = self._noted_input is not None or self._noted_output is not None
-        if self.usage_sent or not (noted or (self.estimate_usage and self._chars)):
+        """docs/extensions.md: the ``usage`` owed at ``stream.end`` when none was sent.
+
+        Owed when a count was reported (noted, not estimated) or, with
+        ``estimate_usage``, when output went out: an estimate alone (say, of the
+        prompt) invents no usage for a stream that generated nothing.
+        """
+        if self.usage_sent or not (self._noted_reported or (self.estimate_usage and self._chars)):
             return []
         if self._seq >= MAX_SEQ - 1:
             return []  # only stream.end still fits (§8.4)
