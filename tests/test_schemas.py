@@ -193,3 +193,36 @@ def test_a_bad_extension_event_is_reported_with_where_and_why() -> None:
     assert (v.rule, v.level, v.seq) == ("bad-extension", "should", 2)
     assert "tokenwire:signature" in v.message and "string" in v.message
     assert report.ok  # the draft's verdict: a parser ignores extension events (§5.2)
+
+
+_values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 3),
+    st.sampled_from([1.0, 2.5, -1.0]),
+    st.text(max_size=3),
+    st.sampled_from(["1.0", "tokenwire.block", "tokenwire.usage", "tokenwire.stop"]),
+    st.sampled_from(["tokenwire.tool_delta", ""]),
+    st.just({}),
+    st.just([]),
+)
+
+
+def _keys(kind: str) -> list[str]:
+    props = schemas.load(schemas.EXTENSIONS_SCHEMA)["$defs"][kind]["properties"]
+    return sorted({"v", "seq", "type", "other", *props})
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(sorted(schemas.EXTENSION_EVENTS)), st.data())
+def test_the_fast_check_agrees_with_jsonschema(kind: str, data: st.DataObject) -> None:
+    # extension_error answers valid events without jsonschema: it must never
+    # accept what the schema rejects, nor reject what it accepts.
+    keys = data.draw(st.lists(st.sampled_from(_keys(kind)), unique=True))
+    obj = {k: data.draw(_values) for k in keys}
+    if data.draw(st.booleans()):
+        obj.update(v="1.0", seq=data.draw(st.integers(0, 5)), type=kind)
+    fast = schemas._fast_check(schemas.EXTENSIONS_SCHEMA, kind)
+    assert fast is not None
+    full = schemas._validator(schemas.EXTENSIONS_SCHEMA, kind).is_valid(obj)
+    assert fast(obj) is full, obj
