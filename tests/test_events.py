@@ -94,17 +94,22 @@ def test_fields_are_exactly_the_drafts() -> None:
         ContentDelta: {"v", "seq", "index", "role", "delta", "reasoning"},
         ContentStop: {"v", "seq", "index", "stop_reason"},
         ToolCall: {"v", "seq", "index", "id", "name", "arguments"},
-        Usage: {"v", "seq", "input_tokens", "output_tokens"},
+        Usage: {"v", "seq", "input_tokens", "output_tokens", "estimated"},
         ErrorEvent: {"v", "seq", "code", "message"},
         StreamEnd: {"v", "seq", "request_id"},
     }
     for cls, fields in expected.items():
         assert set(cls.__struct_fields__) == fields, cls
-    # The one extension field is namespaced on the wire and omitted by default.
+    # The two extension fields are namespaced on the wire and omitted by default.
     d = ContentDelta(v="1.0", seq=1, index=0, role="assistant", delta=Delta(text="x"))
     assert b"reasoning" not in events.to_json(d)
     r = msgspec.structs.replace(d, reasoning=True)
     assert b'"tokenwire:reasoning":true' in events.to_json(r)
+    u = Usage(v="1.0", seq=2, input_tokens=1, output_tokens=1)
+    assert b"estimated" not in events.to_json(u)
+    e = msgspec.structs.replace(u, estimated=True)
+    assert b'"tokenwire:estimated":true' in events.to_json(e)
+    assert events.parse("usage", events.to_json(e)) == e
 
 
 def test_dump_writes_event_id_and_one_data_line() -> None:

@@ -22,6 +22,7 @@ LAYERS: dict[str, int] = {
     "events": 1,
     "mediatype": 1,
     "toolschema": 1,
+    "schemas": 1,
     "request": 2,
     "lifecycle": 3,
     "writer": 3,

@@ -12,7 +12,13 @@ import pytest
 from tokenwire import events, lifecycle, request, sse
 from tokenwire.lifecycle import RULES, TRANSITIONS, State, Validator, validate
 
-VECTORS = json.loads((Path(__file__).parent / "vectors/lifecycle/cases.json").read_text())["cases"]
+VECTORS = [
+    case
+    for name in ("cases.json", "extensions.json")
+    for case in json.loads((Path(__file__).parent / "vectors/lifecycle" / name).read_text())[
+        "cases"
+    ]
+]
 
 
 def wire(case: dict[str, Any]) -> bytes:

@@ -154,11 +154,19 @@ class ToolCall(_Envelope, tag="tool.call", frozen=True, kw_only=True):
 
 
 class Usage(_Envelope, tag="usage", frozen=True, kw_only=True):
-    """§5.3.5: token counts."""
+    """§5.3.5: token counts.
+
+    ``input_tokens`` counts every input token, cache reads and writes included
+    (docs/conformance.md ruling 18). ``estimated`` is tokenwire's namespaced
+    extension (``"tokenwire:estimated": true``): the gateway had to estimate
+    the counts (a stream cut or cancelled before the vendor reported them,
+    docs/extensions.md). It is omitted otherwise.
+    """
 
     TYPE: ClassVar[str] = "usage"
     input_tokens: Count
     output_tokens: Count
+    estimated: bool = msgspec.field(default=False, name="tokenwire:estimated")
 
 
 class ErrorEvent(_Envelope, tag="error", frozen=True, kw_only=True):

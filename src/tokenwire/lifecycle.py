@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 import msgspec
 
 from . import events as ev
-from . import sse, toolschema
+from . import schemas, sse, toolschema
 from .errors import EventDecodeError, FramingError, InvalidRequest
 
 if TYPE_CHECKING:
@@ -91,6 +91,20 @@ RULES: Final[dict[str, Rule]] = {
     "undeclared-tool": Rule("8.2", "must", "tool.call names a tool the request did not declare"),
     "invalid-arguments": Rule(
         "8.2", "must", "tool.call arguments do not match the tool's JSON Schema"
+    ),
+    # tokenwire extensions 1.0 (docs/extensions.md). A conforming parser ignores
+    # extension events (§5.2), so breaking these leaves the draft verdict alone:
+    # they are SHOULDs here, and fail `tokenwire validate --strict`.
+    "bad-extension": Rule(
+        "5.2", "should", "a tokenwire.* extension event does not match its JSON Schema"
+    ),
+    "tool-delta-after-call": Rule(
+        "5.3.4", "should", "a tokenwire.tool_delta for a call whose tool.call was already sent"
+    ),
+    "tool-delta-mismatch": Rule(
+        "5.3.4",
+        "should",
+        "a call's tokenwire.tool_delta fragments do not add up to its tool.call",
     ),
 }
 
@@ -184,6 +198,8 @@ class Validator:
         if request is not None:
             self._tools = {t.name: t.parameters for t in request.tools or ()}
         self._schema_checkers: dict[str, toolschema.Checker] = {}
+        # tokenwire.tool_delta: call id -> (block index, name, fragments so far)
+        self._tool_deltas: dict[str, tuple[int, str | None, list[str]]] = {}
 
     # -- reporting ---------------------------------------------------------
 
@@ -280,7 +296,55 @@ class Validator:
 
         if registered:
             self._check_event(event)  # type: ignore[arg-type]
+        elif kind in schemas.EXTENSION_EVENTS:
+            self._check_extension(event)  # type: ignore[arg-type]
         return self.violations[before:]
+
+    def _check_extension(self, event: ev.UnknownEvent) -> None:
+        # Only extension events reach a schema: the validator's hot path stays
+        # a few comparisons, and each schema is compiled once, on first use.
+        seq = event.seq
+        try:
+            obj = msgspec.json.decode(event.data)
+        except (msgspec.DecodeError, RecursionError):  # parse checked it; a hand-built event
+            self._report("bad-extension", seq, f"{event.type}: data is not a JSON object")
+            return
+        if not isinstance(obj, dict):
+            self._report("bad-extension", seq, f"{event.type}: data is not a JSON object")
+            return
+        error = schemas.extension_error(event.type, obj)
+        if error is not None:
+            self._report("bad-extension", seq, f"{event.type}: {error}")
+            return
+        if event.type == "tokenwire.tool_delta":
+            self._check_tool_delta(obj, seq)
+
+    def _check_tool_delta(self, obj: dict[str, Any], seq: int | None) -> None:
+        fragment: str = obj["delta"]
+        if not fragment:
+            return  # docs/extensions.md: an empty delta is a no-op, wherever it comes
+        call_id: str = obj["id"]
+        index: int = obj["index"]
+        if call_id in self._tool_ids:
+            self._report(
+                "tool-delta-after-call", seq, f"delta for call {call_id!r} after its tool.call"
+            )
+            return
+        name = obj.get("name")
+        known = self._tool_deltas.get(call_id)
+        if known is None:
+            self._tool_deltas[call_id] = (index, name if isinstance(name, str) else None, [])
+            known = self._tool_deltas[call_id]
+        elif known[0] != index:
+            self._report(
+                "tool-delta-mismatch",
+                seq,
+                f"call {call_id!r} moved from block {known[0]} to block {index}",
+            )
+            return
+        elif isinstance(name, str) and known[1] is None:
+            self._tool_deltas[call_id] = known = (index, name, known[2])
+        known[2].append(fragment)
 
     def _check_event(self, event: ev.KnownEvent) -> None:
         seq = event.seq
@@ -338,8 +402,37 @@ class Validator:
                 f"{where} request_id is {rid!r}, the request's is {self._request_id!r}",
             )
 
+    def _check_deltas_of(self, call: ev.ToolCall) -> None:
+        """docs/extensions.md: a call's deltas concatenate to its arguments (as JSON)."""
+        index, name, parts = self._tool_deltas.pop(call.id)
+        seq = call.seq
+        if index != call.index or (name is not None and name != call.name):
+            self._report(
+                "tool-delta-mismatch",
+                seq,
+                f"call {call.id!r}: deltas named block {index} / {name!r}, "
+                f"the tool.call block {call.index} / {call.name!r}",
+            )
+            return
+        text = "".join(parts)
+        if text == call.arguments:
+            return
+        try:
+            same = msgspec.json.decode(text) == msgspec.json.decode(call.arguments)
+        except (msgspec.DecodeError, RecursionError):
+            same = False
+        if not same:
+            self._report(
+                "tool-delta-mismatch",
+                seq,
+                f"call {call.id!r}: the deltas ({len(text)} characters) do not add up to "
+                "its arguments",
+            )
+
     def _check_tool_call(self, call: ev.ToolCall) -> None:
         seq = call.seq
+        if call.id in self._tool_deltas:
+            self._check_deltas_of(call)
         if call.id in self._tool_ids:
             self._report("duplicate-tool-id", seq, f"tool call id {call.id!r} used twice")
         self._tool_ids.add(call.id)

@@ -22,11 +22,27 @@ import msgspec
 from . import events as ev
 from .errors import LocalProtocolError, ProtocolError
 
-__all__ = ["MAX_SEQ", "Writer"]
+__all__ = ["MAX_SEQ", "TOOL_DELTA", "Writer", "estimate_tokens"]
 
 #: §8.4: a stream past 2^53 events is pathological and SHOULD be terminated.
 #: The writer keeps the last two seqs free for ``error`` and ``stream.end``.
 MAX_SEQ = 2**53
+
+#: The extension event type of a tool call's argument fragment (docs/extensions.md).
+TOOL_DELTA = "tokenwire.tool_delta"
+
+#: docs/extensions.md: an estimate counts one token per this many characters.
+_CHARS_PER_TOKEN = 4
+
+
+def estimate_tokens(text: str | int) -> int:
+    """A token count estimated from ``text`` (or a number of characters): 1 per 4, rounded up.
+
+    What the gateway reports, marked ``tokenwire:estimated``, when the vendor's
+    own count never arrived (docs/extensions.md, "Usage on every exit path").
+    """
+    chars = text if isinstance(text, int) else len(text)
+    return -(-chars // _CHARS_PER_TOKEN)
 
 
 class Writer:
@@ -44,6 +60,7 @@ class Writer:
         request_id: str | None = None,
         created: int | None = None,
         clock: Callable[[], float] = time.time,
+        estimate_usage: bool = False,
     ) -> None:
         self.model = model
         self.request_id = request_id
@@ -56,6 +73,17 @@ class Writer:
         self._open: set[int] = set()
         self._stopped: set[int] = set()
         self._tool_ids: set[str] = set()
+        # Usage on every exit path (docs/extensions.md): what was sent, what is
+        # known without having been sent, and how much output went out.
+        self.estimate_usage = estimate_usage
+        self.usage_sent = False
+        self._noted_input: int | None = None
+        self._noted_output: int | None = None
+        self._noted_estimated = False
+        self._noted_reported = False  # a count the vendor reported (not an estimate)
+        self._chars = 0
+        # tokenwire.tool_delta: call id -> (block index, fragments so far)
+        self._tool_deltas: dict[str, tuple[int, list[str]]] = {}
 
     # -- state -------------------------------------------------------------
 
@@ -119,6 +147,7 @@ class Writer:
             # The hot path: more text for an open block (most events of every
             # stream). Every check below holds; skip straight to the event.
             self._seq = seq + 1
+            self._chars += len(text)
             return [
                 ev.ContentDelta(
                     v=ev.VERSION,
@@ -132,6 +161,7 @@ class Writer:
         self._check_open()
         out = self._prelude()
         self._use_block(index)
+        self._chars += len(text)
         out.append(
             ev.ContentDelta(
                 v=ev.VERSION,
@@ -162,9 +192,17 @@ class Writer:
             arguments = msgspec.json.encode(arguments).decode()
         if id in self._tool_ids:
             raise LocalProtocolError(f"§5.3.4: tool call id {id!r} was already used")
+        pending = self._tool_deltas.get(id)
+        tail = "" if pending is None else self._delta_tail(id, index, pending, arguments)
         out = self._prelude()
+        if pending is not None:
+            # docs/extensions.md: the deltas of a call add up to its arguments.
+            del self._tool_deltas[id]
+            if tail:
+                out += self._tool_delta_event(index, id, None, tail)
         self._use_block(index)
         self._tool_ids.add(id)
+        self._chars += len(arguments)
         out.append(
             ev.ToolCall(
                 v=ev.VERSION, seq=self._stamp(), index=index, id=id, name=name, arguments=arguments
@@ -187,22 +225,147 @@ class Writer:
         )
         return out
 
-    def usage(self, input_tokens: int, output_tokens: int) -> list[ev.Event]:
-        """A ``usage`` event; allowed after an ``error`` too."""
+    def tool_delta(self, index: int, id: str, name: str | None, fragment: str) -> list[ev.Event]:
+        """A ``tokenwire.tool_delta``: the next ``fragment`` of call ``id``'s arguments.
+
+        For live display only (docs/extensions.md, opt-in with the request
+        extension ``tokenwire:tool_deltas``): ``tool.call`` stays the one event
+        a client may execute. ``index`` is the block the ``tool.call`` will
+        carry; ``name`` goes out on the call's first delta only. An empty
+        ``fragment`` is a no-op (``[]``). The later ``tool_call(id=...)``
+        sends whatever its arguments add to the fragments sent, so that they
+        always concatenate to the arguments; it refuses arguments the
+        fragments cannot add up to. Raises ``LocalProtocolError`` for a delta
+        after its call, or on a stopped block.
+        """
+        self._check_open()
+        if id in self._tool_ids:
+            raise LocalProtocolError(f"no tool delta may follow tool call {id!r}")
+        if index in self._stopped:
+            raise LocalProtocolError(f"§5.3.3: block {index} was already stopped")
+        if not fragment:
+            return []
+        pending = self._tool_deltas.get(id)
+        if pending is None:
+            pending = self._tool_deltas[id] = (index, [])
+        elif pending[0] != index:
+            raise LocalProtocolError(f"tool call {id!r} is on block {pending[0]}, not {index}")
+        else:
+            name = None  # the name goes on the first delta only
+        out = self._prelude()
+        pending[1].append(fragment)
+        self._chars += len(fragment)
+        return out + self._tool_delta_event(index, id, name, fragment)
+
+    def _tool_delta_event(
+        self, index: int, id: str, name: str | None, fragment: str
+    ) -> list[ev.Event]:
+        seq = self._stamp()
+        body: dict[str, object] = {"type": TOOL_DELTA, "v": ev.VERSION, "seq": seq}
+        body.update(index=index, id=id)
+        if name is not None:
+            body["name"] = name
+        body["delta"] = fragment
+        data = msgspec.json.encode(body).decode()
+        return [ev.UnknownEvent(type=TOOL_DELTA, data=data, v=ev.VERSION, seq=seq)]
+
+    @staticmethod
+    def _delta_tail(id: str, index: int, pending: tuple[int, list[str]], arguments: str) -> str:
+        """What ``arguments`` adds to the fragments already sent for call ``id``."""
+        if pending[0] != index:
+            raise LocalProtocolError(f"tool call {id!r} is on block {pending[0]}, not {index}")
+        sent = "".join(pending[1])
+        if arguments.startswith(sent):
+            return arguments[len(sent) :]
+        try:
+            if msgspec.json.decode(sent) == msgspec.json.decode(arguments):
+                return ""  # the same JSON value, spaced differently: they add up
+        except (msgspec.DecodeError, RecursionError):
+            pass
+        raise LocalProtocolError(
+            f"tool call {id!r}: the arguments do not continue the deltas already sent"
+        )
+
+    def usage(
+        self, input_tokens: int, output_tokens: int, *, estimated: bool = False
+    ) -> list[ev.Event]:
+        """A ``usage`` event; allowed after an ``error`` too.
+
+        ``estimated`` marks counts the gateway estimated (``tokenwire:estimated``).
+        """
         if self.ended:
             raise LocalProtocolError("§5.3.7: no event may follow stream.end")
         if input_tokens < 0 or output_tokens < 0:
             raise LocalProtocolError("§5.3.5: token counts are non-negative")
         out = self._prelude()
+        self.usage_sent = True
         out.append(
             ev.Usage(
                 v=ev.VERSION,
                 seq=self._stamp(),
                 input_tokens=input_tokens,
                 output_tokens=output_tokens,
+                estimated=estimated,
             )
         )
         return out
+
+    def note_usage(
+        self,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+        *,
+        estimated: bool = False,
+    ) -> None:
+        """Record counts known so far without sending them (each given count replaces the last).
+
+        If the stream reaches ``stream.end`` (an error, a cancel, a cut) before
+        any ``usage`` was sent, ``end`` sends one from these counts (when one
+        was reported, or output went out with ``estimate_usage``); a count
+        not noted is estimated from the output sent (with ``estimate_usage``)
+        or 0, and the event is then marked ``tokenwire:estimated``, as it is
+        when ``estimated`` is given here (docs/extensions.md).
+        """
+        if (input_tokens is not None and input_tokens < 0) or (
+            output_tokens is not None and output_tokens < 0
+        ):
+            raise LocalProtocolError("§5.3.5: token counts are non-negative")
+        if input_tokens is not None:
+            self._noted_input = input_tokens
+        if output_tokens is not None:
+            self._noted_output = output_tokens
+        self._noted_estimated = self._noted_estimated or estimated
+        if not estimated and (input_tokens is not None or output_tokens is not None):
+            self._noted_reported = True
+
+    def _fallback_usage(self) -> list[ev.Event]:
+        """docs/extensions.md: the ``usage`` owed at ``stream.end`` when none was sent.
+
+        Owed when a count was reported (noted, not estimated) or, with
+        ``estimate_usage``, when output went out: an estimate alone (say, of the
+        prompt) invents no usage for a stream that generated nothing.
+        """
+        if self.usage_sent or not (self._noted_reported or (self.estimate_usage and self._chars)):
+            return []
+        if self._seq >= MAX_SEQ - 1:
+            return []  # only stream.end still fits (§8.4)
+        estimated = self._noted_estimated
+        input_tokens = self._noted_input
+        if input_tokens is None:
+            input_tokens, estimated = 0, True
+        output_tokens = self._noted_output
+        if output_tokens is None:
+            output_tokens, estimated = estimate_tokens(self._chars), True
+        self.usage_sent = True
+        return [
+            ev.Usage(
+                v=ev.VERSION,
+                seq=self._stamp(),
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                estimated=estimated,
+            )
+        ]
 
     def error(self, code: str, message: str) -> list[ev.Event]:
         """An ``error`` event. Open blocks need no ``content.stop`` after it (§5.4)."""
@@ -220,6 +383,7 @@ class Writer:
         if not self.errored:
             for index in sorted(self._open):
                 out += self.stop(index, stop_reason)
+        out += self._fallback_usage()
         self.ended = True
         out.append(ev.StreamEnd(v=ev.VERSION, seq=self._stamp(), request_id=self.request_id))
         return out
@@ -260,7 +424,9 @@ class Writer:
             case ev.ContentStop():
                 return self.stop(event.index, event.stop_reason)
             case ev.Usage():
-                return self.usage(event.input_tokens, event.output_tokens)
+                return self.usage(
+                    event.input_tokens, event.output_tokens, estimated=event.estimated
+                )
             case ev.ErrorEvent():
                 return self.error(event.code, event.message)
             case ev.StreamEnd():

@@ -7,7 +7,7 @@ Pure values and functions, no I/O: the sync and async clients fill a
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
@@ -15,14 +15,19 @@ from .. import events as ev
 from ..errors import StreamError
 from ..lifecycle import Violation
 from ..request import Message, Request, ToolCallRef
+from ..translate import _extensions as x
 
 __all__ = [
     "ParsedToolCall",
     "RejectedToolCall",
     "Response",
     "ResponseBuilder",
+    "reasoning_parts",
     "tool_results_request",
 ]
+
+#: Block metadata that only the vendor can check, which its next turn needs back.
+_BOUND: Final = (x.SIGNATURE, x.REDACTED, x.ENCRYPTED)
 
 
 class ParsedToolCall(msgspec.Struct, frozen=True, kw_only=True):
@@ -132,6 +137,15 @@ def tool_results_request(
     if missing:
         raise ValueError(f"no result for tool call(s) {missing}")
     history = list(request.messages)
+    extensions = request.extensions
+    parts = reasoning_parts(response.events)
+    if parts:
+        # docs/extensions.md: the reasoning of this assistant message goes back
+        # with it, as the vendor requires (signatures, redacted data).
+        previous = (extensions or {}).get(x.REASONING_HISTORY)
+        entries = list(previous) if isinstance(previous, list) else []
+        entries.append({"message": len(history), "parts": parts})
+        extensions = {**(extensions or {}), x.REASONING_HISTORY: entries}
     history.append(response.to_message())
     for call in response.tool_calls:
         result = results[call.id]
@@ -139,7 +153,47 @@ def tool_results_request(
         history.append(Message(role="tool", tool_call_id=call.id, content=content))
     metadata = dict(request.metadata or {})
     metadata.pop("request_id", None)
-    return msgspec.structs.replace(request, messages=history, metadata=metadata or None)
+    return msgspec.structs.replace(
+        request, messages=history, metadata=metadata or None, extensions=extensions
+    )
+
+
+def reasoning_parts(events: list[ev.Event]) -> list[dict[str, Any]]:
+    """The ``tokenwire:reasoning`` parts of a response, for ``tokenwire:reasoning_history``.
+
+    One part per reasoning block, in block order: its text (``content.delta``
+    marked ``tokenwire:reasoning``) and the ``tokenwire:`` metadata of its
+    ``tokenwire.block`` events (signature, redacted or encrypted data, vendor).
+    ``[]`` unless some block carries vendor-bound data (a signature, redacted
+    or encrypted reasoning): plain reasoning text needs no round trip.
+    """
+    texts: dict[int, list[str]] = {}
+    meta: dict[int, dict[str, Any]] = {}
+    for event in events:
+        if type(event) is ev.ContentDelta:
+            if event.reasoning:
+                texts.setdefault(event.index, []).append(event.delta.text)
+            continue
+        body = x.fields(event, x.BLOCK)
+        if body is None:
+            continue
+        index = body.get("index")
+        if type(index) is not int or not (
+            body.get(x.REASONING) is True or any(k in body for k in _BOUND)
+        ):
+            continue
+        entry = meta.setdefault(index, {})
+        entry.update((k, v) for k, v in body.items() if k.startswith("tokenwire:"))
+    if not any(k in entry for entry in meta.values() for k in _BOUND):
+        return []
+    parts: list[dict[str, Any]] = []
+    for index in sorted(set(texts) | set(meta)):
+        part: dict[str, Any] = {"type": x.REASONING}
+        if index in texts:
+            part["text"] = "".join(texts[index])
+        part.update((k, v) for k, v in meta.get(index, {}).items() if k != x.REASONING)
+        parts.append(part)
+    return parts
 
 
 class ResponseBuilder:

@@ -20,6 +20,7 @@ import logging
 import sys
 import time
 import traceback
+from collections.abc import Mapping
 from typing import Any, Final
 
 import msgspec
@@ -27,7 +28,7 @@ import msgspec
 from .. import events as ev
 from ..server import StreamRecord, Tee
 
-__all__ = ["LOGGER_NAME", "RequestLog", "configure"]
+__all__ = ["LOGGER_NAME", "RequestLog", "configure", "log_unknown_events"]
 
 LOGGER_NAME: Final = "tokenwire.gateway"
 
@@ -55,6 +56,33 @@ def configure(stream: Any = None, level: int = logging.INFO) -> logging.Logger:
         logger.propagate = False
     logger.setLevel(level)
     return logger
+
+
+def log_unknown_events(
+    vendor: str,
+    request_id: str | None,
+    counts: Mapping[str, int],
+    logger: logging.Logger | None = None,
+) -> None:
+    """One JSON line for a stream whose upstream sent event types its translator skipped.
+
+    Called once per stream, at its end (docs/extensions.md: unknown vendor
+    events are never silently dropped). Names the types and how many of each:
+    vendor event type names, never their content (§8.1).
+    """
+    if not counts:
+        return
+    log = logger if logger is not None else logging.getLogger(LOGGER_NAME)
+    if not log.isEnabledFor(logging.WARNING):
+        return
+    line = {
+        "ts": round(time.time(), 3),
+        "msg": "unknown vendor events",
+        "vendor": vendor,
+        "request_id": request_id,
+        "types": dict(sorted(counts.items())),
+    }
+    log.warning(_encode(line).decode())
 
 
 class _Transcript:

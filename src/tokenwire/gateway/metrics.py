@@ -15,12 +15,21 @@ the model name the client sent (unbounded label values are a memory leak).
 ``tokenwire_requests_rejected_total``      4xx answers, by status and code
 ``tokenwire_time_to_first_event_seconds``  request arrival to the provider's first event
 ``tokenwire_stream_duration_seconds``      request arrival to stream end
+``tokenwire_unknown_vendor_events_total``  vendor events of a type no translator
+                                           knows, by vendor and type (at most
+                                           ``MAX_TYPES_PER_VENDOR`` types per
+                                           vendor, then ``type="other"``)
 =========================================  ======================================
+
+Unknown vendor event types are counted by the provider that owns the
+translator (``gateway/providers.py``) into ``UNKNOWN_EVENTS``, a process-wide
+tally that every ``Metrics`` exposes (docs/extensions.md: never silently dropped).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final
 
 from prometheus_client import (
@@ -31,11 +40,23 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
 
 from .. import events as ev
 from ..server import StreamRecord, Tee
 
-__all__ = ["CONTENT_TYPE", "Metrics"]
+__all__ = [
+    "CONTENT_TYPE",
+    "MAX_TYPES_PER_VENDOR",
+    "UNKNOWN_EVENTS",
+    "Metrics",
+    "UnknownEventTally",
+]
+
+#: Distinct unknown event types counted by name per vendor; the rest are "other".
+MAX_TYPES_PER_VENDOR: Final = 50
+_MAX_VENDORS: Final = 64
 
 CONTENT_TYPE: Final = CONTENT_TYPE_LATEST
 
@@ -45,6 +66,64 @@ _TTFE_BUCKETS: Final = (
 _DURATION_BUCKETS: Final = (
     0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
 )  # fmt: skip
+
+
+class UnknownEventTally:
+    """Unknown vendor event types, by vendor and type, with bounded label cardinality.
+
+    Thread-safe (the gateway may run several event loops). ``add`` takes a
+    translator's ``unknown_types``; a vendor gets at most ``max_types`` type
+    labels, after which new types count as ``"other"``.
+    """
+
+    def __init__(self, max_types: int = MAX_TYPES_PER_VENDOR) -> None:
+        self.max_types = max_types
+        self._counts: dict[str, dict[str, int]] = {}
+        self._lock = threading.Lock()
+
+    def add(self, vendor: str, counts: Mapping[str, int]) -> None:
+        """Count ``counts`` (type -> events) for ``vendor``."""
+        with self._lock:
+            per_vendor = self._counts.get(vendor)
+            if per_vendor is None:
+                if len(self._counts) >= _MAX_VENDORS:
+                    vendor = "other"
+                per_vendor = self._counts.setdefault(vendor, {})
+            for kind, n in counts.items():
+                if kind not in per_vendor and len(per_vendor) >= self.max_types:
+                    kind = "other"
+                per_vendor[kind] = per_vendor.get(kind, 0) + n
+
+    def get(self, vendor: str, kind: str) -> int:
+        """The count for ``vendor`` and ``kind`` (0 when none)."""
+        with self._lock:
+            return self._counts.get(vendor, {}).get(kind, 0)
+
+    def items(self) -> list[tuple[str, str, int]]:
+        """``(vendor, type, count)`` for every label pair, sorted."""
+        with self._lock:
+            return sorted((v, k, n) for v, c in self._counts.items() for k, n in c.items())
+
+
+#: The gateway process's tally (``providers.HTTPProvider`` adds to it).
+UNKNOWN_EVENTS: Final = UnknownEventTally()
+
+
+class _UnknownEventsCollector(Collector):
+    """Exposes a tally as ``tokenwire_unknown_vendor_events_total``."""
+
+    def __init__(self, tally: UnknownEventTally) -> None:
+        self.tally = tally
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily(
+            "tokenwire_unknown_vendor_events",
+            "Vendor events of a type the translator does not know, by vendor and type.",
+            labels=["vendor", "type"],
+        )
+        for vendor, kind, n in self.tally.items():
+            family.add_metric([vendor, kind], n)
+        yield family
 
 
 class _ModelMetrics:
@@ -70,9 +149,16 @@ class Metrics:
     custom lookup) is counted under ``model="other"``.
     """
 
-    def __init__(self, models: Iterable[str], registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self,
+        models: Iterable[str],
+        registry: CollectorRegistry | None = None,
+        unknown_events: UnknownEventTally | None = None,
+    ) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
+        self.unknown_events = unknown_events if unknown_events is not None else UNKNOWN_EVENTS
+        r.register(_UnknownEventsCollector(self.unknown_events))
         self.started = Counter(
             "tokenwire_streams_started", "Streams accepted.", ["model"], registry=r
         )

@@ -43,6 +43,8 @@ from ..server import Provider
 from ..translate import Transport, VendorFormat, status_error
 from .config import Config, ModelConfig
 from .demo import DemoModel
+from .logs import log_unknown_events
+from .metrics import UNKNOWN_EVENTS
 
 __all__ = [
     "PROVIDERS_BY_TRANSPORT",
@@ -143,6 +145,8 @@ class HTTPProvider:
         translator = fmt.new_translator(
             model=request.model, request_id=request.request_id, reasoning=reasoning
         )
+        # docs/extensions.md: tool-call argument deltas, for live UIs, when asked for.
+        translator.tool_deltas = request.extension("tokenwire:tool_deltas") is True
         try:
             async with self.client.stream(
                 vendor_request.method,
@@ -184,6 +188,16 @@ class HTTPProvider:
             # closed (httpcore 1.0.9, encode/httpcore#1093): reclaim it.
             await _reclaim_orphaned_connections(self.client)
             raise
+        finally:
+            _report_unknown(self.vendor, request, translator)
+
+
+def _report_unknown(vendor: str, request: Request, translator: Any) -> None:
+    """docs/extensions.md: count the vendor event types the translator skipped, log once."""
+    counts = getattr(translator, "unknown_types", None)
+    if counts:
+        UNKNOWN_EVENTS.add(vendor, counts)
+        log_unknown_events(vendor, request.request_id, counts)
 
 
 async def _finish_body(chunks: AsyncIterator[bytes]) -> None:

@@ -16,6 +16,7 @@ a failure half-way through a frame keeps every event already stamped (their
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, Final
 
@@ -45,6 +46,11 @@ SECRET_PARAMS: Final = frozenset(
     {"key", "api_key", "apikey", "access_token", "token", "sig", "signature"}
 )
 _REDACTED: Final = "<redacted>"
+
+#: docs/extensions.md: at most this many distinct unknown vendor event types are
+#: counted by name per stream (then as ``"other"``), each name cut to 64 characters.
+MAX_UNKNOWN_TYPES: Final = 50
+_MAX_TYPE_NAME: Final = 64
 
 
 def redact_url(url: str) -> str:
@@ -101,6 +107,10 @@ class StreamTranslator:
     the body ends) and ``_fail`` (how a failure ends the stream, e.g. with the
     usage reported so far). ``reasoning`` says whether reasoning text is
     carried (on its own block, marked ``tokenwire:reasoning``) or dropped.
+    ``tool_deltas`` says whether ``_tool_delta`` sends ``tokenwire.tool_delta``
+    events (the request extension ``tokenwire:tool_deltas``). ``unknown_types``
+    counts the vendor event types the translator did not know (``note_unknown``):
+    never silently dropped, the gateway reports them in ``/metrics`` and its log.
     """
 
     name: ClassVar[str]
@@ -112,9 +122,12 @@ class StreamTranslator:
         request_id: str | None = None,
         reasoning: bool = False,
         created: int | None = None,
+        tool_deltas: bool = False,
     ) -> None:
         self.writer = Writer(model=model, request_id=request_id, created=created)
         self.reasoning = reasoning
+        self.tool_deltas = tool_deltas
+        self.unknown_types: collections.Counter[str] = collections.Counter()
         #: The events of the current ``feed``/``close`` call, in order.
         self.out: list[ev.Event] = []
 
@@ -122,6 +135,27 @@ class StreamTranslator:
     def done(self) -> bool:
         """True once ``stream.end`` has been produced."""
         return self.writer.ended
+
+    def note_unknown(self, type_name: str) -> None:
+        """Count one vendor event of a type this translator does not know (and skipped).
+
+        Bounded: past ``MAX_UNKNOWN_TYPES`` distinct names, more count as ``"other"``.
+        """
+        name = type_name[:_MAX_TYPE_NAME]
+        counts = self.unknown_types
+        if name not in counts and len(counts) >= MAX_UNKNOWN_TYPES:
+            name = "other"
+        counts[name] += 1
+
+    def _tool_delta(self, index: int, id: str, name: str | None, fragment: str) -> list[ev.Event]:
+        """A ``tokenwire.tool_delta`` (``Writer.tool_delta``) when asked for, else ``[]``.
+
+        ``index`` must be the block the call's ``tool.call`` will carry, and
+        ``id`` its id: reserve both at the call's first fragment.
+        """
+        if not self.tool_deltas:
+            return []
+        return self.writer.tool_delta(index, id, name, fragment)
 
     def feed(self, data: bytes) -> list[ev.Event]:
         """Translate the next bytes of the vendor body. Never raises."""

@@ -15,7 +15,13 @@ the clients hand it over as ``events.UnknownEvent``. Three types:
   never executed), a citation of a text block (``tokenwire:citation``);
 * ``tokenwire.usage``: usage details next to the standard ``usage`` event
   (``tokenwire:cache_read_input_tokens``, ``tokenwire:cache_creation_input_tokens``);
-* ``tokenwire.stop``: the vendor's raw stop reason (``tokenwire:raw_stop_reason``).
+* ``tokenwire.stop``: the vendor's raw stop reason (``tokenwire:raw_stop_reason``);
+* ``tokenwire.tool_delta``: a fragment of a tool call's arguments, for live
+  display only, when the request sets ``tokenwire:tool_deltas`` (emit it with
+  ``Writer.tool_delta``; ``tool.call`` stays the one event to execute).
+
+The JSON Schema of each is in ``tokenwire/schemas/`` and the lifecycle
+validator checks them (docs/conformance.md ruling 19).
 """
 
 from __future__ import annotations
@@ -32,6 +38,12 @@ __all__ = [
     "CACHE_CREATION",
     "CACHE_READ",
     "CITATION",
+    "ENCRYPTED",
+    "ESTIMATED",
+    "REASONING_TOKENS",
+    "REFUSAL",
+    "TOOL_DELTA",
+    "TOOL_DELTAS",
     "REASONING",
     "RAW_STOP_REASON",
     "REASONING_HISTORY",
@@ -48,6 +60,7 @@ __all__ = [
 BLOCK: Final = "tokenwire.block"
 USAGE: Final = "tokenwire.usage"
 STOP: Final = "tokenwire.stop"
+TOOL_DELTA: Final = "tokenwire.tool_delta"
 
 REASONING: Final = "tokenwire:reasoning"
 SIGNATURE: Final = "tokenwire:signature"
@@ -58,6 +71,16 @@ CITATION: Final = "tokenwire:citation"
 RAW_STOP_REASON: Final = "tokenwire:raw_stop_reason"
 CACHE_READ: Final = "tokenwire:cache_read_input_tokens"
 CACHE_CREATION: Final = "tokenwire:cache_creation_input_tokens"
+REASONING_TOKENS: Final = "tokenwire:reasoning_tokens"
+#: On ``usage`` (``events.Usage.estimated``) or ``tokenwire.usage``: counts the gateway estimated.
+ESTIMATED: Final = "tokenwire:estimated"
+#: On ``tokenwire.block``: the block's text is the model declining (a refusal).
+REFUSAL: Final = "tokenwire:refusal"
+#: On ``tokenwire.block`` / a reasoning part: encrypted reasoning (Responses ``encrypted_content``).
+ENCRYPTED: Final = "tokenwire:encrypted_content"
+
+#: Request extension: ``true`` asks for ``tokenwire.tool_delta`` events.
+TOOL_DELTAS: Final = "tokenwire:tool_deltas"
 
 #: Request extension: ``[{"message": i, "parts": [reasoning part, ...]}, ...]``, the
 #: reasoning parts (``{"type": "tokenwire:reasoning", ...}``) of assistant message ``i``.
@@ -75,6 +98,7 @@ def extension(kind: str, body: Mapping[str, Any]) -> ev.UnknownEvent:
 
 def fields(event: ev.Event, kind: str | None = None) -> dict[str, Any] | None:
     """The JSON object of a tokenwire extension event (of type ``kind``), else ``None``."""
+    # Extension event types take the dot (docs/conformance.md ruling 13).
     if not isinstance(event, ev.UnknownEvent) or not event.type.startswith("tokenwire."):
         return None
     if kind is not None and event.type != kind:
