@@ -13,7 +13,7 @@ Languages and what the docs test does with them:
 - ``python``: run with the venv's python;
 - ``js``: run with node (an ES module);
 - ``toml``: loaded with the gateway's config loader; ``json``: parsed; ``yaml``: parsed;
-- ``text``, ``mermaid``, ``proto``: samples, diagrams and schemas, not run.
+- ``text``, ``mermaid``, ``proto``, ``abnf``: samples, diagrams, schemas and grammars, not run.
 
 A block without a language is an error: every block says what it is.
 """
@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 #: Languages whose blocks are never run: output samples and synopses, diagrams, schemas.
-NOT_RUN = frozenset({"text", "mermaid", "proto"})
+NOT_RUN = frozenset({"text", "mermaid", "proto", "abnf"})
 SHELL = frozenset({"sh", "bash", "shell"})
 #: Every language the docs test knows what to do with.
 KNOWN = NOT_RUN | SHELL | {"python", "js", "toml", "json", "yaml"}
