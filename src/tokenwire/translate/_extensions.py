@@ -36,6 +36,9 @@ __all__ = [
     "RAW_STOP_REASON",
     "REASONING_HISTORY",
     "REDACTED",
+    "REASONING_TOKENS",
+    "REFUSAL",
+    "ITEM_ID",
     "SERVER_TOOL",
     "SIGNATURE",
     "STOP",
@@ -58,6 +61,14 @@ CITATION: Final = "tokenwire:citation"
 RAW_STOP_REASON: Final = "tokenwire:raw_stop_reason"
 CACHE_READ: Final = "tokenwire:cache_read_input_tokens"
 CACHE_CREATION: Final = "tokenwire:cache_creation_input_tokens"
+#: ``tokenwire.usage``: the reasoning tokens inside ``output_tokens`` (OpenAI's
+#: ``completion_tokens_details.reasoning_tokens`` / ``output_tokens_details.reasoning_tokens``).
+REASONING_TOKENS: Final = "tokenwire:reasoning_tokens"
+#: ``tokenwire.block``: block ``index`` carries the model's refusal, not an answer.
+REFUSAL: Final = "tokenwire:refusal"
+#: ``tokenwire.block``: the vendor's id of the item block ``index`` came from (the
+#: Responses API's reasoning item id ``rs_...``, which the next turn sends back).
+ITEM_ID: Final = "tokenwire:id"
 
 #: Request extension: ``[{"message": i, "parts": [reasoning part, ...]}, ...]``, the
 #: reasoning parts (``{"type": "tokenwire:reasoning", ...}``) of assistant message ``i``.
