@@ -17,6 +17,7 @@ import msgspec
 from ... import events as ev
 from ... import request as rq
 from ...errors import InvalidRequest
+from .. import _extensions as x
 from .._contract import EncodeEvent
 from .errors import ERROR_TYPES, STOP_TO_FINISH
 
@@ -234,16 +235,23 @@ def _vendor_path(path: str, body: dict[str, Any]) -> str:
 
 # --- Reverse stream side: standard events -> OpenAI chunks -------------------------
 
+#: Raw finish reasons (``tokenwire.stop``) the encoder passes on as they are.
+_FINISH_REASONS: Final = frozenset({"stop", "length", "tool_calls", "content_filter"})
+
 
 class ChunkEncoder:
     """Standard events -> OpenAI ``chat.completion.chunk`` SSE frames (§7.3 ingress).
 
     Everything lands on choice 0: text deltas as ``delta.content`` (reasoning
-    blocks as ``delta.reasoning_content``), each ``tool.call`` as one whole
-    ``delta.tool_calls`` entry with its own ``index``. ``stream.end`` sends the
-    finish chunk (``tool_calls`` when any call was made, else the last stop
-    reason), the usage chunk (``choices: []``) when ``include_usage``, then
-    ``data: [DONE]``. An ``error`` event becomes OpenAI's in-stream
+    blocks as ``delta.reasoning_content``, blocks marked ``tokenwire:refusal``
+    as ``delta.refusal``), ``tokenwire:citation`` as ``delta.annotations``,
+    each ``tool.call`` as one whole ``delta.tool_calls`` entry with its own
+    ``index``. ``stream.end`` sends the finish chunk (the raw
+    ``tokenwire.stop`` value when it is a Chat finish reason, else
+    ``tool_calls`` when any call was made, else the last stop reason), the
+    usage chunk (``choices: []``, with ``prompt_tokens_details.cached_tokens``
+    and ``completion_tokens_details.reasoning_tokens`` from ``tokenwire.usage``)
+    when ``include_usage``, then ``data: [DONE]``. An ``error`` event becomes OpenAI's in-stream
     ``data: {"error": {...}}``, followed by ``[DONE]`` at ``stream.end``.
     """
 
@@ -265,6 +273,9 @@ class ChunkEncoder:
         self._calls = 0
         self._stop: str | None = None
         self._usage: tuple[int, int] | None = None
+        self._details: dict[str, int] = {}
+        self._refusals: set[int] = set()
+        self._raw_stop: str | None = None
 
     def _chunk(self, choices: list[dict[str, Any]], usage: Any = None) -> bytes:
         obj: dict[str, Any] = {
@@ -299,8 +310,15 @@ class ChunkEncoder:
                     self.created = event.created
                 return self._start()
             case ev.ContentDelta():
-                key = "reasoning_content" if event.reasoning else "content"
+                if event.reasoning:
+                    key = "reasoning_content"
+                elif event.index in self._refusals:
+                    key = "refusal"
+                else:
+                    key = "content"
                 return self._start() + self._delta({key: event.delta.text})
+            case ev.UnknownEvent():
+                return self._extension(event)
             case ev.ToolCall():
                 call = {
                     "index": self._calls,
@@ -326,15 +344,44 @@ class ChunkEncoder:
                 return self._end()
         return b""
 
+    def _extension(self, event: ev.UnknownEvent) -> bytes:
+        body = x.fields(event)
+        if body is None:
+            return b""
+        if event.type == x.USAGE:
+            self._details.update(
+                (k, v) for k, v in body.items() if k.startswith("tokenwire:") and type(v) is int
+            )
+        elif event.type == x.STOP and isinstance(body.get(x.RAW_STOP_REASON), str):
+            self._raw_stop = body[x.RAW_STOP_REASON]
+        elif event.type == x.BLOCK and isinstance(body.get("index"), int):
+            if body.get(x.REFUSAL) is True:
+                self._refusals.add(body["index"])
+            citation = body.get(x.CITATION)
+            if isinstance(citation, dict) and citation.get("type") == "url_citation":
+                return self._start() + self._delta({"annotations": [citation]})
+        return b""
+
     def _end(self) -> bytes:
         self._done = True
         out = self._start()
         if not self._errored:
             finish = "tool_calls" if self._calls else STOP_TO_FINISH.get(self._stop or "", "stop")
+            if self._raw_stop in _FINISH_REASONS:
+                finish = self._raw_stop
             out += self._delta({}, finish)
             if self.include_usage and self._usage is not None:
                 i, o = self._usage
-                usage = {"prompt_tokens": i, "completion_tokens": o, "total_tokens": i + o}
+                usage: dict[str, Any] = {
+                    "prompt_tokens": i,
+                    "completion_tokens": o,
+                    "total_tokens": i + o,
+                }
+                if x.CACHE_READ in self._details:
+                    usage["prompt_tokens_details"] = {"cached_tokens": self._details[x.CACHE_READ]}
+                if x.REASONING_TOKENS in self._details:
+                    reasoning = self._details[x.REASONING_TOKENS]
+                    usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
                 out += self._chunk([], usage)
         return out + b"data: [DONE]\n\n"
 
