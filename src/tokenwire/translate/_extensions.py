@@ -86,7 +86,9 @@ def extension(kind: str, body: Mapping[str, Any]) -> ev.UnknownEvent:
 
 def fields(event: ev.Event, kind: str | None = None) -> dict[str, Any] | None:
     """The JSON object of a tokenwire extension event (of type ``kind``), else ``None``."""
-    if not isinstance(event, ev.UnknownEvent) or not event.type.startswith("tokenwire:"):
+    if not isinstance(event, ev.UnknownEvent) or not event.type.startswith(
+        ("tokenwire.", "tokenwire:")
+    ):
         return None
     if kind is not None and event.type != kind:
         return None
