@@ -298,7 +298,8 @@ class ChunkEncoder:
         if self._started:
             return b""
         self._started = True
-        return self._delta({"role": "assistant", "content": ""})
+        # content null, as OpenAI opens a message: it may hold only a refusal or calls.
+        return self._delta({"role": "assistant", "content": None})
 
     def encode(self, event: ev.Event) -> bytes:
         """The OpenAI bytes for ``event``; ``b""`` when it has none of its own."""
@@ -359,6 +360,10 @@ class ChunkEncoder:
                 self._refusals.add(body["index"])
             citation = body.get(x.CITATION)
             if isinstance(citation, dict) and citation.get("type") == "url_citation":
+                if not isinstance(citation.get("url_citation"), dict):
+                    # The Responses API's flat shape -> Chat's nested one.
+                    inner = {k: v for k, v in citation.items() if k != "type"}
+                    citation = {"type": "url_citation", "url_citation": inner}
                 return self._start() + self._delta({"annotations": [citation]})
         return b""
 

@@ -547,6 +547,9 @@ class ResponsesEncoder:
             found.item.update(sealed)
             return b""
         citation = body.get(x.CITATION)
+        if isinstance(citation, dict) and isinstance(citation.get("url_citation"), dict):
+            # Chat Completions' nested shape -> the Responses API's flat one.
+            citation = {"type": "url_citation", **citation["url_citation"]}
         if isinstance(citation, dict):
             out, frames = self._open(block, "message")
             if out.kind != "message":

@@ -102,7 +102,7 @@ class _Event(msgspec.Struct, frozen=True, gc=False):
     name: str | None = None
     item: _Item | None = None
     response: _Response | None = None
-    annotation: msgspec.Raw | None = None
+    annotation: msgspec.Raw = msgspec.Raw(b"")
     # The ``error`` event: nested on the wire, flat in the SDK's types.
     error: ErrorBody | None = None
     code: str | None = None
@@ -265,7 +265,7 @@ class Translator(SSETranslator):
             if event.delta:
                 self._refusal(event.output_index, event.delta)
         elif kind == "response.output_text.annotation.added":
-            if event.annotation is not None:
+            if event.annotation:
                 block = self._text_blocks.get(event.output_index)
                 if block is None:
                     block = self._block(event.output_index, 0)
