@@ -200,6 +200,21 @@ def request_from_vendor(body: Any, *, vendor: str = "openai") -> rq.Request:
         params["stop_sequences"] = [stop] if isinstance(stop, str) else stop
     metadata = body.get("metadata")
     rest = {k: v for k, v in body.items() if k not in _MAPPED_FIELDS}
+    extensions: dict[str, Any] = {f"vendor:{vendor}": rest} if rest else {}
+    if rest.get("reasoning_effort") is not None or isinstance(rest.get("reasoning"), dict):
+        # The caller enabled reasoning at the vendor: carry it (docs/extensions.md).
+        extensions[x.REASONING] = True
+    # An assistant message's reasoning_content (DeepSeek, vLLM) goes back next turn.
+    reasoning = [
+        {"message": i, "parts": [{"type": x.REASONING, "text": m["reasoning_content"]}]}
+        for i, m in enumerate(messages)
+        if isinstance(m, dict)
+        and m.get("role") == "assistant"
+        and isinstance(m.get("reasoning_content"), str)
+        and m["reasoning_content"]
+    ]
+    if reasoning:
+        extensions[x.REASONING_HISTORY] = reasoning
     try:
         return rq.build(
             model=model,
@@ -207,7 +222,7 @@ def request_from_vendor(body: Any, *, vendor: str = "openai") -> rq.Request:
             tools=_tools_from_openai(body.get("tools")),
             parameters=params or None,
             metadata=metadata if isinstance(metadata, dict) else None,
-            extensions={f"vendor:{vendor}": rest} if rest else None,
+            extensions=extensions or None,
         )
     except InvalidRequest as exc:
         # Name the field of the OpenAI body, not of the standard request.
