@@ -435,3 +435,15 @@ def test_responses_round_trip_through_the_sdk(name: str) -> None:
     encoder = ResponsesEncoder(model="gpt-test")
     again = re_encode("openai-responses", original, encoder.encode)
     assert responses_final(again) == responses_final(original)
+
+
+def test_responses_ingress_passes_hosted_tools_to_a_responses_upstream_only() -> None:
+    function = {"type": "function", "name": "f", "parameters": {"type": "object"}, "strict": True}
+    hosted = {"type": "web_search"}
+    req = request_from_vendor({"model": "m", "input": "hi", "tools": [function, hosted]})
+    assert [t.name for t in req.tools or []] == ["f"]
+    sent = json.loads(responses_request(req, base_url="http://up").body)
+    assert sent["tools"] == [function, hosted]  # the caller's list, unchanged
+    chat = json.loads(chat_request(req, base_url="http://up/v1").body)
+    assert [t["function"]["name"] for t in chat["tools"]] == ["f"]
+    assert "web_search" not in json.dumps(chat)

@@ -197,10 +197,7 @@ def _tools(tools: Any) -> list[dict[str, Any]] | None:
         path = f"tools[{i}]"
         _want(tool, dict, path, "a tool object")
         if tool.get("type") != "function":
-            raise InvalidRequest(
-                f"only function tools can be carried by the standard, not {tool.get('type')!r}",
-                path=f"{path}.type",
-            )
+            continue  # a hosted tool: see request_from_vendor
         out.append(
             {
                 "name": _want(tool.get("name"), str, f"{path}.name", "a string"),
@@ -226,7 +223,9 @@ def request_from_vendor(body: Any) -> rq.Request:
     items as ``tool`` messages, and ``reasoning`` items (id, summary,
     ``encrypted_content``) kept exactly in
     ``extensions["tokenwire:reasoning_history"]`` for the assistant message
-    they precede. ``instructions`` is a system message. A ``reasoning`` config
+    they precede. ``instructions`` is a system message. Function tools become
+    standard tools; when hosted tools are listed too, the whole ``tools`` list
+    also travels in the extension (only a Responses upstream can run them). A ``reasoning`` config
     or ``include: ["reasoning.encrypted_content"]`` sets
     ``"tokenwire:reasoning": true``. Other fields travel in
     ``extensions["vendor:openai-responses"]``. Raises ``InvalidRequest`` whose
@@ -245,6 +244,14 @@ def request_from_vendor(body: Any) -> rq.Request:
         if body.get(key) is not None
     }
     rest = {k: v for k, v in body.items() if k not in _MAPPED_FIELDS}
+    tools = body.get("tools")
+    if isinstance(tools, list) and any(
+        not isinstance(t, dict) or t.get("type") != "function" for t in tools
+    ):
+        # Hosted tools (web_search, file_search, code_interpreter...) run at
+        # OpenAI: a Responses upstream gets the caller's whole list back; the
+        # standard, and so any other upstream, has the function tools only.
+        rest["tools"] = tools
     extensions: dict[str, Any] = {}
     if rest:
         extensions[f"vendor:{VENDOR}"] = rest
