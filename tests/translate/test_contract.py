@@ -113,10 +113,14 @@ def test_ingress_parsers_answer_in_the_vendors_format() -> None:
     assert {name: i.route for name, i in with_ingress.items()} == {
         "openai": "/v1/chat/completions",
         "anthropic": "/v1/messages",
+        "openai-responses": "/v1/responses",
     }
     body = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
+    responses_body = {"model": "m", "input": [{"role": "user", "content": "hi"}]}
     for name, ingress in with_ingress.items():
-        request, encode = ingress.parse(dict(body))
+        request, encode = ingress.parse(
+            dict(responses_body if name == "openai-responses" else body)
+        )
         assert request.model == "m"
         assert request.messages[-1].text == "hi"
         start = ev.StreamStart(v=ev.VERSION, seq=0, model="m", created=0)

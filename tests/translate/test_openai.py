@@ -28,6 +28,7 @@ from tokenwire import request as rq
 from tokenwire.errors import InvalidRequest
 from tokenwire.testing.upstream import FakeUpstream, Fault, Script, ScriptedToolCall
 from tokenwire.translate import translator, vendor_request
+from tokenwire.translate._extensions import RAW_STOP_REASON, STOP, extension
 from tokenwire.translate.openai import (
     ERROR_TYPES,
     ChunkEncoder,
@@ -848,7 +849,8 @@ def test_hot_path_events_equal_what_the_writer_builds() -> None:
     expected: list[ev.Event] = []
     for p in pieces:
         expected += w.text(p, 0)
-    expected += w.stop(0, "end_turn") + w.end()
+    raw_stop = extension(STOP, {RAW_STOP_REASON: "stop"})  # issue 18: the vendor's own value
+    expected += w.add(raw_stop) + w.stop(0, "end_turn") + w.end()
     assert translate_pieces("openai", [body.encode()]) == expected
 
 

@@ -99,9 +99,10 @@ EXPECTED: dict[str, Row] = {
     "vercel-openai-error-null-code.1.jsonl": ({}, [], {}, [], ["internal_error"]),
     "vercel-openai-error.1.jsonl": ({}, [], {}, [], ["rate_limited"]),  # insufficient_quota
     # Four responses back to back: the first response.completed ends the stream.
+    # Block 0 is the reasoning item: its encrypted content is kept (issue 18).
     "vercel-openai-reasoning-encrypted-content.1.jsonl": (
-        {}, [(0, "call_AB6AaRZ1FYZB2RwS6A5vbdqn", "calculator", {"a": 12, "b": 7, "op": "add"})],
-        {0: "tool_use"}, [(134, 28)], [],
+        {}, [(1, "call_AB6AaRZ1FYZB2RwS6A5vbdqn", "calculator", {"a": 12, "b": 7, "op": "add"})],
+        {1: "tool_use"}, [(134, 28)], [],
     ),
     "vercel-openai-response-failed-only.1.jsonl": ({}, [], {}, [], ["rate_limited"]),
     # Its first and last frames are not valid JSON (missing a closing brace).

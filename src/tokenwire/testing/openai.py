@@ -8,6 +8,9 @@ delta, the usage chunk with ``choices: []`` only when the request asked for it
 (``stream_options.include_usage``; every other chunk then has ``"usage":
 null``), and ``data: [DONE]``. A scripted error becomes the in-stream
 ``data: {"error": {...}}`` frame, then ``[DONE]``. SDK base URL: ``fake.url + "/v1"``.
+``Script.thinking`` streams first as ``delta.reasoning_content`` word by word
+(DeepSeek's shape, which vLLM shares), counted in
+``completion_tokens_details.reasoning_tokens``.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any, Final
 
 import msgspec
 
-from .upstream import RecordedRequest, Script, json_object, streamed_messages
+from .upstream import RecordedRequest, Script, split_words
 
 __all__ = [
     "CONTENT_TYPE",
@@ -88,8 +91,19 @@ def check_request(request: RecordedRequest) -> str | None:
     """The problem with a Chat Completions request, or ``None`` when it looks right."""
     if not request.path.split("?", 1)[0].endswith("/chat/completions"):
         return f"expected POST .../chat/completions, got {request.path}"
-    body = json_object(request)
-    return body if isinstance(body, str) else streamed_messages(body)
+    try:
+        body = request.json()
+    except msgspec.DecodeError:
+        return "body is not JSON"
+    if not isinstance(body, dict):
+        return "body is not a JSON object"
+    if not isinstance(body.get("model"), str):
+        return "model: required"
+    if not isinstance(body.get("messages"), list) or not body["messages"]:
+        return "messages: a non-empty array is required"
+    if body.get("stream") is not True:
+        return "the fake only streams: stream must be true"
+    return None
 
 
 def argument_fragments(arguments: dict[str, Any]) -> list[str]:
@@ -138,6 +152,8 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
 
     pieces = script.pieces
     out = [chunk({"role": "assistant", "content": "" if pieces else None, "refusal": None})]
+    thoughts = split_words(script.thinking) if script.thinking else []
+    out += [chunk({"content": None, "reasoning_content": piece}) for piece in thoughts]
     out += [chunk({"content": piece}) for piece in pieces]
     for i, call in enumerate(script.tool_calls):
         opener = {
@@ -163,7 +179,7 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
             "completion_tokens": output_tokens,
             "total_tokens": script.input_tokens + output_tokens,
             "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
-            "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": len(thoughts), "audio_tokens": 0},
         }
         out.append(_frame(usage_chunk))
     out.append(b"data: [DONE]\n\n")

@@ -18,25 +18,42 @@ Stop reasons: ``end_turn`` and ``tool_use`` -> ``response.completed``;
 error becomes the nested ``error`` event real streams send (``ERRORS`` gives
 its code) followed by ``response.failed``. SDK setup:
 ``openai.OpenAI(base_url=fake.url + "/v1", api_key="x")``.
+
+Reasoning, as strict as OpenAI on the next turn: ``Script.thinking`` streams a
+``reasoning`` item first (id ``rs_fake0001``, its summary word by word as
+``reasoning_summary_text.delta``). When the request asks for
+``include: ["reasoning.encrypted_content"]`` the item carries
+``encrypted_content`` (``encrypted_content(id, text)``, HMAC-signed), and the
+turn's function calls get ids that carry a digest of it
+(``call_fake0000_<digest>``). A later request is refused with HTTP 400 and
+OpenAI's error body (``check_request`` / ``refusal_body``) when a reasoning
+item's encrypted content does not verify (altered), or when a signed
+``function_call`` item comes without that reasoning item before it in the
+same assistant turn (dropped or reordered).
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import re
 from typing import Any, Final
 
 import msgspec
 
-from .openai import error_body  # the same OpenAI platform, the same error bodies
-from .upstream import RecordedRequest, Script, json_object
+from .upstream import RecordedRequest, Script, split_words
 
 __all__ = [
     "CONTENT_TYPE",
     "ERRORS",
     "RESPONSE_HEADERS",
+    "REASONING_ID",
     "argument_fragments",
     "check_request",
+    "encrypted_content",
     "error_body",
+    "refusal_body",
     "render",
 ]
 
@@ -52,6 +69,17 @@ ERRORS: Final[dict[str, tuple[str, str | None]]] = {
     "internal_error": ("server_error", None),
 }
 
+_STATUS_ERRORS: Final[dict[int, tuple[str, str, str | None]]] = {
+    400: ("Invalid request.", "invalid_request_error", None),
+    401: ("Incorrect API key provided.", "invalid_request_error", "invalid_api_key"),
+    403: ("You are not allowed to use this model.", "invalid_request_error", None),
+    404: ("The model does not exist.", "invalid_request_error", "model_not_found"),
+    405: ("Method not allowed.", "invalid_request_error", None),
+    429: ("Rate limit reached for requests.", "requests", "rate_limit_exceeded"),
+    500: ("The server had an error while processing your request.", "server_error", None),
+    503: ("The engine is currently overloaded, please try again later.", "server_error", None),
+    529: ("The engine is currently overloaded, please try again later.", "server_error", None),
+}
 
 _encode = msgspec.json.Encoder().encode
 _TOKENS: Final = re.compile(r"\s*(?:\w+|[^\w\s]+)")
@@ -65,17 +93,117 @@ def argument_fragments(arguments: dict[str, Any]) -> list[str]:
     return _TOKENS.findall(text) if text != "{}" else []
 
 
+def error_body(status: int) -> bytes:
+    """OpenAI's JSON body for an HTTP error ``status``."""
+    message, etype, ecode = _STATUS_ERRORS.get(
+        status, (f"Upstream error {status}.", "server_error", None)
+    )
+    return _encode({"error": {"message": message, "type": etype, "param": None, "code": ecode}})
+
+
+# --- reasoning: encrypted content, checked on the next turn ---------------------
+
+_SIGNING_KEY: Final = b"tokenwire-fake-openai-responses"
+#: The id of the reasoning item the fake answers with.
+REASONING_ID: Final = "rs_fake0001"
+#: ``call_fake0000_<digest>``: a call made in a turn whose reasoning was encrypted.
+_SIGNED_CALL: Final = re.compile(r"call_fake\d{4}_([0-9a-f]{16})")
+_INCLUDE: Final = "reasoning.encrypted_content"
+
+
+def _mac(data: bytes) -> bytes:
+    return hmac.new(_SIGNING_KEY, data, hashlib.sha256).digest()
+
+
+def encrypted_content(item_id: str, text: str) -> str:
+    """The fake's encrypted content of reasoning item ``item_id`` (opaque, like OpenAI's)."""
+    payload = base64.urlsafe_b64encode(_encode([item_id, text]))
+    return "gAAAAA" + payload.decode() + "." + base64.urlsafe_b64encode(_mac(payload)).decode()
+
+
+def _verifies(item_id: Any, content: Any) -> bool:
+    if not isinstance(item_id, str) or not isinstance(content, str):
+        return False
+    if not content.startswith("gAAAAA") or "." not in content:
+        return False
+    payload, _, mac = content[6:].rpartition(".")
+    try:
+        ok = hmac.compare_digest(base64.urlsafe_b64decode(mac), _mac(payload.encode()))
+        owner = msgspec.json.decode(base64.urlsafe_b64decode(payload))[0] if ok else None
+    except (ValueError, msgspec.DecodeError, IndexError, TypeError):
+        return False
+    return bool(ok and owner == item_id)
+
+
+def _digest(item_id: str, content: str) -> str:
+    """What a signed call id carries: a digest of the reasoning item it followed."""
+    return _mac(f"{item_id}\0{content}".encode()).hex()[:16]
+
+
+def _check_reasoning(items: list[Any]) -> str | None:
+    """OpenAI's next-turn rules for reasoning items (see the module docstring)."""
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            return f"input[{i}]: Input should be an object"
+        if item.get("type") == "reasoning" and "encrypted_content" in item:
+            if not _verifies(item.get("id"), item.get("encrypted_content")):
+                return f"The encrypted content for item {item.get('id')} could not be verified."
+    for i, item in enumerate(items):
+        if item.get("type") != "function_call":
+            continue
+        match = _SIGNED_CALL.fullmatch(str(item.get("call_id", "")))
+        if match is None:
+            continue
+        # The reasoning item must come before the call, in the same assistant turn.
+        found = False
+        for earlier in reversed(items[:i]):
+            kind = earlier.get("type", "message")
+            if kind == "reasoning":
+                content = earlier.get("encrypted_content")
+                if (
+                    isinstance(content, str)
+                    and _digest(str(earlier.get("id")), content) == match[1]
+                ):
+                    found = True
+                    break
+            elif kind not in ("function_call",) and not (
+                kind == "message" and earlier.get("role") == "assistant"
+            ):
+                break
+        if not found:
+            name = item.get("id") or item.get("call_id")
+            return (
+                f"Item '{name}' of type 'function_call' was provided without its required "
+                f"'reasoning' item: '{REASONING_ID}'."
+            )
+    return None
+
+
+def refusal_body(problem: str) -> bytes:
+    """OpenAI's 400 body, ``invalid_request_error`` with the problem as its message."""
+    code = "invalid_encrypted_content" if "could not be verified" in problem else None
+    error = {"message": problem, "type": "invalid_request_error", "param": "input", "code": code}
+    return _encode({"error": error})
+
+
 def check_request(request: RecordedRequest) -> str | None:
     """The problem with a Responses API request, or ``None`` when it looks right."""
     if not request.path.split("?", 1)[0].endswith("/responses"):
         return f"expected POST .../responses, got {request.path}"
-    body = json_object(request)
-    if isinstance(body, str):
-        return body
+    try:
+        body = request.json()
+    except ValueError:
+        return "body is not JSON"
+    if not isinstance(body, dict):
+        return "body is not a JSON object"
+    if not isinstance(body.get("model"), str):
+        return "model: required"
     if not isinstance(body.get("input"), str | list) or not body["input"]:
         return "input: a string or a non-empty array is required"
     if body.get("stream") is not True:
         return "the fake only streams: stream must be true"
+    if isinstance(body["input"], list):
+        return _check_reasoning(body["input"])
     return None
 
 
@@ -126,6 +254,36 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
     body.add("response.created", response=response("in_progress", []))
     body.add("response.in_progress", response=response("in_progress", []))
     output: list[dict[str, Any]] = []
+    signed = ""  # the digest the call ids carry
+    if script.thinking:
+        try:
+            sent = request.json()
+        except ValueError:
+            sent = {}
+        include = sent.get("include") if isinstance(sent, dict) else None
+        encrypted = (
+            encrypted_content(REASONING_ID, script.thinking)
+            if isinstance(include, list) and _INCLUDE in include
+            else None
+        )
+        if encrypted is not None:
+            signed = _digest(REASONING_ID, encrypted)
+        opened = {"id": REASONING_ID, "type": "reasoning", "summary": []}
+        if encrypted is not None:
+            opened["encrypted_content"] = encrypted
+        body.add("response.output_item.added", output_index=0, item=opened)
+        at = {"item_id": REASONING_ID, "output_index": 0, "summary_index": 0}
+        summary = {"type": "summary_text", "text": ""}
+        body.add("response.reasoning_summary_part.added", **at, part=summary)
+        for k, piece in enumerate(split_words(script.thinking)):
+            pad = _PADDING[k % len(_PADDING)]
+            body.add("response.reasoning_summary_text.delta", **at, delta=piece, obfuscation=pad)
+        body.add("response.reasoning_summary_text.done", **at, text=script.thinking)
+        done = {"type": "summary_text", "text": script.thinking}
+        body.add("response.reasoning_summary_part.done", **at, part=done)
+        item = {**opened, "summary": [done]}
+        body.add("response.output_item.done", output_index=0, item=item)
+        output.append(item)
     pieces = script.pieces
     if pieces:
         item_id = "msg_fake0001"
@@ -160,7 +318,7 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
             "type": "function_call",
             "status": "in_progress",
             "arguments": "",
-            "call_id": call.id or f"call_fake{i:04d}",
+            "call_id": call.id or (f"call_fake{i:04d}_{signed}" if signed else f"call_fake{i:04d}"),
             "name": call.name,
         }
         body.add("response.output_item.added", output_index=index, item=opened)

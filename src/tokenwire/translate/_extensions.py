@@ -40,17 +40,18 @@ __all__ = [
     "CITATION",
     "ENCRYPTED",
     "ESTIMATED",
-    "REASONING_TOKENS",
-    "REFUSAL",
-    "TOOL_DELTA",
-    "TOOL_DELTAS",
-    "REASONING",
+    "ITEM_ID",
     "RAW_STOP_REASON",
+    "REASONING",
     "REASONING_HISTORY",
+    "REASONING_TOKENS",
     "REDACTED",
+    "REFUSAL",
     "SERVER_TOOL",
     "SIGNATURE",
     "STOP",
+    "TOOL_DELTA",
+    "TOOL_DELTAS",
     "USAGE",
     "VENDOR",
     "extension",
@@ -71,13 +72,18 @@ CITATION: Final = "tokenwire:citation"
 RAW_STOP_REASON: Final = "tokenwire:raw_stop_reason"
 CACHE_READ: Final = "tokenwire:cache_read_input_tokens"
 CACHE_CREATION: Final = "tokenwire:cache_creation_input_tokens"
+#: ``tokenwire.usage``: the reasoning tokens inside ``output_tokens`` (OpenAI's
+#: ``completion_tokens_details.reasoning_tokens``, Gemini's ``thoughtsTokenCount``).
 REASONING_TOKENS: Final = "tokenwire:reasoning_tokens"
 #: On ``usage`` (``events.Usage.estimated``) or ``tokenwire.usage``: counts the gateway estimated.
 ESTIMATED: Final = "tokenwire:estimated"
-#: On ``tokenwire.block``: the block's text is the model declining (a refusal).
+#: ``tokenwire.block``: block ``index`` carries the model's refusal, not an answer.
 REFUSAL: Final = "tokenwire:refusal"
 #: On ``tokenwire.block`` / a reasoning part: encrypted reasoning (Responses ``encrypted_content``).
 ENCRYPTED: Final = "tokenwire:encrypted_content"
+#: ``tokenwire.block``: the vendor's id of the item block ``index`` came from (the
+#: Responses API's reasoning item id ``rs_...``, which the next turn sends back).
+ITEM_ID: Final = "tokenwire:id"
 
 #: Request extension: ``true`` asks for ``tokenwire.tool_delta`` events.
 TOOL_DELTAS: Final = "tokenwire:tool_deltas"

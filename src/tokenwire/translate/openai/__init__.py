@@ -32,6 +32,7 @@ from .request import (
     http_headers,
     merge_extension,
     messages_to_openai,
+    reasoning_texts,
     tools_to_openai,
 )
 from .stream import Translator
@@ -52,6 +53,7 @@ __all__ = [
     "merge_extension",
     "messages_to_openai",
     "parse_ingress",
+    "reasoning_texts",
     "request_from_vendor",
     "tools_to_openai",
 ]

@@ -17,6 +17,7 @@ import msgspec
 from ... import events as ev
 from ... import request as rq
 from ...errors import InvalidRequest
+from .. import _extensions as x
 from .._contract import EncodeEvent
 from .errors import ERROR_TYPES, STOP_TO_FINISH
 
@@ -199,6 +200,21 @@ def request_from_vendor(body: Any, *, vendor: str = "openai") -> rq.Request:
         params["stop_sequences"] = [stop] if isinstance(stop, str) else stop
     metadata = body.get("metadata")
     rest = {k: v for k, v in body.items() if k not in _MAPPED_FIELDS}
+    extensions: dict[str, Any] = {f"vendor:{vendor}": rest} if rest else {}
+    if rest.get("reasoning_effort") is not None or isinstance(rest.get("reasoning"), dict):
+        # The caller enabled reasoning at the vendor: carry it (docs/extensions.md).
+        extensions[x.REASONING] = True
+    # An assistant message's reasoning_content (DeepSeek, vLLM) goes back next turn.
+    reasoning = [
+        {"message": i, "parts": [{"type": x.REASONING, "text": m["reasoning_content"]}]}
+        for i, m in enumerate(messages)
+        if isinstance(m, dict)
+        and m.get("role") == "assistant"
+        and isinstance(m.get("reasoning_content"), str)
+        and m["reasoning_content"]
+    ]
+    if reasoning:
+        extensions[x.REASONING_HISTORY] = reasoning
     try:
         return rq.build(
             model=model,
@@ -206,7 +222,7 @@ def request_from_vendor(body: Any, *, vendor: str = "openai") -> rq.Request:
             tools=_tools_from_openai(body.get("tools")),
             parameters=params or None,
             metadata=metadata if isinstance(metadata, dict) else None,
-            extensions={f"vendor:{vendor}": rest} if rest else None,
+            extensions=extensions or None,
         )
     except InvalidRequest as exc:
         # Name the field of the OpenAI body, not of the standard request.
@@ -234,16 +250,23 @@ def _vendor_path(path: str, body: dict[str, Any]) -> str:
 
 # --- Reverse stream side: standard events -> OpenAI chunks -------------------------
 
+#: Raw finish reasons (``tokenwire.stop``) the encoder passes on as they are.
+_FINISH_REASONS: Final = frozenset({"stop", "length", "tool_calls", "content_filter"})
+
 
 class ChunkEncoder:
     """Standard events -> OpenAI ``chat.completion.chunk`` SSE frames (§7.3 ingress).
 
     Everything lands on choice 0: text deltas as ``delta.content`` (reasoning
-    blocks as ``delta.reasoning_content``), each ``tool.call`` as one whole
-    ``delta.tool_calls`` entry with its own ``index``. ``stream.end`` sends the
-    finish chunk (``tool_calls`` when any call was made, else the last stop
-    reason), the usage chunk (``choices: []``) when ``include_usage``, then
-    ``data: [DONE]``. An ``error`` event becomes OpenAI's in-stream
+    blocks as ``delta.reasoning_content``, blocks marked ``tokenwire:refusal``
+    as ``delta.refusal``), ``tokenwire:citation`` as ``delta.annotations``,
+    each ``tool.call`` as one whole ``delta.tool_calls`` entry with its own
+    ``index``. ``stream.end`` sends the finish chunk (the raw
+    ``tokenwire.stop`` value when it is a Chat finish reason, else
+    ``tool_calls`` when any call was made, else the last stop reason), the
+    usage chunk (``choices: []``, with ``prompt_tokens_details.cached_tokens``
+    and ``completion_tokens_details.reasoning_tokens`` from ``tokenwire.usage``)
+    when ``include_usage``, then ``data: [DONE]``. An ``error`` event becomes OpenAI's in-stream
     ``data: {"error": {...}}``, followed by ``[DONE]`` at ``stream.end``.
     """
 
@@ -265,6 +288,9 @@ class ChunkEncoder:
         self._calls = 0
         self._stop: str | None = None
         self._usage: tuple[int, int] | None = None
+        self._details: dict[str, int] = {}
+        self._refusals: set[int] = set()
+        self._raw_stop: str | None = None
 
     def _chunk(self, choices: list[dict[str, Any]], usage: Any = None) -> bytes:
         obj: dict[str, Any] = {
@@ -287,7 +313,8 @@ class ChunkEncoder:
         if self._started:
             return b""
         self._started = True
-        return self._delta({"role": "assistant", "content": ""})
+        # content null, as OpenAI opens a message: it may hold only a refusal or calls.
+        return self._delta({"role": "assistant", "content": None})
 
     def encode(self, event: ev.Event) -> bytes:
         """The OpenAI bytes for ``event``; ``b""`` when it has none of its own."""
@@ -299,8 +326,15 @@ class ChunkEncoder:
                     self.created = event.created
                 return self._start()
             case ev.ContentDelta():
-                key = "reasoning_content" if event.reasoning else "content"
+                if event.reasoning:
+                    key = "reasoning_content"
+                elif event.index in self._refusals:
+                    key = "refusal"
+                else:
+                    key = "content"
                 return self._start() + self._delta({key: event.delta.text})
+            case ev.UnknownEvent():
+                return self._extension(event)
             case ev.ToolCall():
                 call = {
                     "index": self._calls,
@@ -326,15 +360,48 @@ class ChunkEncoder:
                 return self._end()
         return b""
 
+    def _extension(self, event: ev.UnknownEvent) -> bytes:
+        body = x.fields(event)
+        if body is None:
+            return b""
+        if event.type == x.USAGE:
+            self._details.update(
+                (k, v) for k, v in body.items() if k.startswith("tokenwire:") and type(v) is int
+            )
+        elif event.type == x.STOP and isinstance(body.get(x.RAW_STOP_REASON), str):
+            self._raw_stop = body[x.RAW_STOP_REASON]
+        elif event.type == x.BLOCK and isinstance(body.get("index"), int):
+            if body.get(x.REFUSAL) is True:
+                self._refusals.add(body["index"])
+            citation = body.get(x.CITATION)
+            if isinstance(citation, dict) and citation.get("type") == "url_citation":
+                if not isinstance(citation.get("url_citation"), dict):
+                    # The Responses API's flat shape -> Chat's nested one.
+                    inner = {k: v for k, v in citation.items() if k != "type"}
+                    citation = {"type": "url_citation", "url_citation": inner}
+                return self._start() + self._delta({"annotations": [citation]})
+        return b""
+
     def _end(self) -> bytes:
         self._done = True
         out = self._start()
         if not self._errored:
             finish = "tool_calls" if self._calls else STOP_TO_FINISH.get(self._stop or "", "stop")
+            if self._raw_stop in _FINISH_REASONS:
+                finish = self._raw_stop
             out += self._delta({}, finish)
             if self.include_usage and self._usage is not None:
                 i, o = self._usage
-                usage = {"prompt_tokens": i, "completion_tokens": o, "total_tokens": i + o}
+                usage: dict[str, Any] = {
+                    "prompt_tokens": i,
+                    "completion_tokens": o,
+                    "total_tokens": i + o,
+                }
+                if x.CACHE_READ in self._details:
+                    usage["prompt_tokens_details"] = {"cached_tokens": self._details[x.CACHE_READ]}
+                if x.REASONING_TOKENS in self._details:
+                    reasoning = self._details[x.REASONING_TOKENS]
+                    usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
                 out += self._chunk([], usage)
         return out + b"data: [DONE]\n\n"
 

@@ -9,6 +9,7 @@ import msgspec
 
 from ... import request as rq
 from ...errors import InvalidRequest
+from .. import _extensions as x
 from .._base import VendorRequest
 from .._request import vendor_parameters
 
@@ -68,18 +69,63 @@ def _text_only(message: rq.Message) -> Any:
     return message.text
 
 
+def reasoning_texts(req: rq.Request, vendor: str = "openai") -> dict[int, str]:
+    """Message index -> the reasoning text to send back as ``reasoning_content``.
+
+    From ``extensions["tokenwire:reasoning_history"]``: the text of the parts
+    not bound to another vendor (a part with ``tokenwire:vendor`` other than
+    ``vendor`` carries a signature or encrypted content only that vendor
+    checks: dropped). Raises ``InvalidRequest`` naming a malformed entry.
+    """
+    history = req.extension(x.REASONING_HISTORY)
+    if history is None:
+        return {}
+    where = f'extensions["{x.REASONING_HISTORY}"]'
+    if not isinstance(history, list):
+        raise InvalidRequest("must be an array", path=where)
+    out: dict[int, str] = {}
+    for i, entry in enumerate(history):
+        path = f"{where}[{i}]"
+        message = entry.get("message") if isinstance(entry, dict) else None
+        parts = entry.get("parts") if isinstance(entry, dict) else None
+        if isinstance(message, bool) or not isinstance(message, int) or not isinstance(parts, list):
+            raise InvalidRequest('must be {"message": <index>, "parts": [...]}', path=path)
+        if not 0 <= message < len(req.messages) or req.messages[message].role != "assistant":
+            raise InvalidRequest("must name an assistant message", path=f"{path}.message")
+        texts = []
+        for k, part in enumerate(parts):
+            if not isinstance(part, dict) or part.get("type") != x.REASONING:
+                raise InvalidRequest(f'must be a "{x.REASONING}" part', path=f"{path}.parts[{k}]")
+            if part.get(x.VENDOR, vendor) != vendor:
+                continue
+            if isinstance(part.get("text"), str) and part["text"]:
+                texts.append(part["text"])
+        if texts:
+            out[message] = out.get(message, "") + "".join(texts)
+    return out
+
+
 def messages_to_openai(
-    messages: list[rq.Message], convert: PartConverter = _part_to_openai
+    messages: list[rq.Message],
+    convert: PartConverter = _part_to_openai,
+    *,
+    reasoning: dict[int, str] | None = None,
 ) -> list[dict[str, Any]]:
-    """The standard history as Chat Completions ``messages`` (parts via ``convert``)."""
+    """The standard history as Chat Completions ``messages`` (parts via ``convert``).
+
+    ``reasoning`` (message index -> text) goes in the assistant message's
+    ``reasoning_content`` (DeepSeek, vLLM and other compatible servers take it).
+    """
     out: list[dict[str, Any]] = []
-    for m in messages:
+    for i, m in enumerate(messages):
         item: dict[str, Any] = {"role": m.role}
         if m.role == "tool":
             item["tool_call_id"] = m.tool_call_id
             item["content"] = _text_only(m)
         elif m.role == "assistant":
             item["content"] = _text_only(m)
+            if reasoning and i in reasoning:
+                item["reasoning_content"] = reasoning[i]
             if m.tool_calls:
                 item["tool_calls"] = [
                     {
@@ -162,8 +208,14 @@ def build_request(
     api_key: str | None = None,
     upstream_model: str | None = None,
     headers: dict[str, str] | None = None,
+    send_reasoning: bool = False,
 ) -> VendorRequest:
     """The ``POST {base_url}/chat/completions`` request for ``req``.
+
+    ``send_reasoning=True`` sends the reasoning of earlier assistant turns
+    (``tokenwire:reasoning_history``) back as ``reasoning_content``, for the
+    compatible servers that take it (DeepSeek, vLLM); off by default, since
+    api.openai.com's Chat Completions takes no such field.
 
     ``base_url`` includes the version (``https://api.openai.com/v1``).
     Usage is always asked for (``stream_options.include_usage``), since §5.3.5
@@ -174,7 +226,9 @@ def build_request(
     """
     body: dict[str, Any] = {
         "model": upstream_model or req.model,
-        "messages": messages_to_openai(req.messages),
+        "messages": messages_to_openai(
+            req.messages, reasoning=reasoning_texts(req) if send_reasoning else None
+        ),
         "stream": True,
         "stream_options": {"include_usage": True},
     }

@@ -6,12 +6,14 @@ map, what is dropped) are tabled in ``docs/translation.md``.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any, Final
 
 import msgspec
 
 from ... import sse
 from ...errors import TranslationError
+from .. import _extensions as x
 from .._base import SSETranslator
 from .errors import ERROR_FINISH_REASONS, FINISH_REASONS, _HTTPError, error_code
 
@@ -50,6 +52,7 @@ class _Delta(msgspec.Struct, gc=False):
     function_call: _Function | None = None
     reasoning_content: str | None = None  # DeepSeek
     reasoning: str | None = None  # OpenRouter, vLLM
+    annotations: list[msgspec.Raw] | None = None  # url_citation (search models)
 
 
 class _Choice(msgspec.Struct, gc=False):
@@ -58,9 +61,16 @@ class _Choice(msgspec.Struct, gc=False):
     finish_reason: str | None = None
 
 
+class _Details(msgspec.Struct, gc=False):
+    cached_tokens: int | None = None
+    reasoning_tokens: int | None = None
+
+
 class _Usage(msgspec.Struct, gc=False):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    prompt_tokens_details: _Details | None = None
+    completion_tokens_details: _Details | None = None
 
 
 class _Chunk(msgspec.Struct, gc=False):
@@ -75,6 +85,9 @@ class _Chunk(msgspec.Struct, gc=False):
 
 
 _decode_chunk = msgspec.json.Decoder(_Chunk).decode
+_decode_any = msgspec.json.Decoder().decode
+#: Chunk ``object`` values this translator knows; another is counted in ``unknown_types``.
+_KNOWN_OBJECTS: Final = frozenset({"chat.completion.chunk", "chat.completion", "error"})
 _LEGACY_CALL: Final = -1  # the deprecated ``delta.function_call``, kept apart
 
 
@@ -97,6 +110,7 @@ class _ChoiceState:
         "index",
         "last",
         "reason_block",
+        "refusal_block",
         "refused",
         "text_block",
     )
@@ -105,6 +119,7 @@ class _ChoiceState:
         self.index = index
         self.text_block: int | None = None
         self.reason_block: int | None = None
+        self.refusal_block: int | None = None
         self.refused = False
         self.finished = False
         self.calls: list[_PendingCall] = []
@@ -151,7 +166,10 @@ class Translator(SSETranslator):
         self._taken: set[int] = set()
         self._top = -1
         self._usage: tuple[int, int] | None = None
+        self._details: dict[str, int] = {}  # tokenwire.usage (cached, reasoning tokens)
         self._tool_ids: set[str] = set()
+        #: Chunk ``object`` types not known here, counted (never silently dropped).
+        self.unknown_types: Counter[str] = Counter()
 
     # -- messages ------------------------------------------------------------
     # Issue 5 budgets translation at 2x the bare SSE decode: each payload is
@@ -193,6 +211,7 @@ class Translator(SSETranslator):
                 and not delta.reasoning_content
                 and not delta.reasoning
                 and delta.function_call is None
+                and delta.annotations is None
             ):
                 # More text for an open block: Writer.text's fast path.
                 self.out += self.writer.text(delta.content, state.text_block)
@@ -203,10 +222,18 @@ class Translator(SSETranslator):
         if chunk.error is not None or chunk.object == "error":
             self._vendor_error(chunk)
             return
+        if chunk.object is not None and chunk.object not in _KNOWN_OBJECTS:
+            self.unknown_types[chunk.object] += 1
         usage = chunk.usage
         if usage is not None:
             # Reports are totals, not increments: keep the last one (§5.3.5).
             self._usage = (max(usage.prompt_tokens or 0, 0), max(usage.completion_tokens or 0, 0))
+            # Both details are inside the totals (docs/translation.md).
+            prompt, completion = usage.prompt_tokens_details, usage.completion_tokens_details
+            if prompt is not None and prompt.cached_tokens is not None:
+                self._details[x.CACHE_READ] = max(prompt.cached_tokens, 0)
+            if completion is not None and completion.reasoning_tokens is not None:
+                self._details[x.REASONING_TOKENS] = max(completion.reasoning_tokens, 0)
         for choice in chunk.choices or ():
             state = self._choices.get(choice.index) or self._choice(choice.index)
             if choice.delta is not None:
@@ -234,8 +261,12 @@ class Translator(SSETranslator):
                     elif part.text:
                         self._text(state, part.text)
         if delta.refusal:
-            state.refused = True
-            self._text(state, delta.refusal)
+            self._refusal(state, delta.refusal)
+        if delta.annotations:
+            index = self._text_index(state)
+            for annotation in delta.annotations:
+                body = {"index": index, x.CITATION: _decode_any(bytes(annotation))}
+                self.out += self.writer.add(x.extension(x.BLOCK, body))
         if delta.tool_calls:
             for fragment in delta.tool_calls:
                 state.fragment(fragment.index, fragment.id, fragment.function)
@@ -256,18 +287,35 @@ class Translator(SSETranslator):
             self._top = index
         return state
 
+    def _own_index(self, state: _ChoiceState) -> int:
+        """The choice's own index ``c`` when free (see the class docstring), else a new one."""
+        index = state.index
+        if index in self._taken:
+            return self._new_block()
+        self._taken.add(index)
+        return index
+
+    def _text_index(self, state: _ChoiceState) -> int:
+        if state.text_block is None:
+            state.text_block = self._own_index(state)
+        return state.text_block
+
     def _text(self, state: _ChoiceState, text: str) -> None:
         if state.finished:
             raise TranslationError(f"choice {state.index} sent text after its finish_reason")
-        index = state.text_block
-        if index is None:
-            index = state.index
-            if index in self._taken:  # see the class docstring
-                index = self._new_block()
-            else:
-                self._taken.add(index)
-            state.text_block = index
-        self.out += self.writer.text(text, index)
+        self.out += self.writer.text(text, self._text_index(state))
+
+    def _refusal(self, state: _ChoiceState, text: str) -> None:
+        # The model declined: its words on a block of their own, marked
+        # tokenwire:refusal before the first delta, never the answer's text.
+        if state.finished:
+            raise TranslationError(f"choice {state.index} sent a refusal after its finish_reason")
+        state.refused = True
+        if state.refusal_block is None:
+            state.refusal_block = self._own_index(state)
+            body = {"index": state.refusal_block, x.REFUSAL: True}
+            self.out += self.writer.add(x.extension(x.BLOCK, body))
+        self.out += self.writer.text(text, state.refusal_block)
 
     def _reasoning(self, state: _ChoiceState, text: str) -> None:
         # Reasoning is not in the draft's registry: carried only when asked for,
@@ -294,6 +342,10 @@ class Translator(SSETranslator):
             stop = FINISH_REASONS.get(finish_reason, "end_turn")
         if state.refused:
             stop = "content_filter"
+        if finish_reason is not None and state.index == 0:
+            # docs/extensions.md: the vendor's own value, next to the mapped stop_reason.
+            body = {x.RAW_STOP_REASON: finish_reason}
+            self.out += self.writer.add(x.extension(x.STOP, body))
         # The reasoning ended before the answer, and the answer before the
         # calls (they are only complete now), so the blocks stop in that order.
         writer = self.writer
@@ -301,9 +353,11 @@ class Translator(SSETranslator):
             self.out += writer.stop(state.reason_block, "end_turn" if stop == "tool_use" else stop)
         if state.text_block is not None:
             self.out += writer.stop(state.text_block, stop)
+        if state.refusal_block is not None:
+            self.out += writer.stop(state.refusal_block, stop)
         # A choice that wrote no text leaves its own index free: its first
         # tool call takes it (so a lone call is block 0, "0 for primary", §5.3.2).
-        spare = state.index if state.text_block is None and state.index not in self._taken else None
+        spare = state.index if state.index not in self._taken else None
         for call in state.calls:
             if self._emit_call(call, truncated=stop == "max_tokens", index=spare):
                 spare = None
@@ -355,16 +409,25 @@ class Translator(SSETranslator):
         if writer.ended:
             return
         if not writer.errored:
-            self.out += writer.error(code, message)
+            # tokenwire.usage before the error: only usage and stream.end may follow it (§5.4).
+            self.out += self._usage_details() + writer.error(code, message)
         if self._usage is not None:
             self.out += writer.usage(*self._usage)
         self.out += writer.end()
+
+    def _usage_details(self) -> list[Any]:
+        """``tokenwire.usage``: the cached and reasoning tokens, when reported (once)."""
+        if not self._details:
+            return []
+        body, self._details = self._details, {}
+        return self.writer.add(x.extension(x.USAGE, body))
 
     def _done(self) -> None:
         for state in list(self._choices.values()):
             self._finish(state, None)
             if self.writer.ended:
                 return
+        self.out += self._usage_details()
         if self._usage is not None:
             self.out += self.writer.usage(*self._usage)
         self.out += self.writer.end()

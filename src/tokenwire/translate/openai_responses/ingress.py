@@ -1,0 +1,620 @@
+"""The ``/v1/responses`` ingress (§7.3): a Responses API request body -> the
+standard, and standard events -> the Responses event stream
+(``ResponsesEncoder``), so that Codex-style agents get their own format back.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from typing import Any, Final
+
+import msgspec
+
+from ... import events as ev
+from ... import request as rq
+from ...errors import InvalidRequest
+from .. import _extensions as x
+from .._contract import EncodeEvent
+from .request import VENDOR
+
+__all__ = ["ResponsesEncoder", "parse_ingress", "request_from_vendor"]
+
+_encode = msgspec.json.Encoder().encode
+
+# --- Request side: Responses body -> standard (§7.3 ingress) -----------------------
+
+#: Body fields ``request_from_vendor`` maps; the others (``include``,
+#: ``reasoning``, ``store``, ``tool_choice``...) travel on in
+#: ``extensions["vendor:openai-responses"]``, which only a Responses upstream reads.
+_MAPPED_FIELDS: Final = frozenset(
+    {
+        "model",
+        "input",
+        "instructions",
+        "tools",
+        "max_output_tokens",
+        "temperature",
+        "top_p",
+        "stream",
+        "metadata",
+    }
+)
+_DATA_URL: Final = re.compile(r"data:([^;,]+)(?:;[^;,]*)*;base64,(.*)", re.DOTALL)
+_ROLES: Final = {
+    "system": "system",
+    "developer": "system",
+    "user": "user",
+    "assistant": "assistant",
+}
+
+
+def _want(value: Any, kind: type | tuple[type, ...], path: str, what: str) -> Any:
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise InvalidRequest(f"must be {what}", path=path)
+    return value
+
+
+def _data_url(url: Any, path: str) -> tuple[str, str]:
+    match = _DATA_URL.fullmatch(_want(url, str, path, "a string"))
+    if match is None:
+        raise InvalidRequest(
+            "only base64 data: URLs can be carried by the standard (§4.3.1)", path=path
+        )
+    return match[1], match[2]
+
+
+def _content(content: Any, path: str) -> str | list[dict[str, Any]]:
+    if isinstance(content, str):
+        return content
+    _want(content, list, path, "a string or an array of content parts")
+    parts: list[dict[str, Any]] = []
+    for k, part in enumerate(content):
+        where = f"{path}[{k}]"
+        _want(part, dict, where, "a content part object")
+        kind = part.get("type")
+        if kind in ("input_text", "output_text"):
+            parts.append(
+                {"type": "text", "text": _want(part.get("text"), str, f"{where}.text", "a string")}
+            )
+        elif kind == "refusal":
+            text = _want(part.get("refusal"), str, f"{where}.refusal", "a string")
+            parts.append({"type": "text", "text": text})
+        elif kind == "input_image":
+            media_type, data = _data_url(part.get("image_url"), f"{where}.image_url")
+            parts.append({"type": "image", "media_type": media_type, "data": data})
+        elif kind == "input_file":
+            media_type, data = _data_url(part.get("file_data"), f"{where}.file_data")
+            parts.append({"type": "document", "media_type": media_type, "data": data})
+        else:
+            raise InvalidRequest(f"unsupported content part type {kind!r}", path=f"{where}.type")
+    if all(p["type"] == "text" for p in parts):
+        return "".join(p["text"] for p in parts)
+    return parts
+
+
+def _reasoning_part(item: dict[str, Any], path: str) -> dict[str, Any]:
+    """A Responses reasoning item -> a ``tokenwire:reasoning`` part (docs/extensions.md)."""
+    part: dict[str, Any] = {"type": x.REASONING, x.VENDOR: VENDOR}
+    part[x.ITEM_ID] = _want(item.get("id"), str, f"{path}.id", "a string")
+    summary = item.get("summary") or []
+    _want(summary, list, f"{path}.summary", "an array")
+    texts: list[str] = []
+    for entry in summary:
+        text = entry.get("text") if isinstance(entry, dict) else None
+        if isinstance(text, str):
+            texts.append(text)
+    part["text"] = "\n\n".join(texts)
+    encrypted = item.get("encrypted_content")
+    if encrypted is not None:
+        part[x.REDACTED] = _want(encrypted, str, f"{path}.encrypted_content", "a string")
+    return part
+
+
+def _messages(items: Any, instructions: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``(standard messages, reasoning history)`` for ``input``."""
+    messages: list[dict[str, Any]] = []
+    history: list[dict[str, Any]] = []
+    if instructions is not None:
+        messages.append(
+            {"role": "system", "content": _want(instructions, str, "instructions", "a string")}
+        )
+    if isinstance(items, str):
+        messages.append({"role": "user", "content": items})
+        return messages, history
+    _want(items, list, "input", "a string or an array of items")
+    # The assistant message the following reasoning / function_call items join.
+    open_turn: dict[str, Any] | None = None
+    for i, item in enumerate(items):
+        path = f"input[{i}]"
+        _want(item, dict, path, "an input item object")
+        kind = item.get("type", "message" if "role" in item else None)
+        if kind == "message":
+            role = _ROLES.get(item.get("role")) if isinstance(item.get("role"), str) else None
+            if role is None:
+                raise InvalidRequest(f"unsupported role {item.get('role')!r}", path=f"{path}.role")
+            content = _content(item.get("content"), f"{path}.content")
+            if role == "assistant" and open_turn is not None and not open_turn["tool_calls"]:
+                text = content if isinstance(content, str) else ""
+                open_turn["content"] = (open_turn["content"] or "") + text
+                continue
+            open_turn = None
+            message = {"role": role, "content": content}
+            messages.append(message)
+            if role == "assistant":
+                open_turn = message
+                message["tool_calls"] = []
+            continue
+        if kind in ("reasoning", "function_call"):
+            if open_turn is None or (kind == "reasoning" and open_turn["tool_calls"]):
+                open_turn = {"role": "assistant", "content": "", "tool_calls": []}
+                messages.append(open_turn)
+            at = len(messages) - 1
+            if kind == "reasoning":
+                part = _reasoning_part(item, path)
+                if history and history[-1]["message"] == at:
+                    history[-1]["parts"].append(part)
+                else:
+                    history.append({"message": at, "parts": [part]})
+            else:
+                open_turn["tool_calls"].append(
+                    {
+                        "id": _want(item.get("call_id"), str, f"{path}.call_id", "a string"),
+                        "name": _want(item.get("name"), str, f"{path}.name", "a string"),
+                        "arguments": _want(
+                            item.get("arguments", "{}"), str, f"{path}.arguments", "a JSON text"
+                        ),
+                    }
+                )
+            continue
+        if kind == "function_call_output":
+            open_turn = None
+            output = item.get("output")
+            if isinstance(output, list):
+                output = _content(output, f"{path}.output")
+            messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": _want(item.get("call_id"), str, f"{path}.call_id", "a string"),
+                    "content": _want(output, (str, list), f"{path}.output", "a string"),
+                }
+            )
+            continue
+        raise InvalidRequest(f"unsupported input item type {kind!r}", path=f"{path}.type")
+    for message in messages:
+        if message.get("tool_calls") == []:
+            del message["tool_calls"]
+    return messages, history
+
+
+def _tools(tools: Any) -> list[dict[str, Any]] | None:
+    if tools is None:
+        return None
+    _want(tools, list, "tools", "an array")
+    out = []
+    for i, tool in enumerate(tools):
+        path = f"tools[{i}]"
+        _want(tool, dict, path, "a tool object")
+        if tool.get("type") != "function":
+            continue  # a hosted tool: see request_from_vendor
+        out.append(
+            {
+                "name": _want(tool.get("name"), str, f"{path}.name", "a string"),
+                "description": _want(
+                    tool.get("description") or "", str, f"{path}.description", "a string"
+                ),
+                "parameters": _want(
+                    tool.get("parameters") or {"type": "object", "properties": {}},
+                    dict,
+                    f"{path}.parameters",
+                    "an object",
+                ),
+            }
+        )
+    return out
+
+
+def request_from_vendor(body: Any) -> rq.Request:
+    """A standard request from a Responses API request body (a decoded JSON object).
+
+    ``input`` items: messages (``developer`` -> ``system``), ``function_call``
+    items as the assistant message's ``tool_calls``, ``function_call_output``
+    items as ``tool`` messages, and ``reasoning`` items (id, summary,
+    ``encrypted_content``) kept exactly in
+    ``extensions["tokenwire:reasoning_history"]`` for the assistant message
+    they precede. ``instructions`` is a system message. Function tools become
+    standard tools; when hosted tools are listed too, the whole ``tools`` list
+    also travels in the extension (only a Responses upstream can run them). A ``reasoning`` config
+    or ``include: ["reasoning.encrypted_content"]`` sets
+    ``"tokenwire:reasoning": true``. Other fields travel in
+    ``extensions["vendor:openai-responses"]``. Raises ``InvalidRequest`` whose
+    ``path`` names the field of ``body``.
+    """
+    _want(body, dict, "$", "a JSON object")
+    model = _want(body.get("model"), str, "model", "a string")
+    messages, history = _messages(body.get("input"), body.get("instructions"))
+    params = {
+        name: body[key]
+        for name, key in (
+            ("max_tokens", "max_output_tokens"),
+            ("temperature", "temperature"),
+            ("top_p", "top_p"),
+        )
+        if body.get(key) is not None
+    }
+    rest = {k: v for k, v in body.items() if k not in _MAPPED_FIELDS}
+    tools = body.get("tools")
+    if isinstance(tools, list) and any(
+        not isinstance(t, dict) or t.get("type") != "function" for t in tools
+    ):
+        # Hosted tools (web_search, file_search, code_interpreter...) run at
+        # OpenAI: a Responses upstream gets the caller's whole list back; the
+        # standard, and so any other upstream, has the function tools only.
+        rest["tools"] = tools
+    extensions: dict[str, Any] = {}
+    if rest:
+        extensions[f"vendor:{VENDOR}"] = rest
+    include = rest.get("include")
+    if isinstance(rest.get("reasoning"), dict) or (
+        isinstance(include, list) and "reasoning.encrypted_content" in include
+    ):
+        extensions[x.REASONING] = True
+    if history:
+        extensions[x.REASONING_HISTORY] = history
+    metadata = body.get("metadata")
+    return rq.build(
+        model=model,
+        messages=messages,
+        tools=_tools(body.get("tools")),
+        parameters=params or None,
+        metadata=metadata if isinstance(metadata, dict) else None,
+        extensions=extensions or None,
+    )
+
+
+# --- Reverse stream side: standard events -> the Responses event stream -------------
+
+#: Standard error code -> the OpenAI error ``code`` the encoder sends.
+_ERROR_CODES: Final = {
+    "rate_limited": "rate_limit_exceeded",
+    "context_length_exceeded": "context_length_exceeded",
+    "content_filtered": "content_filter",
+    "overloaded": "server_is_overloaded",
+}
+
+
+class _Out:
+    """One output item being written (``item`` is what ``output_item.done`` carries)."""
+
+    __slots__ = ("item", "index", "kind", "text", "done")
+
+    def __init__(self, item: dict[str, Any], index: int, kind: str) -> None:
+        self.item = item
+        self.index = index
+        self.kind = kind  # "message", "refusal", "reasoning"
+        self.text: list[str] = []
+        self.done = False
+
+
+class ResponsesEncoder:
+    """Standard events -> Responses API SSE frames (§7.3 ingress).
+
+    Each standard block becomes an output item: text a ``message`` item
+    (``output_text``; a block marked ``tokenwire:refusal`` a ``refusal`` part),
+    reasoning a ``reasoning`` item (summary text, with the id and
+    ``encrypted_content`` of its ``tokenwire.block``), each ``tool.call`` a
+    ``function_call`` item (its arguments in one delta), a
+    ``tokenwire:server_tool`` block the hosted tool item it carries.
+    ``tokenwire:citation`` becomes ``output_text.annotation.added``.
+    ``stream.end`` closes what is open and sends ``response.completed`` (or
+    ``response.incomplete`` for ``max_tokens``/``content_filter``) with the
+    output and the usage (cached and reasoning token details from
+    ``tokenwire.usage``); an ``error`` event becomes Responses' ``error`` event
+    and ``response.failed``.
+    """
+
+    def __init__(self, *, model: str, id: str | None = None, created: int | None = None) -> None:
+        self.model = model
+        self.id = id or f"resp_{uuid.uuid4().hex}"
+        self.created = created
+        self._seq = 0
+        self._items: dict[int, _Out] = {}  # standard block -> its item
+        self._output: list[_Out] = []
+        self._refusals: set[int] = set()
+        self._sealed: dict[int, dict[str, Any]] = {}  # reasoning block -> id/encrypted
+        self._usage: dict[str, Any] | None = None
+        self._cached: int | None = None
+        self._reasoning_tokens: int | None = None
+        self._stop: str | None = None
+        self._raw_stop: str | None = None
+        self._error: dict[str, Any] | None = None
+        self._done = False
+        self._count = 0
+
+    def _frame(self, kind: str, **fields: Any) -> bytes:
+        obj = {"type": kind, "sequence_number": self._seq, **fields}
+        self._seq += 1
+        return b"event: %s\ndata: %s\n\n" % (kind.encode(), _encode(obj))
+
+    def _response(self, status: str, **fields: Any) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "object": "response",
+            "created_at": self.created if self.created is not None else int(time.time()),
+            "status": status,
+            "error": None,
+            "incomplete_details": None,
+            "model": self.model,
+            "output": [o.item for o in self._output if o.done],
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+            "usage": None,
+            **fields,
+        }
+
+    def _new_id(self, prefix: str) -> str:
+        self._count += 1
+        return f"{prefix}_{self.id.removeprefix('resp_')[:24]}{self._count:04d}"
+
+    def _open(self, block: int, kind: str) -> tuple[_Out, bytes]:
+        found = self._items.get(block)
+        if found is not None:
+            return found, b""
+        index = len(self._output)
+        if kind == "reasoning":
+            sealed = self._sealed.get(block, {})
+            item: dict[str, Any] = {
+                "id": sealed.get("id") or self._new_id("rs"),
+                "type": "reasoning",
+                "summary": [],
+            }
+            if "encrypted_content" in sealed:
+                item["encrypted_content"] = sealed["encrypted_content"]
+        else:
+            item = {
+                "id": self._new_id("msg"),
+                "type": "message",
+                "status": "in_progress",
+                "role": "assistant",
+                "content": [],
+            }
+        out = _Out(item, index, kind)
+        self._items[block] = out
+        self._output.append(out)
+        frames = self._frame("response.output_item.added", output_index=index, item=dict(item))
+        if kind == "message":
+            part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+            item["content"].append(part)
+            frames += self._part("added", out, part)
+        elif kind == "refusal":
+            part = {"type": "refusal", "refusal": ""}
+            item["content"].append(part)
+            frames += self._part("added", out, part)
+        return out, frames
+
+    def _part(self, what: str, out: _Out, part: dict[str, Any]) -> bytes:
+        return self._frame(
+            f"response.content_part.{what}",
+            item_id=out.item["id"],
+            output_index=out.index,
+            content_index=0,
+            part=dict(part),
+        )
+
+    def _close(self, out: _Out) -> bytes:
+        if out.done:
+            return b""
+        out.done = True
+        item, text = out.item, "".join(out.text)
+        at = {"item_id": item["id"], "output_index": out.index}
+        frames = b""
+        if out.kind == "message":
+            part = item["content"][0]
+            part["text"] = text
+            frames += self._frame(
+                "response.output_text.done", **at, content_index=0, text=text, logprobs=[]
+            )
+            frames += self._part("done", out, part)
+            item["status"] = "completed"
+        elif out.kind == "refusal":
+            part = item["content"][0]
+            part["refusal"] = text
+            frames += self._frame("response.refusal.done", **at, content_index=0, refusal=text)
+            frames += self._part("done", out, part)
+            item["status"] = "completed"
+        elif item["summary"]:
+            summary = item["summary"][0]
+            summary["text"] = text
+            frames += self._frame(
+                "response.reasoning_summary_text.done", **at, summary_index=0, text=text
+            )
+            frames += self._frame(
+                "response.reasoning_summary_part.done", **at, summary_index=0, part=dict(summary)
+            )
+        return frames + self._frame("response.output_item.done", output_index=out.index, item=item)
+
+    def encode(self, event: ev.Event) -> bytes:
+        """The Responses bytes for ``event``; ``b""`` when it has none of its own."""
+        if self._done:
+            return b""
+        match event:
+            case ev.StreamStart():
+                if self.created is None:
+                    self.created = event.created
+                created = self._response("in_progress")
+                return self._frame("response.created", response=created) + self._frame(
+                    "response.in_progress", response=created
+                )
+            case ev.ContentDelta():
+                return self._delta(event)
+            case ev.ToolCall():
+                return self._tool_call(event)
+            case ev.ContentStop():
+                if event.stop_reason != "tool_use" or self._stop is None:
+                    self._stop = event.stop_reason
+                out = self._items.get(event.index)
+                return self._close(out) if out is not None else b""
+            case ev.Usage():
+                self._usage = {"input": event.input_tokens, "output": event.output_tokens}
+                return b""
+            case ev.ErrorEvent():
+                code = _ERROR_CODES.get(event.code)
+                self._error = {"code": code or "server_error", "message": event.message}
+                error = {
+                    "type": "server_error" if code is None else "invalid_request_error",
+                    "code": code,
+                    "message": event.message,
+                    "param": None,
+                }
+                return self._frame("error", error=error)
+            case ev.StreamEnd():
+                return self._end()
+            case ev.UnknownEvent():
+                return self._extension(event)
+        return b""
+
+    def _delta(self, event: ev.ContentDelta) -> bytes:
+        block = event.index
+        if event.reasoning:
+            out, frames = self._open(block, "reasoning")
+            item = out.item
+            at = {"item_id": item["id"], "output_index": out.index, "summary_index": 0}
+            if not item["summary"]:
+                summary = {"type": "summary_text", "text": ""}
+                item["summary"].append(summary)
+                frames += self._frame(
+                    "response.reasoning_summary_part.added", **at, part=dict(summary)
+                )
+            out.text.append(event.text)
+            return frames + self._frame(
+                "response.reasoning_summary_text.delta", **at, delta=event.text
+            )
+        kind = "refusal" if block in self._refusals else "message"
+        out, frames = self._open(block, kind)
+        out.text.append(event.text)
+        at = {"item_id": out.item["id"], "output_index": out.index, "content_index": 0}
+        if out.kind == "refusal":
+            return frames + self._frame("response.refusal.delta", **at, delta=event.text)
+        return frames + self._frame(
+            "response.output_text.delta", **at, delta=event.text, logprobs=[]
+        )
+
+    def _tool_call(self, event: ev.ToolCall) -> bytes:
+        index = len(self._output)
+        item: dict[str, Any] = {
+            "id": self._new_id("fc"),
+            "type": "function_call",
+            "status": "in_progress",
+            "arguments": "",
+            "call_id": event.id,
+            "name": event.name,
+        }
+        out = _Out(item, index, "function_call")
+        out.done = True
+        self._output.append(out)
+        at = {"item_id": item["id"], "output_index": index}
+        frames = self._frame("response.output_item.added", output_index=index, item=dict(item))
+        frames += self._frame("response.function_call_arguments.delta", **at, delta=event.arguments)
+        frames += self._frame(
+            "response.function_call_arguments.done", **at, arguments=event.arguments
+        )
+        item.update(status="completed", arguments=event.arguments)
+        return frames + self._frame("response.output_item.done", output_index=index, item=item)
+
+    def _extension(self, event: ev.UnknownEvent) -> bytes:
+        body = x.fields(event)
+        if body is None:
+            return b""
+        if event.type == x.USAGE:
+            if isinstance(body.get(x.CACHE_READ), int):
+                self._cached = body[x.CACHE_READ]
+            if isinstance(body.get(x.REASONING_TOKENS), int):
+                self._reasoning_tokens = body[x.REASONING_TOKENS]
+            return b""
+        if event.type == x.STOP:
+            raw = body.get(x.RAW_STOP_REASON)
+            self._raw_stop = raw if isinstance(raw, str) else None
+            return b""
+        block = body.get("index")
+        if event.type != x.BLOCK or not isinstance(block, int):
+            return b""
+        if body.get(x.REFUSAL) is True:
+            self._refusals.add(block)
+        if body.get(x.VENDOR) == VENDOR and (x.ITEM_ID in body or x.REDACTED in body):
+            sealed = self._sealed.setdefault(block, {})
+            if isinstance(body.get(x.ITEM_ID), str):
+                sealed["id"] = body[x.ITEM_ID]
+            if isinstance(body.get(x.REDACTED), str):
+                sealed["encrypted_content"] = body[x.REDACTED]
+            found = self._items.get(block)
+            if found is None:
+                return self._open(block, "reasoning")[1]
+            found.item.update(sealed)
+            return b""
+        citation = body.get(x.CITATION)
+        if isinstance(citation, dict) and isinstance(citation.get("url_citation"), dict):
+            # Chat Completions' nested shape -> the Responses API's flat one.
+            citation = {"type": "url_citation", **citation["url_citation"]}
+        if isinstance(citation, dict):
+            out, frames = self._open(block, "message")
+            if out.kind != "message":
+                return frames
+            annotations = out.item["content"][0]["annotations"]
+            annotations.append(citation)
+            return frames + self._frame(
+                "response.output_text.annotation.added",
+                item_id=out.item["id"],
+                output_index=out.index,
+                content_index=0,
+                annotation_index=len(annotations) - 1,
+                annotation=citation,
+            )
+        tool = body.get(x.SERVER_TOOL)
+        if isinstance(tool, dict) and isinstance(tool.get("type"), str) and "id" in tool:
+            index = len(self._output)
+            out = _Out(dict(tool), index, "server_tool")
+            out.done = True
+            self._output.append(out)
+            return self._frame(
+                "response.output_item.added", output_index=index, item=tool
+            ) + self._frame("response.output_item.done", output_index=index, item=tool)
+        return b""
+
+    def _usage_object(self) -> dict[str, Any] | None:
+        if self._usage is None:
+            return None
+        i, o = self._usage["input"], self._usage["output"]
+        return {
+            "input_tokens": i,
+            "input_tokens_details": {"cached_tokens": self._cached or 0},
+            "output_tokens": o,
+            "output_tokens_details": {"reasoning_tokens": self._reasoning_tokens or 0},
+            "total_tokens": i + o,
+        }
+
+    def _end(self) -> bytes:
+        self._done = True
+        frames = b"".join(self._close(out) for out in self._output)
+        usage = self._usage_object()
+        if self._error is not None:
+            failed = self._response("failed", error=self._error, usage=usage)
+            return frames + self._frame("response.failed", response=failed)
+        raw = self._raw_stop
+        reason = raw if raw in ("max_output_tokens", "content_filter") else None
+        if reason is None and self._stop == "max_tokens":
+            reason = "max_output_tokens"
+        elif reason is None and self._stop == "content_filter" and not self._refusals:
+            reason = "content_filter"
+        if reason is not None:
+            final = self._response("incomplete", usage=usage, incomplete_details={"reason": reason})
+            return frames + self._frame("response.incomplete", response=final)
+        final = self._response("completed", usage=usage)
+        return frames + self._frame("response.completed", response=final)
+
+
+def parse_ingress(body: dict[str, Any]) -> tuple[rq.Request, EncodeEvent]:
+    """The ``/v1/responses`` ingress: the standard request and a fresh ``ResponsesEncoder``."""
+    request = request_from_vendor(body)
+    return request, ResponsesEncoder(model=request.model).encode

@@ -1,0 +1,226 @@
+"""A standard request -> ``POST {base}/v1/responses`` (§7.1).
+
+``input`` items: message items with ``input_text``/``input_image``/``input_file``
+content, assistant tool calls as ``function_call`` items, tool results as
+``function_call_output`` items, and, before an assistant message's items, the
+reasoning items it came with (``extensions["tokenwire:reasoning_history"]``
+parts bound to ``openai-responses``: ``tokenwire:id`` and the encrypted
+content, ``tokenwire:redacted``), so that a reasoning model's next turn is
+accepted. ``instructions`` from the system messages, flat function tools
+(``strict: false``, since the standard's schemas are not written for strict
+mode), ``max_output_tokens``, ``temperature``, ``top_p`` and ``stream: true``.
+The extensions ``"vendor:openai"`` and ``"vendor:openai-responses"`` are
+deep-merged into the body last.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final
+
+import msgspec
+
+from ...errors import InvalidRequest
+from ...request import AudioPart, DocumentPart, ImagePart, Message, Request, TextPart
+from .. import _extensions as x
+from .._base import VendorRequest
+from .._request import merge_extensions, sse_headers
+
+__all__ = ["EXTENSION_KEYS", "VENDOR", "build_request", "reasoning_items"]
+
+VENDOR: Final = "openai-responses"
+#: Extension keys merged into the body, in this order (§4.7).
+EXTENSION_KEYS: Final = ("vendor:openai", "vendor:openai-responses")
+
+_encode = msgspec.json.Encoder().encode
+_EXTENSIONS: Final[dict[str, str]] = {
+    "application/pdf": "pdf",
+    "text/plain": "txt",
+    "text/markdown": "md",
+    "text/csv": "csv",
+    "application/json": "json",
+}
+
+
+def _user_content(message: Message, path: str) -> list[dict[str, Any]]:
+    content = message.content
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [{"type": "input_text", "text": content}]
+    items: list[dict[str, Any]] = []
+    for k, part in enumerate(content):
+        if isinstance(part, TextPart):
+            items.append({"type": "input_text", "text": part.text})
+        elif isinstance(part, ImagePart):
+            url = f"data:{part.media_type};base64,{part.data}"
+            items.append({"type": "input_image", "image_url": url, "detail": "auto"})
+        elif isinstance(part, DocumentPart):
+            ext = _EXTENSIONS.get(part.media_type, "bin")
+            items.append(
+                {
+                    "type": "input_file",
+                    "filename": f"document-{k}.{ext}",
+                    "file_data": f"data:{part.media_type};base64,{part.data}",
+                }
+            )
+        else:
+            kind = "audio" if isinstance(part, AudioPart) else type(part).__name__
+            raise InvalidRequest(
+                f"the Responses API cannot take {kind} parts", path=f"{path}.content[{k}]"
+            )
+    return items
+
+
+def reasoning_items(req: Request) -> dict[int, list[dict[str, Any]]]:
+    """Message index -> the reasoning items to send before that assistant message's items.
+
+    From ``extensions["tokenwire:reasoning_history"]``. A part becomes a
+    ``reasoning`` item when it is bound to ``openai-responses`` and has its id;
+    its text is the item's summary. Parts bound to another vendor, and parts
+    without an id, are dropped: the Responses API checks its own encrypted
+    content only. Raises ``InvalidRequest`` naming a malformed entry.
+    """
+    history = req.extension(x.REASONING_HISTORY)
+    if history is None:
+        return {}
+    where = f'extensions["{x.REASONING_HISTORY}"]'
+    if not isinstance(history, list):
+        raise InvalidRequest("must be an array", path=where)
+    out: dict[int, list[dict[str, Any]]] = {}
+    for i, entry in enumerate(history):
+        path = f"{where}[{i}]"
+        message = entry.get("message") if isinstance(entry, dict) else None
+        parts = entry.get("parts") if isinstance(entry, dict) else None
+        if isinstance(message, bool) or not isinstance(message, int) or not isinstance(parts, list):
+            raise InvalidRequest('must be {"message": <index>, "parts": [...]}', path=path)
+        if not 0 <= message < len(req.messages) or req.messages[message].role != "assistant":
+            raise InvalidRequest("must name an assistant message", path=f"{path}.message")
+        items = out.setdefault(message, [])
+        for k, part in enumerate(parts):
+            if not isinstance(part, dict) or part.get("type") != x.REASONING:
+                raise InvalidRequest(f'must be a "{x.REASONING}" part', path=f"{path}.parts[{k}]")
+            item_id = part.get(x.ITEM_ID)
+            if part.get(x.VENDOR) != VENDOR or not isinstance(item_id, str):
+                continue  # bound to another vendor (or not an item of this one)
+            text = part.get("text")
+            summary = (
+                [{"type": "summary_text", "text": text}] if isinstance(text, str) and text else []
+            )
+            item: dict[str, Any] = {"type": "reasoning", "id": item_id, "summary": summary}
+            encrypted = part.get(x.REDACTED)
+            if isinstance(encrypted, str):
+                item["encrypted_content"] = encrypted
+            items.append(item)
+    return out
+
+
+def _input(req: Request) -> tuple[list[str], list[dict[str, Any]]]:
+    """``(instructions, input items)`` for the history."""
+    instructions: list[str] = []
+    items: list[dict[str, Any]] = []
+    reasoning = reasoning_items(req)
+    for i, message in enumerate(req.messages):
+        path = f"messages[{i}]"
+        if message.role == "system":
+            if isinstance(message.content, list) and not all(
+                isinstance(p, TextPart) for p in message.content
+            ):
+                raise InvalidRequest(
+                    "Responses instructions carry text only", path=f"{path}.content"
+                )
+            instructions.append(message.text)
+        elif message.role == "user":
+            items.append(
+                {"type": "message", "role": "user", "content": _user_content(message, path)}
+            )
+        elif message.role == "assistant":
+            if isinstance(message.content, list) and not all(
+                isinstance(p, TextPart) for p in message.content
+            ):
+                raise InvalidRequest(
+                    "assistant messages carry text only in the Responses API",
+                    path=f"{path}.content",
+                )
+            # The reasoning items first: they preceded the answer and the calls.
+            items.extend(reasoning.get(i, ()))
+            text = message.text
+            if text:
+                items.append(
+                    {
+                        "type": "message",
+                        "role": "assistant",
+                        "content": [{"type": "output_text", "text": text, "annotations": []}],
+                    }
+                )
+            for call in message.tool_calls or ():
+                items.append(
+                    {
+                        "type": "function_call",
+                        "call_id": call.id,
+                        "name": call.name,
+                        "arguments": call.arguments,
+                    }
+                )
+        else:  # tool
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": message.tool_call_id,
+                    "output": message.text,
+                }
+            )
+    return instructions, items
+
+
+def _endpoint(base_url: str) -> str:
+    base = base_url.rstrip("/")
+    return f"{base}/responses" if re.search(r"/v1$", base) else f"{base}/v1/responses"
+
+
+def build_request(
+    req: Request,
+    *,
+    base_url: str,
+    api_key: str | None = None,
+    upstream_model: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> VendorRequest:
+    """The Responses API ``/v1/responses`` streaming request for ``req``.
+
+    ``base_url`` is the API root (``https://api.openai.com``); ``/v1`` is added
+    unless it already ends with it. ``upstream_model`` replaces ``req.model``.
+    ``stop_sequences`` is not sent: the Responses API has no stop parameter.
+    The extensions ``"vendor:openai"`` and ``"vendor:openai-responses"`` are
+    deep-merged into the body last.
+
+    Returns the ``VendorRequest``. Raises ``InvalidRequest`` (with ``.path``)
+    for audio parts, for non-text system or assistant parts and for a
+    malformed ``tokenwire:reasoning_history``.
+    """
+    instructions, items = _input(req)
+    body: dict[str, Any] = {"model": upstream_model or req.model, "input": items, "stream": True}
+    if instructions:
+        body["instructions"] = "\n\n".join(instructions)
+    if req.tools:
+        body["tools"] = [
+            {
+                "type": "function",
+                "name": t.name,
+                "description": t.description,
+                "parameters": t.parameters,
+                "strict": False,
+            }
+            for t in req.tools
+        ]
+    params = req.parameters
+    if params is not None:
+        if params.max_tokens is not None:
+            body["max_output_tokens"] = params.max_tokens
+        if params.temperature is not None:
+            body["temperature"] = params.temperature
+        if params.top_p is not None:
+            body["top_p"] = params.top_p
+    merge_extensions(body, req, EXTENSION_KEYS)
+    head = sse_headers({"authorization": f"Bearer {api_key}"} if api_key else {}, headers)
+    return VendorRequest(url=_endpoint(base_url), headers=head, body=_encode(body))
