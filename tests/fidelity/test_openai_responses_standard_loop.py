@@ -92,14 +92,16 @@ def test_the_standard_route_carries_encrypted_reasoning_to_the_next_turn(
             }
         ]
         call = first.tool_calls[0]
+        # follow_up carries the reasoning back by itself (tokenwire:reasoning_history).
         follow = first.follow_up(request, {call.id: "18C"})
-        history = [{"message": len(request.messages), "parts": parts}]
-        follow = msgspec.structs.replace(
-            follow, extensions={**(follow.extensions or {}), x.REASONING_HISTORY: history}
-        )
+        history = (follow.extensions or {})[x.REASONING_HISTORY]
+        assert [p.get(x.REDACTED) for entry in history for p in entry["parts"]] == [
+            parts[0][x.REDACTED]
+        ]
         second = client.create(follow)
         # Without the history, the same follow-up is refused (the fake's 400).
-        refused = client.create(first.follow_up(request, {call.id: "18C"}))
+        stripped = {k: v for k, v in (follow.extensions or {}).items() if k != x.REASONING_HISTORY}
+        refused = client.create(msgspec.structs.replace(follow, extensions=stripped))
     assert second.error is None and second.text == SECOND.text
     assert refused.error is not None and "without its required" in refused.error.message
     sent = msgspec.json.decode(fake.requests[-2].body)
