@@ -182,6 +182,9 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     timeout_s: float = 120.0
     connect_timeout_s: float = 10.0
     reasoning: bool = False
+    #: openai: send earlier turns' reasoning back as ``reasoning_content`` (DeepSeek,
+    #: vLLM and other OpenAI-compatible servers take it; api.openai.com does not).
+    send_reasoning: bool = False
     delay_ms: float = 0.0
     factory: str | None = None
     options: dict[str, Any] = {}
@@ -360,11 +363,15 @@ def _lift_binding_options(i: int, entry: Any) -> Any:
     return lifted | dict(options)
 
 
+#: Keys that only one vendor's request builder reads (not lifted into ``options``).
+_VENDOR_KEYS: Final[dict[str, frozenset[str]]] = {"send_reasoning": frozenset({"openai"})}
+
+
 def _check_keys(i: int, entry: Mapping[str, Any]) -> None:
-    """A binding key on a model whose provider does not read it is an error, not ignored."""
+    """A key on a model whose provider does not read it is an error, not ignored."""
     provider = entry.get("provider")
     for key in entry:
-        providers = BINDING_KEYS.get(key)
+        providers = BINDING_KEYS.get(key) or _VENDOR_KEYS.get(key)
         if providers is not None and provider not in providers:
             only = " or ".join(repr(p) for p in sorted(providers))
             raise _fail(f"models[{i}].{key}", f"only for provider {only}, not {provider!r}")

@@ -114,6 +114,7 @@ class HTTPProvider:
         upstream_model: str | None = None,
         timeout: httpx.Timeout | None = None,
         reasoning: bool = False,
+        send_reasoning: bool = False,
         missing_key: str | None = None,
     ) -> None:
         self.format = vendor if isinstance(vendor, VendorFormat) else translate.get(vendor)
@@ -124,12 +125,15 @@ class HTTPProvider:
         self.upstream_model = upstream_model
         self.timeout = timeout if timeout is not None else httpx.Timeout(120.0, connect=10.0)
         self.reasoning = reasoning
+        self.send_reasoning = send_reasoning
         self.missing_key = missing_key
 
     def _options(self) -> dict[str, Any]:
         options: dict[str, Any] = {"base_url": self.base_url, "api_key": self.api_key}
         if self.upstream_model is not None:
             options["upstream_model"] = self.upstream_model
+        if self.send_reasoning:
+            options["send_reasoning"] = True  # only the openai builder takes it (config check)
         return options
 
     async def generate(self, request: Request) -> AsyncIterator[ev.Event]:
@@ -288,6 +292,7 @@ def _http_provider(model: ModelConfig, client: httpx.AsyncClient, fmt: VendorFor
         upstream_model=model.upstream_model,
         timeout=_timeout(model),
         reasoning=model.reasoning,
+        send_reasoning=model.send_reasoning,
         missing_key=missing,
     )
 
