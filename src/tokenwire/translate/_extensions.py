@@ -32,6 +32,11 @@ __all__ = [
     "CACHE_CREATION",
     "CACHE_READ",
     "CITATION",
+    "RAW",
+    "REASONING_TOKENS",
+    "REFUSAL",
+    "TOOL_CALL_ID",
+    "TOOL_USE_INPUT",
     "REASONING",
     "RAW_STOP_REASON",
     "REASONING_HISTORY",
@@ -58,6 +63,16 @@ CITATION: Final = "tokenwire:citation"
 RAW_STOP_REASON: Final = "tokenwire:raw_stop_reason"
 CACHE_READ: Final = "tokenwire:cache_read_input_tokens"
 CACHE_CREATION: Final = "tokenwire:cache_creation_input_tokens"
+#: ``tokenwire.usage``: the reasoning tokens inside ``output_tokens``.
+REASONING_TOKENS: Final = "tokenwire:reasoning_tokens"
+#: ``tokenwire.usage``: the server tools' prompt tokens inside ``input_tokens`` (Gemini).
+TOOL_USE_INPUT: Final = "tokenwire:tool_use_input_tokens"
+#: ``tokenwire.stop``: ``true`` when the model (or the vendor's filter) refused.
+REFUSAL: Final = "tokenwire:refusal"
+#: ``tokenwire.block`` / a reasoning part: the tool call a signature belongs to.
+TOOL_CALL_ID: Final = "tokenwire:tool_call_id"
+#: A vendor object kept as is because the standard has no field for it.
+RAW: Final = "tokenwire:raw"
 
 #: Request extension: ``[{"message": i, "parts": [reasoning part, ...]}, ...]``, the
 #: reasoning parts (``{"type": "tokenwire:reasoning", ...}``) of assistant message ``i``.
@@ -75,7 +90,10 @@ def extension(kind: str, body: Mapping[str, Any]) -> ev.UnknownEvent:
 
 def fields(event: ev.Event, kind: str | None = None) -> dict[str, Any] | None:
     """The JSON object of a tokenwire extension event (of type ``kind``), else ``None``."""
-    if not isinstance(event, ev.UnknownEvent) or not event.type.startswith("tokenwire:"):
+    # Event type names take the dot (tokenwire.block); the colon is the older spelling.
+    if not isinstance(event, ev.UnknownEvent) or not event.type.startswith(
+        ("tokenwire.", "tokenwire:")
+    ):
         return None
     if kind is not None and event.type != kind:
         return None
