@@ -102,7 +102,7 @@ class _Part(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True):
 
 class _Content(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True):
     parts: list[_Part] = []
-    role: msgspec.Raw = _RAW
+    role: str | None = None
 
 
 class _Candidate(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True):
@@ -150,11 +150,12 @@ class _Error(msgspec.Struct, frozen=True, gc=False):
 
 class _Chunk(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True):
     candidates: list[_Candidate] = []
-    usageMetadata: _UsageMetadata | None = None
+    # Decoded once, at the end: only the last running total counts.
+    usageMetadata: msgspec.Raw = _RAW
     promptFeedback: _PromptFeedback | None = None
     error: _Error | None = None
-    modelVersion: msgspec.Raw = _RAW
-    responseId: msgspec.Raw = _RAW
+    modelVersion: str | None = None
+    responseId: str | None = None
     createTime: msgspec.Raw = _RAW
     modelStatus: msgspec.Raw = _RAW
 
@@ -194,6 +195,7 @@ _UNMAPPED_PART_FIELDS: Final = (
 )
 
 _decode_chunk = msgspec.json.Decoder(_Chunk).decode
+_decode_usage = msgspec.json.Decoder(_UsageMetadata).decode
 _decode_any = msgspec.json.Decoder().decode
 _encode = msgspec.json.Encoder().encode
 
@@ -216,6 +218,7 @@ class Translator(SSETranslator):
         self.unknown_types: Counter[str] = Counter()
         self._next_block = 0
         self._blocks: dict[tuple[int, bool], int] = {}  # (candidate, reasoning) -> block
+        self._text_blocks: dict[int, int] = {}  # candidate -> its answer block (a cache)
         self._finish: dict[int, str] = {}  # candidate -> standard stop reason
         self._seen: set[int] = set()  # candidates seen
         self._called: set[int] = set()  # candidates that called a tool
@@ -223,7 +226,8 @@ class Translator(SSETranslator):
         self._streamed_signature: dict[int, str] = {}  # candidate -> its call's signature
         self._calls = 0
         self._ids: set[str] = set()
-        self._usage: _UsageMetadata | None = None
+        self._usage_raw: msgspec.Raw | None = None
+        self._usage_read: _UsageMetadata | None = None
         self._details_sent = False
         self._grounding: dict[int, bytes] = {}  # candidate -> the last groundingMetadata
         self._cited: set[bytes] = set()  # citation sources already sent
@@ -236,6 +240,8 @@ class Translator(SSETranslator):
         if index is None:
             index = self._blocks[key] = self._next_block
             self._next_block += 1
+            if not reasoning:
+                self._text_blocks[candidate] = index
         return index
 
     def _new_index(self) -> int:
@@ -296,6 +302,25 @@ class Translator(SSETranslator):
             self.out += writer.error(code, message)
         self.out += self._usage_events() + writer.end()
 
+    @property
+    def _usage(self) -> _UsageMetadata | None:
+        """The last ``usageMetadata`` (decoded on first use; unknown fields counted)."""
+        raw = self._usage_raw
+        if raw is None:
+            return None
+        if self._usage_read is None:
+            try:
+                self._usage_read = _decode_usage(raw)
+            except msgspec.ValidationError:
+                obj = _decode_any(raw)
+                self._strip(obj, _USAGE_FIELDS, "usageMetadata")
+                try:
+                    self._usage_read = msgspec.convert(obj, _UsageMetadata)
+                except msgspec.ValidationError:
+                    self._usage_raw = None
+                    return None
+        return self._usage_read
+
     def _usage_events(self) -> list[Any]:
         u = self._usage
         if u is None:
@@ -346,14 +371,21 @@ class Translator(SSETranslator):
             code = error_code(err.status, err.code, err.message)
             self._fail(code, f"gemini: {err.status or err.code}: {err.message}")
             return
-        if chunk.usageMetadata is not None:
-            self._usage = chunk.usageMetadata  # §5.3.5: a running total; the last one wins
+        if len(chunk.usageMetadata):
+            # §5.3.5: a running total; the last one wins.
+            self._usage_raw, self._usage_read = chunk.usageMetadata, None
         feedback = chunk.promptFeedback
         if not chunk.candidates and feedback is not None and feedback.blockReason:
             self._on_prompt_blocked(feedback)
             return
+        if raw_parts is None:
+            for cand in chunk.candidates:
+                self._on_candidate(cand, None)
+                if self.writer.ended:
+                    return
+            return
         for position, cand in enumerate(chunk.candidates):
-            self._on_candidate(cand, raw_parts.get(position) if raw_parts else None)
+            self._on_candidate(cand, raw_parts.get(position))
             if self.writer.ended:
                 return
 
@@ -369,7 +401,6 @@ class Translator(SSETranslator):
         if not isinstance(obj, dict):
             raise TranslationError("gemini: upstream chunk is not a JSON object")
         self._strip(obj, _CHUNK_FIELDS, "chunk")
-        self._strip(obj.get("usageMetadata"), _USAGE_FIELDS, "usageMetadata")
         self._strip(obj.get("promptFeedback"), _FEEDBACK_FIELDS, "promptFeedback")
         candidates = obj.get("candidates")
         for i, cand in enumerate(candidates if isinstance(candidates, list) else ()):
@@ -430,35 +461,41 @@ class Translator(SSETranslator):
         self._seen.add(c)
         content = cand.content
         if content is not None:
-            if raw_parts:
-                for j, part in enumerate(content.parts):
-                    whole = raw_parts.get(j)
-                    if whole is None:
-                        self._on_part(c, part)
-                    else:
-                        index = self._new_index()
-                        self._block_event({"index": index, x.RAW: whole, x.VENDOR: VENDOR})
-                        if part.thoughtSignature:
-                            self._signature(index, part.thoughtSignature)
-            else:
-                writer = self.writer
+            if raw_parts is None:
+                text_block = self._text_blocks.get(c)
                 for part in content.parts:
                     text = part.text
                     if (
                         text is not None
                         and part.functionCall is None
-                        and not part.thought
                         and part.thoughtSignature is None
+                        and not part.thought
                         and not self._streamed
                     ):
                         # The hot path: plain answer text.
                         if text:
-                            self.out += writer.text(text, self._block(c, False))
+                            if text_block is None:
+                                text_block = self._block(c, False)
+                            self.out += self.writer.text(text, text_block)
                         continue
                     self._on_part(c, part)
-        if len(cand.groundingMetadata):
+            else:
+                for j, part in enumerate(content.parts):
+                    whole = raw_parts.get(j)
+                    if whole is None:
+                        self._on_part(c, part)
+                        continue
+                    index = self._new_index()
+                    self._block_event({"index": index, x.RAW: whole, x.VENDOR: VENDOR})
+                    if part.thoughtSignature:
+                        self._signature(index, part.thoughtSignature)
+        if cand.groundingMetadata or cand.citationMetadata or cand.finishReason is not None:
+            self._on_metadata(c, cand)
+
+    def _on_metadata(self, c: int, cand: _Candidate) -> None:
+        if cand.groundingMetadata:
             self._on_grounding(c, cand.groundingMetadata)
-        if len(cand.citationMetadata):
+        if cand.citationMetadata:
             self._on_citations(c, cand.citationMetadata)
         reason = cand.finishReason
         if reason is not None:
