@@ -349,6 +349,8 @@ def request_from_vendor(body: dict[str, Any]) -> rq.Request:
 #: most telling one.
 _STOP_RANK: Final = {"end_turn": 0, "tool_use": 1, "max_tokens": 2, "content_filter": 3}
 _UPSTREAM_STATUS: Final = re.compile(r"\bHTTP (4\d\d)\b")
+#: The ids translators generate for calls that came without one (Gemini's own).
+_GENERATED_ID: Final = re.compile(r"call_(?:.+_)?\d+_*")
 
 
 def _frame(obj: dict[str, Any]) -> bytes:
@@ -420,7 +422,10 @@ class EventEncoder:
                 args = msgspec.json.decode(event.arguments) if event.arguments.strip() else {}
             except msgspec.DecodeError:
                 args = {}
-            self._call = ({"functionCall": {"name": event.name, "args": args}}, event.index)
+            call: dict[str, Any] = {"name": event.name, "args": args}
+            if not _GENERATED_ID.fullmatch(event.id):
+                call = {"id": event.id, **call}  # an id the upstream gave: kept
+            self._call = ({"functionCall": call}, event.index)
         elif isinstance(event, ev.ContentStop):
             if _STOP_RANK.get(event.stop_reason, 0) >= _STOP_RANK.get(self._stop or "", -1):
                 self._stop = event.stop_reason
@@ -460,13 +465,11 @@ class EventEncoder:
             "candidatesTokenCount": max(total_out - (thoughts or 0), 0),
             "totalTokenCount": total_in + total_out,
         }
-        if cached is not None:
-            usage["cachedContentTokenCount"] = cached
-        if thoughts is not None:
-            usage["thoughtsTokenCount"] = thoughts
-        if tool is not None:
-            usage["toolUsePromptTokenCount"] = tool
-        return usage
+        usage["cachedContentTokenCount"] = cached
+        usage["thoughtsTokenCount"] = thoughts
+        usage["toolUsePromptTokenCount"] = tool
+        # proto3 JSON, as Gemini writes it: zero counts are left out.
+        return {k: v for k, v in usage.items() if v}
 
     def _last_chunk(self) -> bytes:
         usage = self._usage_metadata()
