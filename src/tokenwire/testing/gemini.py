@@ -118,14 +118,35 @@ def signature(kind: str, value: Any) -> str:
     return base64.b64encode(b"\x12\x02" + digest).decode("ascii")
 
 
+def _signature_bytes(value: object) -> bytes | None:
+    """A ``bytes`` field's value: Google's JSON parser takes standard and URL-safe base64
+    (google-genai sends the latter)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return base64.b64decode(value.replace("-", "+").replace("_", "/"), validate=True)
+    except ValueError:
+        return None
+
+
 def _call_signature(call: dict[str, Any]) -> str:
     return signature("call", {"name": call.get("name"), "args": call.get("args") or {}})
 
 
+def _field(obj: Any, name: str) -> Any:
+    """``obj[name]``, by its lowerCamelCase name or its proto name (Google takes both)."""
+    if not isinstance(obj, dict):
+        return None
+    if name in obj:
+        return obj[name]
+    return obj.get("".join("_" + c.lower() if c.isupper() else c for c in name))
+
+
 def _thinking(body: dict[str, Any]) -> dict[str, Any] | None:
-    config = body.get("generationConfig")
-    thinking = config.get("thinkingConfig") if isinstance(config, dict) else None
-    return thinking if isinstance(thinking, dict) else None
+    thinking = _field(_field(body, "generationConfig"), "thinkingConfig")
+    if not isinstance(thinking, dict):
+        return None
+    return {"includeThoughts": _field(thinking, "includeThoughts")}
 
 
 def refusal_body(problem: str) -> bytes:
@@ -152,11 +173,11 @@ def _check_signatures(contents: list[Any]) -> str | None:
         if not stepping:
             first_call, stepping = None, True  # a new step (consecutive model contents merge)
         for k, part in enumerate(content.get("parts") or ()):
-            if first_call is None and isinstance(part, dict) and "functionCall" in part:
+            call = _field(part, "functionCall")
+            if first_call is None and call is not None:
                 first_call = (i, k, part)
-                call = part["functionCall"]
                 name = call.get("name") if isinstance(call, dict) else None
-                sig = part.get("thoughtSignature")
+                sig = _field(part, "thoughtSignature")
                 if sig is None:
                     return (
                         "Function call is missing a thought_signature in functionCall parts. "
@@ -166,7 +187,10 @@ def _check_signatures(contents: list[Any]) -> str | None:
                         "refer to https://ai.google.dev/gemini-api/docs/thought-signatures for "
                         "more details."
                     )
-                if not isinstance(call, dict) or sig != _call_signature(call):
+                expected = (
+                    _signature_bytes(_call_signature(call)) if isinstance(call, dict) else b""
+                )
+                if _signature_bytes(sig) != expected:
                     return (
                         f"Corrupted thought signature in contents[{i}].parts[{k}] "
                         f"(function call `{name}`)."

@@ -65,6 +65,45 @@ def _want(obj: Mapping[str, Any], key: str, kind: type, path: str) -> Any:
     return value
 
 
+#: Fields whose values are the caller's own JSON (arguments, results, schemas):
+#: their keys are never respelled.
+_OPAQUE: Final = frozenset(
+    {
+        "args",
+        "response",
+        "parameters",
+        "parametersJsonSchema",
+        "responseSchema",
+        "responseJsonSchema",
+        "labels",
+        "metadata",
+    }
+)
+
+
+def _camel(key: str) -> str:
+    head, *rest = key.split("_")
+    return head + "".join(word[:1].upper() + word[1:] for word in rest)
+
+
+def camel_case(value: Any) -> Any:
+    """``value`` with every field name in Gemini's lowerCamelCase spelling.
+
+    Google's JSON parser takes a field by its proto name too (``include_thoughts``
+    for ``includeThoughts``), and google-genai sends some that way; the values
+    of ``_OPAQUE`` fields (the caller's own JSON) are kept as they are.
+    """
+    if isinstance(value, list):
+        return [camel_case(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        name = _camel(key) if "_" in key else key
+        out[name] = item if name in _OPAQUE else camel_case(item)
+    return out
+
+
 def _media_part(data: Mapping[str, Any], path: str) -> dict[str, Any]:
     mime = _want(data, "mimeType", str, path)
     payload = _want(data, "data", str, path)
@@ -275,9 +314,12 @@ def request_from_vendor(body: dict[str, Any]) -> rq.Request:
     home (``thinkingConfig``...) and the other body fields (``safetySettings``,
     ``toolConfig``...) go to ``extensions["vendor:gemini"]``;
     ``thinkingConfig.includeThoughts`` also sets ``"tokenwire:reasoning": true``.
+    Field names may come in either spelling (``include_thoughts``), as Google's
+    parser allows; they are read, and passed on, in lowerCamelCase.
 
     Raises ``InvalidRequest`` whose ``.path`` names the value in the Gemini body.
     """
+    body = camel_case(body)
     model = body.get("model")
     if not isinstance(model, str) or not model.removeprefix("models/").strip():
         raise InvalidRequest("the route names no model", path="model")
@@ -480,7 +522,13 @@ class EventEncoder:
                 chunk["usageMetadata"] = usage
             chunk["modelVersion"] = self.model
             return _frame(chunk)
-        candidate: dict[str, Any] = {"finishReason": self._finish_reason(), "index": 0}
+        # An empty text part, as Gemini sends it: the SDK's chat keeps a turn in its
+        # history only when every chunk has content.
+        candidate: dict[str, Any] = {
+            "content": {"parts": [{"text": ""}], "role": "model"},
+            "finishReason": self._finish_reason(),
+            "index": 0,
+        }
         for key in ("finishMessage", "safetyRatings"):
             if key in self._raw_detail:
                 candidate[key] = self._raw_detail[key]
