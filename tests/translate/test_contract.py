@@ -113,10 +113,13 @@ def test_ingress_parsers_answer_in_the_vendors_format() -> None:
     assert {name: i.route for name, i in with_ingress.items()} == {
         "openai": "/v1/chat/completions",
         "anthropic": "/v1/messages",
+        "gemini": "/v1beta/models/{model}:streamGenerateContent",
     }
     body = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
+    # Gemini's body has contents; its model comes from the path (copied in as "model").
+    bodies = {"gemini": {"model": "m", "contents": [{"role": "user", "parts": [{"text": "hi"}]}]}}
     for name, ingress in with_ingress.items():
-        request, encode = ingress.parse(dict(body))
+        request, encode = ingress.parse(dict(bodies.get(name, body)))
         assert request.model == "m"
         assert request.messages[-1].text == "hi"
         start = ev.StreamStart(v=ev.VERSION, seq=0, model="m", created=0)
