@@ -158,6 +158,36 @@ def test_signatures_go_back_on_the_parts_they_came_with() -> None:
     assert [list(p) for p in body["contents"][2]["parts"]] == [["functionResponse"]] * 2
 
 
+def test_server_tool_steps_go_back_in_the_model_turn() -> None:
+    code = {
+        "executableCode": {"language": "PYTHON", "code": "print(1)"},
+        "thoughtSignature": "c2ln",
+    }
+    result = {"codeExecutionResult": {"outcome": "OUTCOME_OK", "output": "1"}}
+    grounding = {"groundingMetadata": {"webSearchQueries": ["q"]}}
+    parts = [
+        {"type": x.REASONING, x.SERVER_TOOL: code, x.VENDOR: "gemini"},
+        {"type": x.REASONING, x.RAW: result, x.VENDOR: "gemini"},
+        {"type": x.REASONING, x.SERVER_TOOL: grounding, x.VENDOR: "gemini"},
+    ]
+    req = rq.build(
+        model="g",
+        messages=[{"role": "user", "content": "q"}, {"role": "assistant", "content": "1"}],
+        extensions={x.REASONING_HISTORY: [{"message": 1, "parts": parts}]},
+    )
+    assert request_body(req)["contents"][1]["parts"] == [{"text": "1"}, code, result]
+    # ...and the ingress reads them back the same way.
+    body = {
+        "model": "g",
+        "contents": [
+            {"role": "user", "parts": [{"text": "q"}]},
+            {"role": "model", "parts": [code, result, {"text": "1"}]},
+        ],
+    }
+    again = request_from_vendor(body)
+    assert request_body(again)["contents"][1]["parts"] == [{"text": "1"}, code, result]
+
+
 def test_an_answer_signature_without_text_rides_an_empty_text_part() -> None:
     req = rq.build(
         model="g",

@@ -222,7 +222,8 @@ class _Turns:
                         answer = signature
             elif "executableCode" in part or "codeExecutionResult" in part:
                 # A server tool's step: the next Gemini request carries it back as is.
-                reasoning.append({"type": x.REASONING, x.RAW: dict(part), x.VENDOR: _VENDOR})
+                step = {"type": x.REASONING, x.SERVER_TOOL: dict(part), x.VENDOR: _VENDOR}
+                reasoning.append(step)
             elif isinstance(part.get("inlineData"), dict):
                 raise InvalidRequest("model-made media cannot be sent back", path=where)
             elif signature is not None and len(part) == 1:

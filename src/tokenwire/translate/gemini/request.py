@@ -44,7 +44,9 @@ class _Reasoning:
         self.thoughts: list[dict[str, Any]] = []  # thought parts, in order
         self.calls: dict[str, str] = {}  # tool call id -> its thoughtSignature
         self.answer: str | None = None  # the answer text's thoughtSignature
-        self.raw: list[dict[str, Any]] = []  # server-tool parts (executableCode...), in order
+        #: Server-tool parts (executableCode...), in order (``tokenwire:server_tool``
+        #: or ``tokenwire:raw``: the part as Gemini sent it).
+        self.raw: list[dict[str, Any]] = []
 
 
 def _reasoning(req: Request) -> dict[int, _Reasoning]:
@@ -75,7 +77,10 @@ def _reasoning(req: Request) -> dict[int, _Reasoning]:
                 continue  # bound to another vendor: Gemini cannot check it
             signature = part.get(x.SIGNATURE)
             signature = signature if isinstance(signature, str) and signature else None
-            call_id, raw, text = part.get(x.TOOL_CALL_ID), part.get(x.RAW), part.get("text")
+            call_id, text = part.get(x.TOOL_CALL_ID), part.get("text")
+            raw = part.get(x.SERVER_TOOL, part.get(x.RAW))
+            if isinstance(raw, dict) and "groundingMetadata" in raw:
+                continue  # candidate metadata, not a part: nothing to send back
             if isinstance(call_id, str):
                 if signature is not None:
                     found.calls[call_id] = signature
