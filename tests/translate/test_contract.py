@@ -114,13 +114,16 @@ def test_ingress_parsers_answer_in_the_vendors_format() -> None:
         "openai": "/v1/chat/completions",
         "anthropic": "/v1/messages",
         "openai-responses": "/v1/responses",
+        "gemini": "/v1beta/models/{model}:streamGenerateContent",
     }
     body = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
-    responses_body = {"model": "m", "input": [{"role": "user", "content": "hi"}]}
+    # Gemini's body has contents; its model comes from the path (copied in as "model").
+    bodies = {
+        "openai-responses": {"model": "m", "input": [{"role": "user", "content": "hi"}]},
+        "gemini": {"model": "m", "contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
+    }
     for name, ingress in with_ingress.items():
-        request, encode = ingress.parse(
-            dict(responses_body if name == "openai-responses" else body)
-        )
+        request, encode = ingress.parse(dict(bodies.get(name, body)))
         assert request.model == "m"
         assert request.messages[-1].text == "hi"
         start = ev.StreamStart(v=ev.VERSION, seq=0, model="m", created=0)

@@ -97,7 +97,8 @@ EXPECTED: dict[str, Row] = {
     "vercel-google-tool-call.jsonl": (
         {}, [(0, "weather", SF)], {0: "tool_use"}, [(29, 15 + 45)], [],
     ),
-    "vercel-issue-19758-prompt-block.jsonl": ({}, [], {}, [(9, 0)], ["content_filtered"]),
+    # A refused prompt is a refusal (content_filter on block 0), not an error.
+    "vercel-issue-19758-prompt-block.jsonl": ({}, [], {0: "content_filter"}, [(9, 0)], []),
 }  # fmt: skip
 
 
@@ -611,14 +612,22 @@ def test_render_stop_reasons_round_trip(stop: str, reason: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "code",
-    ["rate_limited", "overloaded", "context_length_exceeded", "content_filtered", "internal_error"],
+    "code", ["rate_limited", "overloaded", "context_length_exceeded", "internal_error"]
 )
 def test_render_errors_round_trip(code: str) -> None:
     body = b"".join(fake_gemini.render(Script(error=(code, "boom")), model="m", request=NO_REQUEST))
     out = translate_pieces(VENDOR, [body])
     assert_conformant(out)
     assert summarize(out).errors == [code]
+
+
+def test_render_content_filtered_is_a_prompt_block_read_as_a_refusal() -> None:
+    script = Script(error=("content_filtered", "boom"))
+    body = b"".join(fake_gemini.render(script, model="m", request=NO_REQUEST))
+    out = translate_pieces(VENDOR, [body])
+    assert_conformant(out)
+    s = summarize(out)
+    assert (s.errors, s.stops) == ([], {0: "content_filter"})
 
 
 def test_check_request_and_error_body() -> None:

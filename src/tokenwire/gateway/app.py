@@ -6,6 +6,8 @@
 ``POST /v1/chat/completions``      OpenAI ingress (§7.3), OpenAI chunks out
 ``POST /v1/messages``              Anthropic ingress (§7.3), Anthropic events out
 ``POST /v1/responses``             OpenAI Responses ingress (§7.3), Responses events out
+``POST /v1beta/models/{model}:streamGenerateContent``
+                                   Gemini ingress (§7.3, google-genai), Gemini chunks out
 ``GET /v1/streams/{request_id}``   resume a resumable stream (``Last-Event-ID``
                                    or ``?after=N``): the rest, then the live events
 ``DELETE /v1/streams/{request_id}`` cancel a resumable stream (docs/scaling.md)
@@ -40,7 +42,13 @@ from .._asgi import HTTP_ERROR_CODES, json_error
 from ..server import StreamEndpoint
 from . import logs, playground
 from .config import CONFIG_ENV, LOG_CONTENT_ENV, Config, load
-from .ingress import AnthropicMessagesIngress, FormatIngress, OpenAIChatIngress
+from .ingress import (
+    AnthropicMessagesIngress,
+    FormatIngress,
+    GeminiIngress,
+    OpenAIChatIngress,
+    WithPathParams,
+)
 from .metrics import CONTENT_TYPE, Metrics
 from .production import Production, ProductionMiddleware  # production (docs/gateway.md)
 from .providers import build_providers, new_client
@@ -111,6 +119,8 @@ class Gateway:
             route="/v1/responses",
             **limits,
         )
+        gemini = GeminiIngress()
+        self.gemini = StreamEndpoint(self.providers, ingress=gemini, route=gemini.route, **limits)
         self.streams = ResumeEndpoint(self.resume)
 
     # -- plain routes -----------------------------------------------------------------
@@ -154,6 +164,7 @@ class Gateway:
             Route("/v1/chat/completions", self.chat_completions, methods=["POST"]),
             Route("/v1/messages", self.messages, methods=["POST"]),
             Route("/v1/responses", self.responses, methods=["POST"]),
+            Route(self.gemini.route, WithPathParams(self.gemini), methods=["POST"]),
             Route("/v1/streams/{request_id}", self.streams, methods=["GET", "DELETE"]),
             Route("/v1/models", self.models, methods=["GET"]),
             Route("/healthz", self.healthz, methods=["GET"]),

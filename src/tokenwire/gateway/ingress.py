@@ -9,14 +9,20 @@ stream format (the format's reverse encoder), or in the standard when the client
 ``Accept: text/event-stream; profile="llm-stream-1.0"``. A standard body
 (``Content-Type: application/llm-request+json``) is accepted on both routes.
 
-Only streaming is served: a body without ``"stream": true`` gets 400.
+Only streaming is served: a body without ``"stream": true`` gets 400, except on
+a route that streams by its path (Gemini's ``:streamGenerateContent``), whose path
+parameters (``{model}``) ``WithPathParams`` hands to the parser.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from contextvars import ContextVar
+from types import MappingProxyType
 from typing import Any
 
 import msgspec
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .. import translate
 from ..errors import InvalidRequest, RequestTooLarge
@@ -27,12 +33,18 @@ from ..translate import VendorFormat, VendorIngress
 __all__ = [
     "AnthropicMessagesIngress",
     "FormatIngress",
+    "GeminiIngress",
     "OpenAIChatIngress",
+    "WithPathParams",
     "decode_json_body",
     "ingresses",
 ]
 
 _decode = msgspec.json.Decoder().decode
+#: The path parameters of the request being parsed (set by ``WithPathParams``).
+_PATH_PARAMS: ContextVar[Mapping[str, str]] = ContextVar(
+    "tokenwire_ingress_path_params", default=MappingProxyType({})
+)
 
 
 def _too_deep(value: Any, max_depth: int) -> bool:
@@ -96,8 +108,27 @@ class FormatIngress:
     def parse(self, body: bytes) -> tuple[Request, Encode]:
         """The standard request and a fresh vendor encoder. Raises ``InvalidRequest``."""
         obj = decode_json_body(body)
-        _require_stream(obj)
+        names = self._ingress.path_params
+        if names:
+            given = _PATH_PARAMS.get()
+            obj.update({name: given[name] for name in names if name in given})
+        else:
+            _require_stream(obj)
         return self._ingress.parse(obj)
+
+
+class WithPathParams:
+    """An ASGI app that hands its route's path parameters to ``FormatIngress.parse``."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        token = _PATH_PARAMS.set(dict(scope.get("path_params") or {}))
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            _PATH_PARAMS.reset(token)
 
 
 class OpenAIChatIngress(FormatIngress):
@@ -112,6 +143,13 @@ class AnthropicMessagesIngress(FormatIngress):
 
     def __init__(self) -> None:
         super().__init__("anthropic")
+
+
+class GeminiIngress(FormatIngress):
+    """Gemini ``GenerateContentRequest`` bodies, answered as Gemini's ``alt=sse`` stream."""
+
+    def __init__(self) -> None:
+        super().__init__("gemini")
 
 
 def ingresses() -> list[FormatIngress]:

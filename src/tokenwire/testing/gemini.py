@@ -18,14 +18,27 @@ becomes a ``data: {"error": {...}}`` chunk with the status the code maps to
 block (``promptFeedback.blockReason``, no candidates) instead, since that is
 how Gemini refuses. SDK setup: ``genai.Client(api_key="x",
 http_options=types.HttpOptions(base_url=fake.url, api_version="v1beta"))``.
+
+Thinking (a request with ``generationConfig.thinkingConfig``) makes the fake a
+Gemini 3 model: ``script.thinking`` is streamed first as a ``thought: true``
+part when ``includeThoughts`` is set, the first ``functionCall`` part of the
+answer carries a ``thoughtSignature`` (HMAC-signed over the call, ``signature``)
+and so does the last, empty text part of a text answer (over the text);
+``thoughtsTokenCount`` reports the thinking. On the next turn it refuses, as
+Gemini 3 does, with HTTP 400 ``INVALID_ARGUMENT`` (``refusal_body``), a request
+whose current turn has a model step whose first ``functionCall`` part lacks its
+signature or carries one that does not sign that call (altered call or signature).
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import json
 from typing import Any, Final
 
-from .upstream import RecordedRequest, Script, json_object
+from .upstream import RecordedRequest, Script, split_words
 
 __all__ = [
     "CONTENT_TYPE",
@@ -33,7 +46,9 @@ __all__ = [
     "FINISH_REASONS",
     "check_request",
     "error_body",
+    "refusal_body",
     "render",
+    "signature",
 ]
 
 CONTENT_TYPE: Final = "text/event-stream"
@@ -90,6 +105,99 @@ def error_body(status: int) -> bytes:
     return json.dumps(body, indent=2).encode() + b"\n"
 
 
+# --- Gemini 3 thought signatures: issued with thinking, checked on the next turn -------
+
+_SIGNING_KEY: Final = b"tokenwire-fake-gemini"
+
+
+def signature(kind: str, value: Any) -> str:
+    """The fake's ``thoughtSignature`` of a part: ``kind`` ``"call"`` (value:
+    ``{"name", "args"}``) or ``"text"`` (value: the answer text). Opaque, like Gemini's."""
+    canonical = json.dumps([kind, value], sort_keys=True, separators=(",", ":"))
+    digest = hmac.new(_SIGNING_KEY, canonical.encode("utf-8"), hashlib.sha256).digest()
+    return base64.b64encode(b"\x12\x02" + digest).decode("ascii")
+
+
+def _signature_bytes(value: object) -> bytes | None:
+    """A ``bytes`` field's value: Google's JSON parser takes standard and URL-safe base64
+    (google-genai sends the latter)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return base64.b64decode(value.replace("-", "+").replace("_", "/"), validate=True)
+    except ValueError:
+        return None
+
+
+def _call_signature(call: dict[str, Any]) -> str:
+    return signature("call", {"name": call.get("name"), "args": call.get("args") or {}})
+
+
+def _field(obj: Any, name: str) -> Any:
+    """``obj[name]``, by its lowerCamelCase name or its proto name (Google takes both)."""
+    if not isinstance(obj, dict):
+        return None
+    if name in obj:
+        return obj[name]
+    return obj.get("".join("_" + c.lower() if c.isupper() else c for c in name))
+
+
+def _thinking(body: dict[str, Any]) -> dict[str, Any] | None:
+    thinking = _field(_field(body, "generationConfig"), "thinkingConfig")
+    if not isinstance(thinking, dict):
+        return None
+    return {"includeThoughts": _field(thinking, "includeThoughts")}
+
+
+def refusal_body(problem: str) -> bytes:
+    """Gemini's 400 body: ``INVALID_ARGUMENT`` with the problem as its message."""
+    body = {"error": {"code": 400, "message": problem, "status": "INVALID_ARGUMENT"}}
+    return json.dumps(body, indent=2).encode() + b"\n"
+
+
+def _check_signatures(contents: list[Any]) -> str | None:
+    """Gemini 3: in the current turn, each model step's first functionCall part is signed."""
+    start = 0
+    for i, content in enumerate(contents):
+        parts = content.get("parts") if isinstance(content, dict) else None
+        if content.get("role", "user") == "user" and isinstance(parts, list):
+            if any(isinstance(p, dict) and "text" in p for p in parts):
+                start = i  # a user message (not only function responses) starts a turn
+    first_call: tuple[int, int, dict[str, Any]] | None = None
+    stepping = False
+    for i in range(start, len(contents)):
+        content = contents[i]
+        if not isinstance(content, dict) or content.get("role") != "model":
+            stepping = False
+            continue
+        if not stepping:
+            first_call, stepping = None, True  # a new step (consecutive model contents merge)
+        for k, part in enumerate(content.get("parts") or ()):
+            call = _field(part, "functionCall")
+            if first_call is None and call is not None:
+                first_call = (i, k, part)
+                name = call.get("name") if isinstance(call, dict) else None
+                sig = _field(part, "thoughtSignature")
+                if sig is None:
+                    return (
+                        "Function call is missing a thought_signature in functionCall parts. "
+                        "This is required for tools to work correctly, and missing "
+                        "thought_signature may lead to degraded model performance. Additional "
+                        f"data, function call `default_api:{name}` , position {k + 1}. Please "
+                        "refer to https://ai.google.dev/gemini-api/docs/thought-signatures for "
+                        "more details."
+                    )
+                expected = (
+                    _signature_bytes(_call_signature(call)) if isinstance(call, dict) else b""
+                )
+                if _signature_bytes(sig) != expected:
+                    return (
+                        f"Corrupted thought signature in contents[{i}].parts[{k}] "
+                        f"(function call `{name}`)."
+                    )
+    return None
+
+
 def check_request(request: RecordedRequest) -> str | None:
     """The problem with a ``streamGenerateContent`` request, or ``None``."""
     path, _, query = request.path.partition("?")
@@ -97,12 +205,17 @@ def check_request(request: RecordedRequest) -> str | None:
         return f"expected POST .../models/{{model}}:streamGenerateContent, got {request.path}"
     if "alt=sse" not in query.split("&"):
         return "the fake speaks the SSE form only: add ?alt=sse"
-    body = json_object(request, model=False)  # the model is in the path
-    if isinstance(body, str):
-        return body
+    try:
+        body = request.json()
+    except ValueError:
+        return "body is not JSON"
+    if not isinstance(body, dict):
+        return "body is not a JSON object"
     contents = body.get("contents")
     if not isinstance(contents, list) or not contents:
         return "contents: a non-empty array is required"
+    if _thinking(body) is not None:
+        return _check_signatures(contents)
     return None
 
 
@@ -110,6 +223,13 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
     """The Gemini SSE body for ``script``, one item per chunk (CRLF framing)."""
     pieces = script.pieces
     output_tokens = script.usage_output_tokens
+    try:
+        body = request.json()
+    except ValueError:
+        body = None
+    thinking = _thinking(body) if isinstance(body, dict) else None
+    thoughts = len(split_words(script.thinking)) if thinking is not None else 0
+    show_thoughts = bool(thinking and thinking.get("includeThoughts") and script.thinking)
     steps = len(pieces) + len(script.tool_calls) + 1  # content chunks + the finish chunk
     step = 0
 
@@ -118,12 +238,15 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
         nonlocal step
         step += 1
         done = output_tokens if final else output_tokens * step // steps
-        return {
+        usage = {
             "promptTokenCount": script.input_tokens,
             "candidatesTokenCount": done,
-            "totalTokenCount": script.input_tokens + done,
+            "totalTokenCount": script.input_tokens + done + thoughts,
             "promptTokensDetails": [{"modality": "TEXT", "tokenCount": script.input_tokens}],
         }
+        if thoughts:
+            usage["thoughtsTokenCount"] = thoughts
+        return usage
 
     def chunk(candidate: dict[str, Any], final: bool = False) -> bytes:
         return _frame(
@@ -135,22 +258,23 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
             }
         )
 
-    out = [
+    out = []
+    if show_thoughts:
+        thought = {"text": script.thinking, "thought": True}
+        out.append(chunk({"content": {"parts": [thought], "role": "model"}, "index": 0}))
+    out += [
         chunk({"content": {"parts": [{"text": piece}], "role": "model"}, "index": 0})
         for piece in pieces
     ]
-    for call in script.tool_calls:
+    for n, call in enumerate(script.tool_calls):
         function_call: dict[str, Any] = {"name": call.name, "args": call.arguments}
         if call.id is not None:
             function_call = {"id": call.id, **function_call}
-        out.append(
-            chunk(
-                {
-                    "content": {"parts": [{"functionCall": function_call}], "role": "model"},
-                    "index": 0,
-                }
-            )
-        )
+        part: dict[str, Any] = {"functionCall": function_call}
+        if thinking is not None and n == 0:
+            # Gemini 3 signs the first function call of a step.
+            part["thoughtSignature"] = _call_signature(function_call)
+        out.append(chunk({"content": {"parts": [part], "role": "model"}, "index": 0}))
     if script.error is not None:
         code, message = script.error
         if code == "content_filtered":
@@ -171,8 +295,11 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
         }
         last = {"finishReason": reason, "index": 0, "safetyRatings": [rating]}
     else:
+        empty: dict[str, Any] = {"text": ""}
+        if thinking is not None and not script.tool_calls:
+            empty["thoughtSignature"] = signature("text", script.text)
         last = {
-            "content": {"parts": [{"text": ""}], "role": "model"},
+            "content": {"parts": [empty], "role": "model"},
             "finishReason": reason,
             "index": 0,
         }

@@ -77,6 +77,11 @@ class VendorIngress:
     parse: IngressParser
     #: The request media types the route takes besides the standard's.
     media_types: frozenset[str] = frozenset({"application/json"})
+    #: Path parameters of ``route`` (``{model}``) the gateway copies into the
+    #: body under the same name before ``parse`` (Google's REST mapping binds
+    #: ``model`` of a ``GenerateContentRequest`` to the path). A route with path
+    #: parameters streams by its path: its body needs no ``"stream": true``.
+    path_params: tuple[str, ...] = ()
 
 
 _STATUS_CODES: Final = {

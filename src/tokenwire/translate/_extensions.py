@@ -41,6 +41,9 @@ __all__ = [
     "ENCRYPTED",
     "ESTIMATED",
     "ITEM_ID",
+    "RAW",
+    "TOOL_CALL_ID",
+    "TOOL_USE_INPUT",
     "RAW_STOP_REASON",
     "REASONING",
     "REASONING_HISTORY",
@@ -87,6 +90,12 @@ ITEM_ID: Final = "tokenwire:id"
 
 #: Request extension: ``true`` asks for ``tokenwire.tool_delta`` events.
 TOOL_DELTAS: Final = "tokenwire:tool_deltas"
+#: ``tokenwire.usage``: the server tools' prompt tokens inside ``input_tokens`` (Gemini).
+TOOL_USE_INPUT: Final = "tokenwire:tool_use_input_tokens"
+#: ``tokenwire.block`` / a reasoning part: the tool call a signature belongs to.
+TOOL_CALL_ID: Final = "tokenwire:tool_call_id"
+#: A vendor object kept as is because the standard has no field for it.
+RAW: Final = "tokenwire:raw"
 
 #: Request extension: ``[{"message": i, "parts": [reasoning part, ...]}, ...]``, the
 #: reasoning parts (``{"type": "tokenwire:reasoning", ...}``) of assistant message ``i``.
