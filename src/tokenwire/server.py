@@ -650,8 +650,14 @@ class _RequestOwns(_Owner):
             self.outbox.close()
         # Cancel once. A second cancel would interrupt the provider's own
         # cleanup (closing its upstream response), leaving the upstream
-        # connection open; a provider gets CLEANUP_S to finish it.
-        if not producer.done() and not producer.cancelling():
+        # connection open; a provider gets CLEANUP_S to finish it. The endpoint
+        # cancels the producer only here, so it cancels unconditionally:
+        # ``producer.cancelling()`` also counts cancels that code inside the
+        # provider made and will undo (anyio's happy-eyeballs connect, under
+        # httpx, cancels the task it runs in once an attempt wins and
+        # uncancels it when its scope exits), and a hang-up in that window
+        # would otherwise leave the upstream stream running to its end.
+        if not producer.done():
             producer.cancel()
         await asyncio.wait([producer], timeout=CLEANUP_S)
         if not producer.done():
