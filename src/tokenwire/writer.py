@@ -97,6 +97,15 @@ class Writer:
         """Indexes of blocks that have content but no ``content.stop`` yet."""
         return frozenset(self._open)
 
+    @property
+    def estimated_output_tokens(self) -> int:
+        """The output sent so far (text, reasoning, tool arguments), estimated in tokens.
+
+        What a translator reports, marked ``tokenwire:estimated``, when the
+        vendor's own output count never came (docs/extensions.md).
+        """
+        return estimate_tokens(self._chars)
+
     def _stamp(self) -> int:
         seq = self._seq
         self._seq = seq + 1
