@@ -211,7 +211,8 @@ class Writer:
                 out += self._tool_delta_event(index, id, None, tail)
         self._use_block(index)
         self._tool_ids.add(id)
-        self._chars += len(arguments)
+        # The fragments already sent were counted (tool_delta): only the rest is new output.
+        self._chars += len(arguments) if pending is None else len(tail)
         out.append(
             ev.ToolCall(
                 v=ev.VERSION, seq=self._stamp(), index=index, id=id, name=name, arguments=arguments

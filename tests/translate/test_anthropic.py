@@ -1566,3 +1566,29 @@ def test_all_is_complete(module: Any) -> None:
     }
     assert defined <= set(module.__all__)
     assert all(hasattr(module, name) for name in module.__all__)
+
+
+# --- tool deltas (docs/extensions.md, opt-in) ----------------------------------------------
+
+#: Vectors where deltas legitimately change more than adding tokenwire.tool_delta events.
+_DELTAS_CHANGE_MORE: dict[str, str] = {
+    # A delta is output that cannot be taken back: a restart after one is an error.
+    "spliced-restart-before-content": "the first attempt's tool input went out as deltas",
+}
+
+
+@pytest.mark.parametrize("name", sorted(VECTOR_CASES))
+def test_tool_deltas_only_add_deltas(name: str) -> None:
+    """``tokenwire:tool_deltas`` adds display-only events and changes nothing else:
+    every other event (tool.call indexes and arguments included) is the same."""
+    vector = VECTOR_CASES[name]
+    options = {k: v for k, v in vector.get("options", {}).items() if k != "tool_deltas"}
+    plain = summarize(translate(vector_body(vector), model=vector["model"], **options))
+    events = translate(vector_body(vector), model=vector["model"], tool_deltas=True, **options)
+    live = summarize(events)
+    assert_conformant(events)  # the deltas add up to their calls (no tool-delta-* warning)
+    if name in _DELTAS_CHANGE_MORE:
+        assert live[1][0] == "tokenwire.tool_delta", _DELTAS_CHANGE_MORE[name]
+        assert_ends_in_error(events)
+        return
+    assert [e for e in live if e[0] != "tokenwire.tool_delta"] == plain

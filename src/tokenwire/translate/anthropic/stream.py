@@ -319,6 +319,7 @@ class Translator(SSETranslator):
                     "after content was sent",
                 )
             self._blocks.clear()
+            self._next_index = 0  # nothing visible went out: no block index is taken
             self._vendor_stop = None
             self._usage_seen = False
             self._input = self._cache_creation = self._cache_read = self._output = 0
