@@ -66,7 +66,7 @@ from ._asgi import (
 from ._outbox import Outbox, keep_alive
 from .errors import InvalidRequest, RequestTooLarge, TokenwireError
 from .request import Request
-from .writer import Writer
+from .writer import Writer, estimate_tokens
 
 __all__ = [
     "DEFAULT_KEEPALIVE_S",
@@ -480,7 +480,11 @@ class StreamEndpoint:
         the request (it cancels the generation) or a resume session (it only
         detaches; the generation goes on, recorded, docs/scaling.md)."""
         record.status = 200
-        writer = Writer(model=request.model, request_id=request.request_id)
+        # docs/extensions.md: a stream cut or failed after output still reports
+        # usage, estimated (the prompt: one token per 4 characters of its text).
+        writer = Writer(model=request.model, request_id=request.request_id, estimate_usage=True)
+        prompt_chars = sum(len(message.text) for message in request.messages)
+        writer.note_usage(input_tokens=estimate_tokens(prompt_chars), estimated=True)
         loop = asyncio.get_running_loop()
         outbox = Outbox(loop.time())
         owner: _Owner = (

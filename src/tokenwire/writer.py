@@ -97,6 +97,15 @@ class Writer:
         """Indexes of blocks that have content but no ``content.stop`` yet."""
         return frozenset(self._open)
 
+    @property
+    def estimated_output_tokens(self) -> int:
+        """The output sent so far (text, reasoning, tool arguments), estimated in tokens.
+
+        What a translator reports, marked ``tokenwire:estimated``, when the
+        vendor's own output count never came (docs/extensions.md).
+        """
+        return estimate_tokens(self._chars)
+
     def _stamp(self) -> int:
         seq = self._seq
         self._seq = seq + 1
@@ -202,7 +211,8 @@ class Writer:
                 out += self._tool_delta_event(index, id, None, tail)
         self._use_block(index)
         self._tool_ids.add(id)
-        self._chars += len(arguments)
+        # The fragments already sent were counted (tool_delta): only the rest is new output.
+        self._chars += len(arguments) if pending is None else len(tail)
         out.append(
             ev.ToolCall(
                 v=ev.VERSION, seq=self._stamp(), index=index, id=id, name=name, arguments=arguments

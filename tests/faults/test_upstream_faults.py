@@ -25,7 +25,18 @@ def _check_failed_stream(raw: bytes, events: list[ev.Event], codes: set[str]) ->
     assert isinstance(events[0], ev.StreamStart)
     assert isinstance(events[-1], ev.StreamEnd)
     errors = [e for e in events if isinstance(e, ev.ErrorEvent)]
-    assert len(errors) == 1 and errors[0] is events[-2]
+    text = _text(events)
+    if not text:
+        # Nothing was generated: no usage is invented (docs/extensions.md).
+        assert len(errors) == 1 and errors[0] is events[-2]
+    else:
+        # Usage on every exit path (docs/extensions.md): the upstream was cut
+        # before it reported any, so the gateway estimates it and marks it, one
+        # token per 4 characters of the prompt ("Hello") and of the text sent.
+        assert len(errors) == 1 and errors[0] is events[-3]
+        usage = events[-2]
+        assert isinstance(usage, ev.Usage) and usage.estimated, usage
+        assert (usage.input_tokens, usage.output_tokens) == (2, -(-len(text) // 4))
     assert errors[0].code in codes, errors[0]
     return errors[0]
 

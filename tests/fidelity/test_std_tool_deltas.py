@@ -8,7 +8,6 @@ stream's translator (``gateway/providers.py``); ``_tool_delta`` then sends
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 from typing import Any
 
@@ -19,26 +18,6 @@ from tokenwire import events as ev
 from tokenwire import translate, validate
 from tokenwire.gateway.providers import HTTPProvider
 from tokenwire.request import build
-from tokenwire.translate.anthropic import Translator as AnthropicTranslator
-from tokenwire.translate.anthropic.stream import ContentBlockDelta, ContentBlockStart
-
-
-class _Live(AnthropicTranslator):
-    """The Anthropic translator with the call the vendor helper adds: deltas of tool input."""
-
-    def _on_block_start(self, event: ContentBlockStart) -> list[ev.Event]:
-        out = super()._on_block_start(event)
-        if event.content_block.type == "tool_use":
-            self._reserved = self._next_index  # the block its tool.call will carry
-        return out
-
-    def _on_delta(self, event: ContentBlockDelta) -> list[ev.Event]:
-        block = self._blocks.get(event.index)
-        out = super()._on_delta(event)
-        if block is not None and event.delta.type == "input_json_delta":
-            out += self._tool_delta(self._reserved, block.id, block.name, event.delta.partial_json)
-        return out
-
 
 FRAGMENTS = ["", '{"ci', 'ty": "Pa', 'ris"}']
 BODY = b"".join(
@@ -83,7 +62,7 @@ WEATHER: Any = {
 
 
 def _stream(extensions: dict[str, Any] | None) -> list[ev.Event]:
-    fmt = dataclasses.replace(translate.get("anthropic"), translator=_Live)
+    fmt = translate.get("anthropic")  # its translator sends tool deltas when asked
     transport = httpx.MockTransport(
         lambda request: httpx.Response(
             200, stream=httpx.ByteStream(BODY), headers={"content-type": "text/event-stream"}

@@ -26,6 +26,7 @@ from tests.resume.conftest import GRACE_S, LEASE_S, redis_config, start_all
 from tests.resume.redis_proc import RedisServer
 from tests.resume.resume_http import (
     MEDIA,
+    QUESTION,
     TOKEN_HEADER,
     TOKENS,
     Balancer,
@@ -160,6 +161,18 @@ def test_a_plain_stream_is_not_stored(replicas: tuple[Gateway, Gateway]) -> None
 
 
 # --- cancel -------------------------------------------------------------------------------
+def _assert_estimated_usage(events: list[ev.Event], prompt: str) -> None:
+    """docs/extensions.md: a cancelled or failed stream that sent output still
+    reports usage (before stream.end), estimated and marked: one token per 4
+    characters of the prompt's text and of the text it sent."""
+    usage = events[-2]
+    text = "".join(e.delta.text for e in events if isinstance(e, ev.ContentDelta))
+    assert text, "the stream sent output"
+    assert isinstance(usage, ev.Usage) and usage.estimated, usage
+    assert (usage.input_tokens, usage.output_tokens) == (
+        -(-len(prompt) // 4),
+        -(-len(text) // 4),
+    )
 
 
 def test_delete_stops_the_provider_on_another_replica(
@@ -180,8 +193,9 @@ def test_delete_stops_the_provider_on_another_replica(
     assert again.json() == {"request_id": request_id, "status": "cancelled"}
     joined = events_of(part + rest.content)
     assert [e.seq for e in joined] == list(range(len(joined)))
-    error, end = joined[-2:]
+    error, _usage, end = joined[-3:]
     assert isinstance(error, ev.ErrorEvent) and error.code == "cancelled"
+    _assert_estimated_usage(joined, QUESTION)
     assert isinstance(end, ev.StreamEnd)
     report = tokenwire.validate([part + rest.content])
     assert report.ok, report.violations  # `cancelled` is the documented extension code
@@ -220,8 +234,9 @@ def test_delete_ends_the_attached_stream(memory_gateway: Gateway, record_dir: Pa
     assert answer.json() == {"request_id": request_id, "status": "cancelled"}
     (whole,) = received
     events = events_of(whole)
-    error, end = events[-2:]
+    error, _usage, end = events[-3:]
     assert isinstance(error, ev.ErrorEvent) and error.code == "cancelled"
+    _assert_estimated_usage(events, QUESTION)
     assert isinstance(end, ev.StreamEnd)
     assert tokenwire.validate([whole]).ok
     assert "cancelled_at" in wait_record(record_dir, request_id)
@@ -245,8 +260,9 @@ def test_grace_period_expiry(replicas: tuple[Gateway, Gateway], record_dir: Path
     joined = events_of(part + rest.content)
     assert [e.seq for e in joined] == list(range(len(joined)))
     assert len(joined) > 3 + 2  # it kept generating after the hang-up
-    error = joined[-2]
+    error = joined[-3]
     assert isinstance(error, ev.ErrorEvent) and error.code == "cancelled"
+    _assert_estimated_usage(joined, QUESTION)
     assert "nobody read" in error.message
     assert tokenwire.validate([part + rest.content]).ok
 

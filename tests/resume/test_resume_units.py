@@ -289,6 +289,20 @@ class Ticker:
         self.outcome[rid] = "completed"
 
 
+def _assert_estimated_usage(events: list[ev.Event], prompt: str) -> None:
+    """docs/extensions.md: a cancelled or failed stream that sent output still
+    reports usage (before stream.end), estimated and marked: one token per 4
+    characters of the prompt's text and of the text it sent."""
+    usage = events[-2]
+    text = "".join(e.delta.text for e in events if isinstance(e, ev.ContentDelta))
+    assert text, "the stream sent output"
+    assert isinstance(usage, ev.Usage) and usage.estimated, usage
+    assert (usage.input_tokens, usage.output_tokens) == (
+        -(-len(prompt) // 4),
+        -(-len(text) // 4),
+    )
+
+
 def _body(request_id: str | None = None, resumable: bool | None = True) -> bytes:
     body: dict[str, Any] = {
         "version": "1.0",
@@ -402,8 +416,9 @@ def test_grace_period_then_cancelled() -> None:
         assert provider.outcome["g1"] == "cancelled"
         rest = await _get(manager, "g1", None)
         await manager.aclose()
-        error, end = rest.events()[-2:]
+        error, _usage, end = rest.events()[-3:]
         assert isinstance(error, ev.ErrorEvent) and error.code == "cancelled"
+        _assert_estimated_usage(rest.events(), "hi")
         assert isinstance(end, ev.StreamEnd) and end.request_id == "g1"
         assert tokenwire.validate([rest.body]).ok
 
@@ -421,8 +436,9 @@ def test_provider_failure_after_hang_up_is_stored() -> None:
         rest = await _get(manager, "f1")
         state = await manager.store.state("f1")
         await manager.aclose()
-        error, end = rest.events()[-2:]
+        error, _usage, end = rest.events()[-3:]
         assert isinstance(error, ev.ErrorEvent) and error.code == "internal_error"
+        _assert_estimated_usage(rest.events(), "hi")
         assert isinstance(end, ev.StreamEnd)
         assert state is not None and state.status == "failed"
 
@@ -448,8 +464,10 @@ def test_shutdown_ends_live_streams() -> None:
         await manager.aclose()
         assert provider.outcome["s1"] == "cancelled"
         frames = b"".join(e.frame for e in reader.first + await reader.next(0))
-        error, end = list(tokenwire.iter_events(frames))[-2:]
+        events = list(tokenwire.iter_events(frames))
+        error, _usage, end = events[-3:]
         assert isinstance(error, ev.ErrorEvent) and error.code == "overloaded"
+        _assert_estimated_usage(events, "hi")
         assert isinstance(end, ev.StreamEnd)
 
     asyncio.run(go())

@@ -34,6 +34,19 @@ def _delta(text: str, index: int = 0) -> ev.ContentDelta:
     return ev.ContentDelta(v="1.0", seq=0, index=index, role="assistant", delta=ev.Delta(text=text))
 
 
+def _assert_estimated(event: ev.Event, input_tokens: int, output_tokens: int) -> None:
+    """docs/extensions.md: a provider that reported no usage gets the endpoint's
+    estimate (one token per 4 characters of the prompt's and the output's text),
+    marked ``tokenwire:estimated``."""
+    assert isinstance(event, ev.Usage), event
+    assert (event.input_tokens, event.output_tokens, event.estimated) == (
+        input_tokens,
+        output_tokens,
+        True,
+    )
+    assert b'"tokenwire:estimated":true' in ev.dump(event)
+
+
 class Script:
     """A provider yielding ``events`` (optionally sleeping first), then maybe raising."""
 
@@ -173,8 +186,11 @@ def test_stream_headers_and_conformance() -> None:
         "stream.start",
         "content.delta",
         "content.stop",
+        "usage",
         "stream.end",
     ]
+    _assert_estimated(events[3], 1, 2)  # "hi" and "Hello"
+    assert not report.warnings, report.warnings  # the usage SHOULD is met
     assert events[0].request_id == events[-1].request_id == "r9"  # type: ignore[union-attr]
     assert x.messages[-1]["more_body"] is False
 
@@ -182,7 +198,8 @@ def test_stream_headers_and_conformance() -> None:
 def test_events_already_produced_leave_in_one_send() -> None:
     provider = Script([_delta(f"t{i} ") for i in range(200)])
     x = Exchange(_body()).run(StreamEndpoint(provider))
-    assert len(x.events()) == 203
+    assert len(x.events()) == 204
+    _assert_estimated(x.events()[-2], 1, 223)  # 890 characters of "t0 " ... "t199 "
     # stream.start alone (sent while the provider had not run yet), then
     # everything the provider produced meanwhile, in one send.
     assert len(x.bodies) <= 3
@@ -322,9 +339,10 @@ def test_observers_and_tees_see_everything() -> None:
         StreamEndpoint(Script([_delta("a"), _delta("b")]), observers=[Broken(), Watch()])
     )
     assert x.status == 200
-    assert [e.seq for e in seen] == [0, 1, 2, 3, 4]  # type: ignore[union-attr]
+    assert [e.seq for e in seen] == [0, 1, 2, 3, 4, 5]  # type: ignore[union-attr]
+    _assert_estimated(seen[4], 1, 1)  # the tees see the estimated usage too
     assert b"".join(map(ev.dump, seen)) == x.body
-    assert calls == ["opened", "tee-close", "closed 200 5"]
+    assert calls == ["opened", "tee-close", "closed 200 6"]
 
 
 def test_rejections_reach_observers() -> None:
@@ -458,7 +476,8 @@ def test_provider_raising_cancelled_itself_still_ends_the_stream() -> None:
     x = Exchange(_body()).run(
         StreamEndpoint(Script([_delta("a")], raises=asyncio.CancelledError()))
     )
-    assert [e.type for e in x.events()][-2:] == ["error", "stream.end"]
+    assert [e.type for e in x.events()][-3:] == ["error", "usage", "stream.end"]
+    _assert_estimated(x.events()[-2], 1, 1)  # usage on every exit path (issue 18 item 7)
     assert tokenwire.validate(x.body).ok
 
 
@@ -482,6 +501,7 @@ def test_a_failing_tee_does_not_break_the_stream() -> None:
         "stream.start",
         "content.delta",
         "content.stop",
+        "usage",
         "stream.end",
     ]
 

@@ -135,7 +135,9 @@ def summarize(events: list[ev.Event]) -> list[list[Any]]:
         elif isinstance(e, ev.ContentStop):
             out.append(["stop", e.index, e.stop_reason])
         elif isinstance(e, ev.Usage):
-            out.append(["usage", e.input_tokens, e.output_tokens])
+            usage: list[Any] = ["usage", e.input_tokens, e.output_tokens]
+            # docs/extensions.md: counts the translator estimated are marked.
+            out.append([*usage, {x.ESTIMATED: True}] if e.estimated else usage)
         elif isinstance(e, ev.ErrorEvent):
             out.append(["error", e.code])
         elif isinstance(e, ev.StreamEnd):
@@ -175,11 +177,14 @@ class Outcome(msgspec.Struct):
     stops: list[str]
     usage: tuple[int, int] | None
     error: str | None
+    #: The usage is the translator's estimate (``tokenwire:estimated``), not Anthropic's.
+    estimated: bool = False
 
 
 def outcome(events: list[ev.Event]) -> Outcome:
     deltas = [e for e in events if isinstance(e, ev.ContentDelta)]
-    usage = [(e.input_tokens, e.output_tokens) for e in events if isinstance(e, ev.Usage)]
+    usages = [e for e in events if isinstance(e, ev.Usage)]
+    usage = [(e.input_tokens, e.output_tokens) for e in usages]
     errors = [e.code for e in events if isinstance(e, ev.ErrorEvent)]
     return Outcome(
         text="".join(e.delta.text for e in deltas if not e.reasoning),
@@ -190,6 +195,7 @@ def outcome(events: list[ev.Event]) -> Outcome:
         stops=[e.stop_reason for e in events if isinstance(e, ev.ContentStop)],
         usage=usage[-1] if usage else None,
         error=errors[0] if errors else None,
+        estimated=bool(usages) and usages[-1].estimated,
     )
 
 
@@ -203,8 +209,18 @@ def test_vectors_are_there() -> None:
 @pytest.mark.parametrize("name", sorted(VECTOR_CASES))
 def test_vector(name: str) -> None:
     vector = VECTOR_CASES[name]
-    events = translate(vector_body(vector), model=vector["model"], **vector.get("options", {}))
+    t = translator(
+        "anthropic",
+        model=vector["model"],
+        request_id="req-1",
+        created=0,
+        **vector.get("options", {}),
+    )
+    events = t.feed(vector_body(vector)) + t.close()
+    assert t.done
     assert summarize(events) == vector["expect"], vector["description"]
+    # docs/extensions.md: what the translator skipped is counted, never silently dropped.
+    assert dict(t.unknown_types) == vector.get("unknown_types", {}), vector["description"]
     assert_conformant(events)
 
 
@@ -361,8 +377,10 @@ REASONING_RECORDINGS: dict[str, Outcome] = {
         reasoning="I will call the tool.",
         tools=[],
         stops=[],
-        usage=(17, 1),
+        # Cut before message_delta: the 21 characters of reasoning sent, estimated.
+        usage=(17, 6),
         error="internal_error",
+        estimated=True,
     ),
 }
 
@@ -683,7 +701,9 @@ def test_scripted_error(code: str, error_type: str) -> None:
     result = outcome(events)
     assert result.text == "Partial answer"
     assert result.error == code
-    assert result.usage == (12, 1)  # what message_start said before the failure
+    # message_start's input tokens; the output ("Partial answer", 14 characters)
+    # estimated, since the failure came before message_delta's count.
+    assert (result.usage, result.estimated) == ((12, 4), True)
     assert_conformant(events)
 
 
@@ -1546,3 +1566,29 @@ def test_all_is_complete(module: Any) -> None:
     }
     assert defined <= set(module.__all__)
     assert all(hasattr(module, name) for name in module.__all__)
+
+
+# --- tool deltas (docs/extensions.md, opt-in) ----------------------------------------------
+
+#: Vectors where deltas legitimately change more than adding tokenwire.tool_delta events.
+_DELTAS_CHANGE_MORE: dict[str, str] = {
+    # A delta is output that cannot be taken back: a restart after one is an error.
+    "spliced-restart-before-content": "the first attempt's tool input went out as deltas",
+}
+
+
+@pytest.mark.parametrize("name", sorted(VECTOR_CASES))
+def test_tool_deltas_only_add_deltas(name: str) -> None:
+    """``tokenwire:tool_deltas`` adds display-only events and changes nothing else:
+    every other event (tool.call indexes and arguments included) is the same."""
+    vector = VECTOR_CASES[name]
+    options = {k: v for k, v in vector.get("options", {}).items() if k != "tool_deltas"}
+    plain = summarize(translate(vector_body(vector), model=vector["model"], **options))
+    events = translate(vector_body(vector), model=vector["model"], tool_deltas=True, **options)
+    live = summarize(events)
+    assert_conformant(events)  # the deltas add up to their calls (no tool-delta-* warning)
+    if name in _DELTAS_CHANGE_MORE:
+        assert live[1][0] == "tokenwire.tool_delta", _DELTAS_CHANGE_MORE[name]
+        assert_ends_in_error(events)
+        return
+    assert [e for e in live if e[0] != "tokenwire.tool_delta"] == plain

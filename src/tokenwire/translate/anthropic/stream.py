@@ -151,6 +151,13 @@ _KNOWN_TYPES: Final = frozenset(
 )
 
 
+#: The delta types the translator reads; any other, in a block it knows, is counted
+#: as unknown (docs/extensions.md, "Unknown vendor event types").
+_KNOWN_DELTAS: Final = frozenset(
+    {"text_delta", "input_json_delta", "thinking_delta", "signature_delta", "citations_delta"}
+)
+
+
 class _Probe(msgspec.Struct):
     type: Any = None
 
@@ -233,6 +240,7 @@ class Translator(SSETranslator):
         self._cache_read = 0
         self._cache_seen = False
         self._output = 0
+        self._output_reported = False  # message_delta's output count came (not the placeholder)
         self._payload = ""  # the JSON of the event being dispatched (slow path only)
 
     # -- dispatch ----------------------------------------------------------
@@ -289,7 +297,10 @@ class Translator(SSETranslator):
         except msgspec.DecodeError:
             kind = None
         if isinstance(kind, str) and kind not in _KNOWN_TYPES:
-            return []  # forward compatibility: an event type Anthropic added later
+            # Forward compatibility: an event type Anthropic added later is
+            # skipped, never silently (docs/extensions.md: /metrics and the log).
+            self.note_unknown(kind)
+            return []
         return self._failure("internal_error", f"anthropic sent an invalid {kind!r} event: {exc}")
 
     # -- events ------------------------------------------------------------
@@ -308,10 +319,11 @@ class Translator(SSETranslator):
                     "after content was sent",
                 )
             self._blocks.clear()
+            self._next_index = 0  # nothing visible went out: no block index is taken
             self._vendor_stop = None
             self._usage_seen = False
             self._input = self._cache_creation = self._cache_read = self._output = 0
-            self._cache_seen = False
+            self._cache_seen = self._output_reported = False
         self._message_started = True
         if message.usage is not None:
             self._merge_usage(message.usage)
@@ -337,7 +349,13 @@ class Translator(SSETranslator):
             out = self._thinking(block, cb.thinking) if cb.thinking else []
             return out + self._signature(block, cb.signature) if cb.signature else out
         if kind == "tool_use":
-            self._blocks[index] = _Block(_TOOL, cb.id or f"toolu_{index}", cb.name, bytes(cb.input))
+            block = self._blocks[index] = _Block(
+                _TOOL, cb.id or f"toolu_{index}", cb.name, bytes(cb.input)
+            )
+            if self.tool_deltas:
+                # docs/extensions.md: a tool_delta names the block its tool.call
+                # will carry, so that block is reserved now.
+                block.index = self._new_index()
             return []
         if kind == "redacted_thinking":
             # docs/extensions.md: the encrypted reasoning, kept for the next turn.
@@ -356,6 +374,7 @@ class Translator(SSETranslator):
             start = _decode_any(self._payload).get("content_block", {})
             return self._block_event(self._new_index(), {x.SERVER_TOOL: start})
         self._blocks[index] = _Block(_SKIP)  # a block type Anthropic added later
+        self.note_unknown("content_block." + kind)
         return []
 
     def _on_delta(self, event: ContentBlockDelta) -> list[ev.Event]:
@@ -365,7 +384,14 @@ class Translator(SSETranslator):
                 "internal_error",
                 f"anthropic sent a delta for content block {event.index} that was never started",
             )
-        delta = event.delta
+        out = self._block_delta(block, event.delta)
+        if not out and block.kind != _SKIP and event.delta.type not in _KNOWN_DELTAS:
+            # A delta type Anthropic added later, skipped: counted (the deltas
+            # of an unknown block are that block's, already counted).
+            self.note_unknown("content_block_delta." + event.delta.type)
+        return out
+
+    def _block_delta(self, block: _Block, delta: _Delta) -> list[ev.Event]:
         kind = block.kind
         if kind == _TEXT:
             if delta.text:
@@ -380,6 +406,8 @@ class Translator(SSETranslator):
         if kind == _TOOL or kind == _SERVER:
             if delta.type == "input_json_delta":
                 block.parts.append(delta.partial_json)
+                if kind == _TOOL and self.tool_deltas and delta.partial_json:
+                    return self._tool_input_delta(block, delta.partial_json)
             return []
         if kind == _THINKING and self.reasoning:
             if delta.thinking:
@@ -387,6 +415,15 @@ class Translator(SSETranslator):
             if delta.signature:
                 return self._signature(block, delta.signature)
         return []
+
+    def _tool_input_delta(self, block: _Block, fragment: str) -> list[ev.Event]:
+        """``tokenwire.tool_delta`` (opt-in): a fragment of a tool call's input, for display."""
+        if block.id in self._tool_ids:
+            # §5.3.4: ids are unique within a stream (the same ruling as _tool_call).
+            return self._failure("internal_error", f"anthropic used tool_use id {block.id!r} twice")
+        out = self._tool_delta(block.index, block.id, block.name, fragment)
+        self._visible = self._visible or bool(out)
+        return out
 
     def _text(self, text: str) -> list[ev.Event]:
         # All of the message's text blocks are one standard block: Anthropic
@@ -454,8 +491,7 @@ class Translator(SSETranslator):
             # §5.3.4: ids are unique within a stream.
             return self._failure("internal_error", f"anthropic used tool_use id {block.id!r} twice")
         self._tool_ids.add(block.id)
-        index = self._next_index
-        self._next_index += 1
+        index = block.index if block.index >= 0 else self._new_index()
         self._tool_indexes.add(index)
         self._visible = True
         return self.writer.tool_call(id=block.id, name=block.name, arguments=arguments, index=index)
@@ -465,6 +501,7 @@ class Translator(SSETranslator):
             self._vendor_stop = event.delta.stop_reason
         if event.usage is not None:
             self._merge_usage(event.usage)
+            self._output_reported = self._output_reported or event.usage.output_tokens is not None
         return []
 
     def _merge_usage(self, usage: _Usage) -> None:
@@ -491,7 +528,13 @@ class Translator(SSETranslator):
         # Anthropic's input_tokens leaves out cached tokens; the draft counts
         # every token of the request.
         total_input = self._input + self._cache_creation + self._cache_read
-        return self.writer.usage(total_input, self._output)
+        if self._output_reported:
+            return self.writer.usage(total_input, self._output)
+        # No message_delta count came (a cut stream): message_start's output
+        # count is a placeholder (often 1), so the output sent is estimated and
+        # the event marked (docs/extensions.md, "Usage on every exit path").
+        output = max(self._output, self.writer.estimated_output_tokens)
+        return self.writer.usage(total_input, output, estimated=True)
 
     def _usage_details(self) -> list[ev.Event]:
         """``tokenwire.usage``: the cache counts inside ``input_tokens`` (docs/extensions.md).
@@ -547,7 +590,13 @@ class Translator(SSETranslator):
             # content.stop still tells the client why generation stopped.
             index = self._text_index
             if index < 0:
-                index = 0 if self._next_index == 0 else self._new_index()
+                # A call cut by max_tokens may have a reserved block (its tool
+                # deltas went there): it stops there, as it would without deltas.
+                dropped = [
+                    b.index for b in self._blocks.values() if b.kind == _TOOL and b.index >= 0
+                ]
+                index = min(dropped, default=0 if self._next_index == 0 else -1)
+                index = index if index >= 0 else self._new_index()
             out += writer.stop(index, reason)
         else:
             for index in sorted(writer.open_blocks):
