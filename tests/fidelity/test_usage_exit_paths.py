@@ -88,3 +88,27 @@ def test_a_stream_that_generated_nothing_invents_no_usage() -> None:
     refused = ev.ErrorEvent(v="1.0", seq=0, code="rate_limited", message="slow down")
     events = _run(_Provider([refused]))
     assert [e.type for e in events] == ["stream.start", "error", "stream.end"]
+
+
+def test_a_connection_failure_mid_body_keeps_the_vendors_input_count() -> None:
+    # What HTTPProvider does on a reset or a timeout: the translator ends the
+    # stream, so Anthropic's own input count survives (not a prompt estimate).
+    from tokenwire.translate import translator
+
+    start = (
+        b'event: message_start\ndata: {"type":"message_start","message":{"id":"m","type":"message",'
+        b'"role":"assistant","model":"c","content":[],"stop_reason":null,'
+        b'"usage":{"input_tokens":1234,"output_tokens":1}}}\n\n'
+        b'event: content_block_start\ndata: {"type":"content_block_start","index":0,'
+        b'"content_block":{"type":"text","text":""}}\n\n'
+        b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+        b'"delta":{"type":"text_delta","text":"Hello there, half an answer"}}\n\n'
+    )
+    t = translator("anthropic", model="c", request_id="r")
+    events = t.feed(start) + t.fail("internal_error", "upstream connection failed (ReadError)")
+    error, usage, end = events[-3:]
+    assert isinstance(error, ev.ErrorEvent) and error.code == "internal_error"
+    assert isinstance(usage, ev.Usage) and usage.input_tokens == 1234
+    assert usage.estimated and usage.output_tokens >= 1
+    assert isinstance(end, ev.StreamEnd)
+    assert t.fail("internal_error", "again") == []  # the stream is over

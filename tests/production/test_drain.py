@@ -96,7 +96,8 @@ def test_sigterm_lets_streams_finish_then_ends_the_rest(tmp_path: Path) -> None:
         # The endless one kept streaming during the drain, then got error + stream.end.
         assert len(endless.events) > at_signal + 2
         assert isinstance(endless.events[-1], ev.StreamEnd)
-        error = endless.events[-2]
+        error, usage = endless.events[-3:-1]  # the usage sent so far, estimated, follows it
+        assert isinstance(usage, ev.Usage) and usage.estimated and usage.output_tokens > 0
         assert isinstance(error, ev.ErrorEvent) and error.code == "overloaded"
         assert "shutting down" in error.message
         gateway.proc.wait(timeout=30)
@@ -168,7 +169,8 @@ def test_a_drained_resumable_stream_stays_resumable_from_another_replica(
         assert response.status_code == 200
         events = resume_events_of(response.content)
         assert isinstance(events[-1], ev.StreamEnd)
-        error = events[-2]
+        error, usage = events[-3:-1]  # the usage sent so far, estimated, follows it
+        assert isinstance(usage, ev.Usage) and usage.estimated
         assert isinstance(error, ev.ErrorEvent) and error.code == "overloaded"
         assert "shutting down" in error.message
         assert len([e for e in events if isinstance(e, ev.ContentDelta)]) >= 2

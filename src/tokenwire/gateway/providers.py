@@ -182,10 +182,15 @@ class HTTPProvider:
                 yield event
         except httpx.TimeoutException as exc:
             phase = type(exc).__name__.removesuffix("Timeout").lower() or "request"
-            yield _error("overloaded", f"the upstream did not answer in time ({phase} timeout)")
+            message = f"the upstream did not answer in time ({phase} timeout)"
+            for event in translator.fail("overloaded", message):
+                yield event
         except httpx.HTTPError as exc:
             # A reset or a cut mid-body: the message names the failure, never the URL.
-            yield _error("internal_error", f"upstream connection failed ({type(exc).__name__})")
+            # The translator ends the stream, so the vendor's usage so far is kept.
+            message = f"upstream connection failed ({type(exc).__name__})"
+            for event in translator.fail("internal_error", message):
+                yield event
         except asyncio.CancelledError:
             # The client hung up. Cancelled between connecting and sending, the
             # request leaves its new connection in the pool, never reused nor

@@ -166,6 +166,16 @@ class StreamTranslator:
         self._run(self._frames, data)
         return out
 
+    def fail(self, code: str, message: str) -> list[ev.Event]:
+        """End the stream for a failure outside the body (a reset, a timeout): ``error``,
+        the usage known so far (the vendor's own counts, docs/extensions.md), ``stream.end``."""
+        if self.writer.ended:
+            return []
+        out: list[ev.Event] = []
+        self.out = out
+        self._fail(code, message)
+        return out
+
     def close(self) -> list[ev.Event]:
         """End of the vendor body. A body without its end marker is an error."""
         if self.writer.ended:
