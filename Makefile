@@ -27,7 +27,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 unit: $(STAMP)
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=15
 
 test: lint typecheck unit
 
