@@ -416,11 +416,14 @@ describe(
         (exc) => exc.name === "AbortError",
       );
       const stored = await replay(rid, stream.resumeToken);
-      const tail = stored.slice(-2).map((e) => [e.type, e.code ?? null]);
+      // After the error, the usage so far (estimated by the gateway), then stream.end.
+      const tail = stored.slice(-3).map((e) => [e.type, e.code ?? null]);
       assert.deepEqual(tail, [
         ["error", "cancelled"],
+        ["usage", null],
         ["stream.end", null],
       ]);
+      assert.equal(stored.at(-2)["tokenwire:estimated"], true);
       const generated = stored.filter((e) => e.type === "content.delta").length;
       assert.ok(generated < 200, `the generation went on: ${generated} deltas`);
     });
