@@ -7,8 +7,15 @@ from typing import Any
 
 from ..errors import InvalidRequest
 from ..request import Parameters, Request
+from . import _extensions as x
 
-__all__ = ["deep_merge", "merge_extensions", "sse_headers", "vendor_parameters"]
+__all__ = [
+    "deep_merge",
+    "merge_extensions",
+    "reasoning_history",
+    "sse_headers",
+    "vendor_parameters",
+]
 
 
 def deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> None:
@@ -70,4 +77,34 @@ def vendor_parameters(
         if value is None or (value == [] and not keep_empty):
             continue
         out[field] = value
+    return out
+
+
+def reasoning_history(req: Request) -> list[tuple[int, list[dict[str, Any]]]]:
+    """``(assistant message index, its reasoning parts)`` per history entry, in order.
+
+    From ``extensions["tokenwire:reasoning_history"]`` (docs/extensions.md),
+    checked but not filtered: which parts a vendor sends back (those bound to
+    it) is the builder's choice. Raises ``InvalidRequest`` naming the malformed
+    entry or part.
+    """
+    history = req.extension(x.REASONING_HISTORY)
+    if history is None:
+        return []
+    where = f'extensions["{x.REASONING_HISTORY}"]'
+    if not isinstance(history, list):
+        raise InvalidRequest("must be an array", path=where)
+    out: list[tuple[int, list[dict[str, Any]]]] = []
+    for i, entry in enumerate(history):
+        path = f"{where}[{i}]"
+        message = entry.get("message") if isinstance(entry, dict) else None
+        parts = entry.get("parts") if isinstance(entry, dict) else None
+        if isinstance(message, bool) or not isinstance(message, int) or not isinstance(parts, list):
+            raise InvalidRequest('must be {"message": <index>, "parts": [...]}', path=path)
+        if not 0 <= message < len(req.messages) or req.messages[message].role != "assistant":
+            raise InvalidRequest("must name an assistant message", path=f"{path}.message")
+        for k, part in enumerate(parts):
+            if not isinstance(part, dict) or part.get("type") != x.REASONING:
+                raise InvalidRequest(f'must be a "{x.REASONING}" part', path=f"{path}.parts[{k}]")
+        out.append((message, parts))
     return out

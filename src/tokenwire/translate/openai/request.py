@@ -11,7 +11,7 @@ from ... import request as rq
 from ...errors import InvalidRequest
 from .. import _extensions as x
 from .._base import VendorRequest
-from .._request import vendor_parameters
+from .._request import reasoning_history, vendor_parameters
 
 # --- Request side: standard -> OpenAI ----------------------------------------------
 
@@ -77,25 +77,10 @@ def reasoning_texts(req: rq.Request, vendor: str = "openai") -> dict[int, str]:
     ``vendor`` carries a signature or encrypted content only that vendor
     checks: dropped). Raises ``InvalidRequest`` naming a malformed entry.
     """
-    history = req.extension(x.REASONING_HISTORY)
-    if history is None:
-        return {}
-    where = f'extensions["{x.REASONING_HISTORY}"]'
-    if not isinstance(history, list):
-        raise InvalidRequest("must be an array", path=where)
     out: dict[int, str] = {}
-    for i, entry in enumerate(history):
-        path = f"{where}[{i}]"
-        message = entry.get("message") if isinstance(entry, dict) else None
-        parts = entry.get("parts") if isinstance(entry, dict) else None
-        if isinstance(message, bool) or not isinstance(message, int) or not isinstance(parts, list):
-            raise InvalidRequest('must be {"message": <index>, "parts": [...]}', path=path)
-        if not 0 <= message < len(req.messages) or req.messages[message].role != "assistant":
-            raise InvalidRequest("must name an assistant message", path=f"{path}.message")
+    for message, parts in reasoning_history(req):
         texts = []
-        for k, part in enumerate(parts):
-            if not isinstance(part, dict) or part.get("type") != x.REASONING:
-                raise InvalidRequest(f'must be a "{x.REASONING}" part', path=f"{path}.parts[{k}]")
+        for part in parts:
             if part.get(x.VENDOR, vendor) != vendor:
                 continue
             if isinstance(part.get("text"), str) and part["text"]:

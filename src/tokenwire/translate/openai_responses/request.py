@@ -24,7 +24,7 @@ from ...errors import InvalidRequest
 from ...request import AudioPart, DocumentPart, ImagePart, Message, Request, TextPart
 from .. import _extensions as x
 from .._base import VendorRequest
-from .._request import merge_extensions, sse_headers
+from .._request import merge_extensions, reasoning_history, sse_headers
 
 __all__ = ["EXTENSION_KEYS", "VENDOR", "build_request", "reasoning_items"]
 
@@ -81,25 +81,10 @@ def reasoning_items(req: Request) -> dict[int, list[dict[str, Any]]]:
     without an id, are dropped: the Responses API checks its own encrypted
     content only. Raises ``InvalidRequest`` naming a malformed entry.
     """
-    history = req.extension(x.REASONING_HISTORY)
-    if history is None:
-        return {}
-    where = f'extensions["{x.REASONING_HISTORY}"]'
-    if not isinstance(history, list):
-        raise InvalidRequest("must be an array", path=where)
     out: dict[int, list[dict[str, Any]]] = {}
-    for i, entry in enumerate(history):
-        path = f"{where}[{i}]"
-        message = entry.get("message") if isinstance(entry, dict) else None
-        parts = entry.get("parts") if isinstance(entry, dict) else None
-        if isinstance(message, bool) or not isinstance(message, int) or not isinstance(parts, list):
-            raise InvalidRequest('must be {"message": <index>, "parts": [...]}', path=path)
-        if not 0 <= message < len(req.messages) or req.messages[message].role != "assistant":
-            raise InvalidRequest("must name an assistant message", path=f"{path}.message")
+    for message, parts in reasoning_history(req):
         items = out.setdefault(message, [])
-        for k, part in enumerate(parts):
-            if not isinstance(part, dict) or part.get("type") != x.REASONING:
-                raise InvalidRequest(f'must be a "{x.REASONING}" part', path=f"{path}.parts[{k}]")
+        for part in parts:
             item_id = part.get(x.ITEM_ID)
             if part.get(x.VENDOR) != VENDOR or not isinstance(item_id, str):
                 continue  # bound to another vendor (or not an item of this one)
