@@ -59,7 +59,9 @@ __all__ = [
     "Renderer",
     "Script",
     "ScriptedToolCall",
+    "cut_text",
     "json_object",
+    "padding",
     "split_words",
     "streamed_messages",
 ]
@@ -86,6 +88,28 @@ def json_object(request: RecordedRequest, *, model: bool = True) -> dict[str, An
     if model and not isinstance(body.get("model"), str):
         return "model: required"
     return body
+
+
+def cut_text(text: str, lengths: tuple[int, ...]) -> list[str]:
+    """``text`` cut into pieces of ``lengths``, cycled (mid-token, as vendors cut)."""
+    out: list[str] = []
+    i = k = 0
+    while i < len(text):
+        n = lengths[k % len(lengths)]
+        out.append(text[i : i + n])
+        i += n
+        k += 1
+    return out
+
+
+def padding(size: int) -> Iterator[bytes]:
+    """``size`` bytes of ``x`` (none if ``size`` < 1), in pieces of 1 MiB at most."""
+    left = max(size, 0)
+    block = b"x" * (1 << 20)
+    while left > 0:
+        n = min(left, len(block))
+        yield block[:n]
+        left -= n
 
 
 def streamed_messages(body: dict[str, Any], key: str = "messages") -> str | None:
@@ -263,12 +287,7 @@ def _default_huge_event(size: int) -> Iterator[bytes]:
     # One SSE data line of ``size`` bytes: a JSON string padded to length.
     head, tail = b'data: {"pad":"', b'"}\n\n'
     yield head
-    left = max(size - len(head) - len(tail) + 2, 0)
-    block = b"x" * (1 << 20)
-    while left > 0:
-        n = min(left, len(block))
-        yield block[:n]
-        left -= n
+    yield from padding(size - len(head) - len(tail) + 2)
     yield tail
 
 
