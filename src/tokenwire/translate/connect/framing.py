@@ -13,6 +13,18 @@ from ...errors import FramingError, TranslationError
 CODECS: Final = ("json", "proto")
 MAPPINGS: Final = ("text", "standard")
 
+
+def codec_and_mapping(codec: str | None, mapping: str | None) -> tuple[str, str]:
+    """``(codec, mapping)`` with the defaults (json, text). Raises ``ValueError`` if unknown."""
+    codec = codec or "json"
+    mapping = mapping or "text"
+    if codec not in CODECS:
+        raise ValueError(f"unknown Connect codec {codec!r} (known: json, proto)")
+    if mapping not in MAPPINGS:
+        raise ValueError(f"unknown Connect mapping {mapping!r} (known: text, standard)")
+    return codec, mapping
+
+
 #: The ``Content-Type`` of a Connect streaming request/response, by codec.
 MEDIA_TYPES: Final[dict[str, str]] = {
     "json": "application/connect+json",
