@@ -6,11 +6,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..errors import InvalidRequest
-from ..request import Parameters, Request
+from ..request import Parameters, Request, Tool, ToolCallRef
 from . import _extensions as x
 
 __all__ = [
     "deep_merge",
+    "function_call",
+    "function_tool",
     "merge_extensions",
     "reasoning_history",
     "sse_headers",
@@ -26,6 +28,28 @@ def deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> None:
             deep_merge(current, value)
         else:
             base[key] = value
+
+
+def function_tool(tool: Tool) -> dict[str, Any]:
+    """A tool as the ``{"type": "function", "function": {...}}`` object of Chat
+    Completions, which Cohere v2 and the OpenAI-compatible vendors take too."""
+    return {
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": tool.parameters,
+        },
+    }
+
+
+def function_call(call: ToolCallRef) -> dict[str, Any]:
+    """An assistant's tool call as a Chat Completions (and Cohere v2) ``tool_calls`` item."""
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": call.arguments},
+    }
 
 
 def merge_extensions(

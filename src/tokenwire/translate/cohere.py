@@ -41,7 +41,7 @@ from ..errors import InvalidRequest, TranslationError
 from ..request import AudioPart, DocumentPart, ImagePart, Message, Request, TextPart
 from ._base import SSETranslator, VendorRequest
 from ._contract import VendorFormat
-from ._request import merge_extensions, sse_headers, vendor_parameters
+from ._request import function_call, function_tool, merge_extensions, sse_headers, vendor_parameters
 
 __all__ = [
     "FORMAT",
@@ -429,14 +429,7 @@ def _messages(req: Request) -> list[dict[str, Any]]:
             if text:
                 item["content"] = text
             if message.tool_calls:
-                item["tool_calls"] = [
-                    {
-                        "id": call.id,
-                        "type": "function",
-                        "function": {"name": call.name, "arguments": call.arguments},
-                    }
-                    for call in message.tool_calls
-                ]
+                item["tool_calls"] = [function_call(call) for call in message.tool_calls]
             out.append(item)
         elif role == "tool":
             out.append(
@@ -489,17 +482,7 @@ def build_request(
         "stream": True,
     }
     if req.tools:
-        body["tools"] = [
-            {
-                "type": "function",
-                "function": {
-                    "name": t.name,
-                    "description": t.description,
-                    "parameters": t.parameters,
-                },
-            }
-            for t in req.tools
-        ]
+        body["tools"] = [function_tool(t) for t in req.tools]
     body.update(vendor_parameters(req.parameters, _PARAMETERS))
     merge_extensions(body, req, EXTENSION_KEYS)
     head = sse_headers({"authorization": f"Bearer {api_key}"} if api_key else {}, headers)

@@ -11,7 +11,7 @@ from ... import request as rq
 from ...errors import InvalidRequest
 from .. import _extensions as x
 from .._base import VendorRequest
-from .._request import reasoning_history, vendor_parameters
+from .._request import function_call, function_tool, reasoning_history, vendor_parameters
 
 # --- Request side: standard -> OpenAI ----------------------------------------------
 
@@ -112,14 +112,7 @@ def messages_to_openai(
             if reasoning and i in reasoning:
                 item["reasoning_content"] = reasoning[i]
             if m.tool_calls:
-                item["tool_calls"] = [
-                    {
-                        "id": call.id,
-                        "type": "function",
-                        "function": {"name": call.name, "arguments": call.arguments},
-                    }
-                    for call in m.tool_calls
-                ]
+                item["tool_calls"] = [function_call(call) for call in m.tool_calls]
         else:
             item["content"] = _content(m.content, convert)
         if m.name is not None and m.role != "tool":
@@ -132,17 +125,7 @@ def tools_to_openai(tools: list[rq.Tool] | None) -> list[dict[str, Any]] | None:
     """§4.4 tools as Chat Completions function tools."""
     if not tools:
         return None
-    return [
-        {
-            "type": "function",
-            "function": {
-                "name": tool.name,
-                "description": tool.description,
-                "parameters": tool.parameters,
-            },
-        }
-        for tool in tools
-    ]
+    return [function_tool(tool) for tool in tools]
 
 
 def merge_extension(body: dict[str, Any], extension: Any, key: str) -> None:
