@@ -16,6 +16,7 @@ __all__ = [
     "merge_extensions",
     "reasoning_history",
     "sse_headers",
+    "versioned_url",
     "vendor_parameters",
 ]
 
@@ -82,6 +83,14 @@ def sse_headers(auth: dict[str, str], headers: dict[str, str] | None) -> dict[st
     out = {"content-type": "application/json", "accept": "text/event-stream", **auth}
     out.update({k.lower(): v for k, v in (headers or {}).items()})
     return out
+
+
+def versioned_url(base_url: str, version: str, path: str) -> str:
+    """``{base_url}/{version}/{path}``, without a second ``/{version}`` when
+    ``base_url`` already ends with it (SDKs take the API root; a pasted base URL
+    often carries the version)."""
+    base = base_url.rstrip("/")
+    return f"{base}/{path}" if base.endswith(f"/{version}") else f"{base}/{version}/{path}"
 
 
 def vendor_parameters(

@@ -41,7 +41,14 @@ from ..errors import InvalidRequest, TranslationError
 from ..request import AudioPart, DocumentPart, ImagePart, Message, Request, TextPart
 from ._base import SSETranslator, VendorRequest
 from ._contract import VendorFormat
-from ._request import function_call, function_tool, merge_extensions, sse_headers, vendor_parameters
+from ._request import (
+    function_call,
+    function_tool,
+    merge_extensions,
+    sse_headers,
+    vendor_parameters,
+    versioned_url,
+)
 
 __all__ = [
     "FORMAT",
@@ -453,11 +460,6 @@ _PARAMETERS: Final = {
 }
 
 
-def _endpoint(base_url: str) -> str:
-    base = base_url.rstrip("/")
-    return f"{base}/chat" if re.search(r"/v2$", base) else f"{base}/v2/chat"
-
-
 def build_request(
     req: Request,
     *,
@@ -486,7 +488,9 @@ def build_request(
     body.update(vendor_parameters(req.parameters, _PARAMETERS))
     merge_extensions(body, req, EXTENSION_KEYS)
     head = sse_headers({"authorization": f"Bearer {api_key}"} if api_key else {}, headers)
-    return VendorRequest(url=_endpoint(base_url), headers=head, body=_encode(body))
+    return VendorRequest(
+        url=versioned_url(base_url, "v2", "chat"), headers=head, body=_encode(body)
+    )
 
 
 #: The Cohere v2 chat vendor format.

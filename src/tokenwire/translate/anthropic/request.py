@@ -12,7 +12,7 @@ from ... import request as rq
 from ...errors import InvalidRequest
 from .. import _extensions as x
 from .._base import VendorRequest
-from .._request import reasoning_history, vendor_parameters
+from .._request import reasoning_history, vendor_parameters, versioned_url
 
 _decode_any = msgspec.json.Decoder().decode
 _encode = msgspec.json.Encoder().encode
@@ -26,12 +26,6 @@ DEFAULT_MAX_TOKENS: Final = 4096
 
 
 # --- request side -----------------------------------------------------------------
-
-
-def _messages_url(base_url: str) -> str:
-    base = base_url.rstrip("/")
-    # The SDK convention is a base URL without /v1; accept one with it too.
-    return f"{base}/messages" if base.endswith("/v1") else f"{base}/v1/messages"
 
 
 def _source(part: rq.ImagePart | rq.DocumentPart, path: str) -> dict[str, Any]:
@@ -237,7 +231,9 @@ def build_request(
         out["x-api-key"] = api_key
     if headers:
         out.update(headers)
-    return VendorRequest(url=_messages_url(base_url), headers=out, body=_encode(body))
+    return VendorRequest(
+        url=versioned_url(base_url, "v1", "messages"), headers=out, body=_encode(body)
+    )
 
 
 def thinking_enabled(req: rq.Request) -> bool:

@@ -15,7 +15,6 @@ deep-merged into the body last.
 
 from __future__ import annotations
 
-import re
 from typing import Any, Final
 
 import msgspec
@@ -24,7 +23,7 @@ from ...errors import InvalidRequest
 from ...request import AudioPart, DocumentPart, ImagePart, Message, Request, TextPart
 from .. import _extensions as x
 from .._base import VendorRequest
-from .._request import merge_extensions, reasoning_history, sse_headers
+from .._request import merge_extensions, reasoning_history, sse_headers, versioned_url
 
 __all__ = ["EXTENSION_KEYS", "VENDOR", "build_request", "reasoning_items"]
 
@@ -158,11 +157,6 @@ def _input(req: Request) -> tuple[list[str], list[dict[str, Any]]]:
     return instructions, items
 
 
-def _endpoint(base_url: str) -> str:
-    base = base_url.rstrip("/")
-    return f"{base}/responses" if re.search(r"/v1$", base) else f"{base}/v1/responses"
-
-
 def build_request(
     req: Request,
     *,
@@ -208,4 +202,6 @@ def build_request(
             body["top_p"] = params.top_p
     merge_extensions(body, req, EXTENSION_KEYS)
     head = sse_headers({"authorization": f"Bearer {api_key}"} if api_key else {}, headers)
-    return VendorRequest(url=_endpoint(base_url), headers=head, body=_encode(body))
+    return VendorRequest(
+        url=versioned_url(base_url, "v1", "responses"), headers=head, body=_encode(body)
+    )
