@@ -6,7 +6,7 @@ from typing import Any
 
 from ..errors import InvalidRequest
 
-__all__ = ["json_kind", "want"]
+__all__ = ["json_kind", "tool_from_function", "want"]
 
 
 def json_kind(value: object) -> str:
@@ -23,6 +23,17 @@ def json_kind(value: object) -> str:
         if isinstance(value, types):
             return name
     return type(value).__name__  # pragma: no cover - JSON values only
+
+
+def tool_from_function(fn: dict[str, Any], path: str) -> dict[str, Any]:
+    """A §4.4 tool from an OpenAI-style function object at ``path`` (``name``,
+    ``description``, ``parameters``: an empty object schema when absent)."""
+    params = fn.get("parameters") or {"type": "object", "properties": {}}
+    return {
+        "name": want(fn.get("name"), str, f"{path}.name", "a string"),
+        "description": want(fn.get("description") or "", str, f"{path}.description", "a string"),
+        "parameters": want(params, dict, f"{path}.parameters", "an object"),
+    }
 
 
 def want(value: Any, kind: type | tuple[type, ...], path: str, what: str) -> Any:

@@ -19,7 +19,7 @@ from ... import request as rq
 from ...errors import InvalidRequest
 from .. import _extensions as x
 from .._contract import EncodeEvent
-from .._ingress import want
+from .._ingress import tool_from_function, want
 from .errors import ERROR_TYPES, STOP_TO_FINISH
 
 _encode = msgspec.json.Encoder().encode
@@ -155,16 +155,7 @@ def _tools_from_openai(tools: Any) -> list[dict[str, Any]] | None:
         if tool.get("type", "function") != "function":
             raise InvalidRequest(f"unsupported tool type {tool.get('type')!r}", path=f"{path}.type")
         fn = want(tool.get("function"), dict, f"{path}.function", "an object")
-        params = fn.get("parameters") or {"type": "object", "properties": {}}
-        out.append(
-            {
-                "name": want(fn.get("name"), str, f"{path}.function.name", "a string"),
-                "description": want(
-                    fn.get("description") or "", str, f"{path}.function.description", "a string"
-                ),
-                "parameters": want(params, dict, f"{path}.function.parameters", "an object"),
-            }
-        )
+        out.append(tool_from_function(fn, f"{path}.function"))
     return out
 
 

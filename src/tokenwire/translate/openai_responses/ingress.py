@@ -17,7 +17,7 @@ from ... import request as rq
 from ...errors import InvalidRequest
 from .. import _extensions as x
 from .._contract import EncodeEvent
-from .._ingress import want
+from .._ingress import tool_from_function, want
 from .request import VENDOR
 
 __all__ = ["ResponsesEncoder", "parse_ingress", "request_from_vendor"]
@@ -193,20 +193,7 @@ def _tools(tools: Any) -> list[dict[str, Any]] | None:
         want(tool, dict, path, "a tool object")
         if tool.get("type") != "function":
             continue  # a hosted tool: see request_from_vendor
-        out.append(
-            {
-                "name": want(tool.get("name"), str, f"{path}.name", "a string"),
-                "description": want(
-                    tool.get("description") or "", str, f"{path}.description", "a string"
-                ),
-                "parameters": want(
-                    tool.get("parameters") or {"type": "object", "properties": {}},
-                    dict,
-                    f"{path}.parameters",
-                    "an object",
-                ),
-            }
-        )
+        out.append(tool_from_function(tool, path))
     return out
 
 
