@@ -44,7 +44,7 @@ from typing import Final
 import msgspec
 
 from . import mediatype
-from ._asgi import Message, Receive, Scope, Send, json_error
+from ._asgi import Message, Receive, Scope, Send, json_error, send_json
 from ._outbox import ACCOUNT, BUDGET, DEFAULT_STREAM_BUDGET, StreamAccount
 from .errors import TokenwireError
 
@@ -90,19 +90,7 @@ def content_type_problem(headers: list[tuple[bytes, bytes]]) -> tuple[int, str, 
 async def _send_error(
     send: Send, status: int, code: str, message: str, headers: list[tuple[bytes, bytes]]
 ) -> None:
-    body = json_error(code, message)
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                *headers,
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body, "more_body": False})
+    await send_json(send, status, json_error(code, message), headers)
 
 
 class _Request:

@@ -312,6 +312,23 @@ def _summary(violations: list[Violation]) -> str:
     return f"seq {first.seq}: {first.rule}: {first.message}{more}"
 
 
+def _rules_result(
+    s: _Stream,
+    rules: set[str],
+    clean: str,
+    id: str,
+    title: str,
+    section: str,
+    level: Literal["must", "should"],
+) -> ProbeResult:
+    """Passed when the answer is an LLM-Stream that breaks none of ``rules``
+    (``clean`` says what was seen then)."""
+    problem = _http_problem(s)
+    bad = _describe(s.violations, rules)
+    seen = problem or (_summary(bad) if bad else clean)
+    return _result(id, title, section, level, problem is None and not bad, seen, s)
+
+
 def _http_problem(s: _Stream) -> str | None:
     if s.exchange.error and s.status is None:
         return s.exchange.error
@@ -371,21 +388,19 @@ def probe_media_type(ctx: _Ctx) -> ProbeResult:
 @_probe
 def probe_envelope(ctx: _Ctx) -> ProbeResult:
     s = ctx.post(ctx.body())
-    problem = _http_problem(s)
-    bad = _describe(s.violations, _ENVELOPE_RULES)
-    seen = problem or (_summary(bad) if bad else f"{len(s.events)} envelopes, seq continuous")
-    ok = problem is None and not bad
-    return _result("envelope", "v, seq and type on every event", "5.2", "must", ok, seen, s)
+    clean = f"{len(s.events)} envelopes, seq continuous"
+    return _rules_result(
+        s, _ENVELOPE_RULES, clean, "envelope", "v, seq and type on every event", "5.2", "must"
+    )
 
 
 @_probe
 def probe_lifecycle(ctx: _Ctx) -> ProbeResult:
     s = ctx.post(ctx.body())
-    problem = _http_problem(s)
-    bad = _describe(s.violations, _LIFECYCLE_RULES)
-    seen = problem or (_summary(bad) if bad else "start first, end last, every block stopped")
-    ok = problem is None and not bad
-    return _result("lifecycle", "stream.start … stream.end", "5.4", "must", ok, seen, s)
+    clean = "start first, end last, every block stopped"
+    return _rules_result(
+        s, _LIFECYCLE_RULES, clean, "lifecycle", "stream.start … stream.end", "5.4", "must"
+    )
 
 
 @_probe
@@ -402,12 +417,10 @@ def probe_usage(ctx: _Ctx) -> ProbeResult:
 def probe_request_id_echo(ctx: _Ctx) -> ProbeResult:
     rid = f"check-{uuid.uuid4()}"
     s = ctx.post(ctx.body(metadata={"request_id": rid}))
-    problem = _http_problem(s)
-    bad = _describe(s.violations, {"request-id-not-echoed"})
-    seen = problem or (_summary(bad) if bad else f"request_id {rid} echoed")
-    ok = problem is None and not bad
-    return _result(
-        "request-id-echo", "request_id echoed in start and end", "4.6", "should", ok, seen, s
+    clean = f"request_id {rid} echoed"
+    title = "request_id echoed in start and end"
+    return _rules_result(
+        s, {"request-id-not-echoed"}, clean, "request-id-echo", title, "4.6", "should"
     )
 
 

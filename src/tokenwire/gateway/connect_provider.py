@@ -41,6 +41,7 @@ import httpx
 from .. import events as ev
 from ..request import Request
 from ..translate import VendorFormat, connect
+from ._options import check_known, positive_number, required_url, string_headers
 
 __all__ = ["OPTIONS", "ConnectProvider"]
 
@@ -70,15 +71,6 @@ OPTIONS: Final = frozenset(
 _MAX_ERROR_BODY: Final = 64 * 1024
 
 
-def _number(options: Mapping[str, Any], key: str, default: float | None) -> float | None:
-    value = options.get(key, default)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ValueError(f"options.{key} must be a number > 0")
-    return float(value)
-
-
 class ConnectProvider:
     """Serve a model from a Connect upstream; ``generate`` yields standard events.
 
@@ -93,13 +85,8 @@ class ConnectProvider:
         options: Mapping[str, Any],
         vendor: VendorFormat = connect.FORMAT,
     ) -> None:
-        unknown = set(options) - OPTIONS
-        if unknown:
-            known = ", ".join(sorted(OPTIONS))
-            raise ValueError(f"unknown Connect option(s) {sorted(unknown)} (known: {known})")
-        base_url = options.get("base_url")
-        if not isinstance(base_url, str) or not base_url:
-            raise ValueError("options.base_url is required for provider 'connect'")
+        check_known(options, OPTIONS, "Connect")
+        base_url = required_url(options, "base_url", "connect")
         self.format = vendor
         self.model_name = model_name
         self.base_url = base_url
@@ -112,9 +99,9 @@ class ConnectProvider:
         self.service_path = str(options.get("service_path") or connect.SERVICE_PATHS[self.mapping])
         self.http2 = bool(options.get("http2", True))
         self.h2c = bool(options.get("h2c", False))
-        self.idle_timeout_s = _number(options, "idle_timeout_s", None)
-        self.timeout_s = _number(options, "timeout_s", 120.0)
-        self.connect_timeout_s = _number(options, "connect_timeout_s", 10.0)
+        self.idle_timeout_s = positive_number(options, "idle_timeout_s", None)
+        self.timeout_s = positive_number(options, "timeout_s", 120.0)
+        self.connect_timeout_s = positive_number(options, "connect_timeout_s", 10.0)
         compression = options.get("compression")
         if compression not in (None, "gzip", "identity"):
             raise ValueError(f"options.compression must be gzip or identity, got {compression!r}")
@@ -123,7 +110,7 @@ class ConnectProvider:
         if api_key is None and options.get("api_key_env"):
             api_key = os.environ.get(str(options["api_key_env"]))
         self.api_key: str | None = api_key
-        self.headers = {str(k): str(v) for k, v in dict(options.get("headers") or {}).items()}
+        self.headers = string_headers(options)
         self.reasoning = bool(options.get("reasoning", False))
         self.max_message_bytes = int(
             options.get("max_message_bytes", connect.DEFAULT_MAX_MESSAGE_BYTES)

@@ -42,6 +42,7 @@ from .. import events as ev
 from ..errors import TokenwireError
 from ..request import Request
 from ..translate import VendorFormat, signalr
+from ._options import check_known, positive_number, required_url, string_headers
 
 __all__ = ["OPTIONS", "NegotiateError", "SignalRProvider"]
 
@@ -73,13 +74,6 @@ _INVOCATION_ID: Final = "0"
 
 class NegotiateError(TokenwireError):
     """The hub's negotiate step failed (an ``error`` answer, no WebSockets...)."""
-
-
-def _number(options: Mapping[str, Any], key: str, default: float) -> float:
-    value = options.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ValueError(f"options.{key} must be a number > 0")
-    return float(value)
 
 
 def _with_query(url: str, **params: str) -> str:
@@ -114,13 +108,8 @@ class SignalRProvider:
         options: Mapping[str, Any],
         vendor: VendorFormat = signalr.FORMAT,
     ) -> None:
-        unknown = set(options) - OPTIONS
-        if unknown:
-            known = ", ".join(sorted(OPTIONS))
-            raise ValueError(f"unknown SignalR option(s) {sorted(unknown)} (known: {known})")
-        hub_url = options.get("hub_url")
-        if not isinstance(hub_url, str) or not hub_url:
-            raise ValueError("options.hub_url is required for provider 'signalr'")
+        check_known(options, OPTIONS, "SignalR")
+        hub_url = required_url(options, "hub_url", "signalr")
         self.format = vendor
         self.model_name = model_name
         self.hub_url = hub_url
@@ -134,10 +123,10 @@ class SignalRProvider:
         if token is None and env:
             token = os.environ.get(str(env))
         self.access_token: str | None = token
-        self.server_timeout_s = _number(options, "server_timeout_s", 30.0)
-        self.keepalive_s = _number(options, "keepalive_s", 15.0)
-        self.connect_timeout_s = _number(options, "connect_timeout_s", 10.0)
-        self.headers = {str(k): str(v) for k, v in dict(options.get("headers") or {}).items()}
+        self.server_timeout_s = positive_number(options, "server_timeout_s", 30.0)
+        self.keepalive_s = positive_number(options, "keepalive_s", 15.0)
+        self.connect_timeout_s = positive_number(options, "connect_timeout_s", 10.0)
+        self.headers = string_headers(options)
         self.reasoning = bool(options.get("reasoning", False))
         self.max_record_bytes = int(
             options.get("max_record_bytes", signalr.DEFAULT_MAX_RECORD_BYTES)

@@ -36,7 +36,7 @@ from typing import Any, Final
 import msgspec
 
 from ..translate.anthropic import ERROR_TYPES, VENDOR_STOP_REASONS
-from .upstream import RecordedRequest, Script, json_object, split_words
+from .upstream import RecordedRequest, Script, cut_text, json_object, padding, split_words
 
 __all__ = [
     "CONTENT_TYPE",
@@ -228,15 +228,7 @@ def argument_fragments(arguments: dict[str, Any]) -> list[str]:
 
     The first fragment is ``""``, as Anthropic sends it.
     """
-    text = json.dumps(arguments)
-    out = [""]
-    i = k = 0
-    while i < len(text):
-        n = _FRAGMENTS[k % len(_FRAGMENTS)]
-        out.append(text[i : i + n])
-        i += n
-        k += 1
-    return out
+    return ["", *cut_text(json.dumps(arguments), _FRAGMENTS)]
 
 
 def bad_event(event: bytes) -> bytes:
@@ -251,12 +243,7 @@ def huge_event(size: int) -> Iterator[bytes]:
     """One ``ping`` of about ``size`` bytes (padded), in pieces of 1 MiB."""
     head, tail = b'event: ping\ndata: {"type":"ping","pad":"', b'"}\n\n'
     yield head
-    left = max(size - len(head) - len(tail), 0)
-    block = b"x" * (1 << 20)
-    while left > 0:
-        n = min(left, len(block))
-        yield block[:n]
-        left -= n
+    yield from padding(size - len(head) - len(tail))
     yield tail
 
 

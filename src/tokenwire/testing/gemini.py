@@ -38,7 +38,7 @@ import hmac
 import json
 from typing import Any, Final
 
-from .upstream import RecordedRequest, Script, split_words
+from .upstream import RecordedRequest, Script, json_object, split_words
 
 __all__ = [
     "CONTENT_TYPE",
@@ -205,12 +205,9 @@ def check_request(request: RecordedRequest) -> str | None:
         return f"expected POST .../models/{{model}}:streamGenerateContent, got {request.path}"
     if "alt=sse" not in query.split("&"):
         return "the fake speaks the SSE form only: add ?alt=sse"
-    try:
-        body = request.json()
-    except ValueError:
-        return "body is not JSON"
-    if not isinstance(body, dict):
-        return "body is not a JSON object"
+    body = json_object(request, model=False)
+    if isinstance(body, str):
+        return body
     contents = body.get("contents")
     if not isinstance(contents, list) or not contents:
         return "contents: a non-empty array is required"

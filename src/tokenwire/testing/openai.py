@@ -20,7 +20,7 @@ from typing import Any, Final
 
 import msgspec
 
-from .upstream import RecordedRequest, Script, split_words
+from .upstream import RecordedRequest, Script, cut_text, json_object, split_words
 
 __all__ = [
     "CONTENT_TYPE",
@@ -91,14 +91,9 @@ def check_request(request: RecordedRequest) -> str | None:
     """The problem with a Chat Completions request, or ``None`` when it looks right."""
     if not request.path.split("?", 1)[0].endswith("/chat/completions"):
         return f"expected POST .../chat/completions, got {request.path}"
-    try:
-        body = request.json()
-    except msgspec.DecodeError:
-        return "body is not JSON"
-    if not isinstance(body, dict):
-        return "body is not a JSON object"
-    if not isinstance(body.get("model"), str):
-        return "model: required"
+    body = json_object(request)
+    if isinstance(body, str):
+        return body
     if not isinstance(body.get("messages"), list) or not body["messages"]:
         return "messages: a non-empty array is required"
     if body.get("stream") is not True:
@@ -108,15 +103,7 @@ def check_request(request: RecordedRequest) -> str | None:
 
 def argument_fragments(arguments: dict[str, Any]) -> list[str]:
     """The tool arguments as JSON text, cut into short fragments (mid-token)."""
-    text = json.dumps(arguments)
-    out: list[str] = []
-    i = k = 0
-    while i < len(text):
-        n = _FRAGMENTS[k % len(_FRAGMENTS)]
-        out.append(text[i : i + n])
-        i += n
-        k += 1
-    return out
+    return cut_text(json.dumps(arguments), _FRAGMENTS)
 
 
 def _frame(obj: Any) -> bytes:

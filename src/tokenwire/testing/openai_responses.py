@@ -42,7 +42,8 @@ from typing import Any, Final
 
 import msgspec
 
-from .upstream import RecordedRequest, Script, split_words
+from . import openai as _chat
+from .upstream import RecordedRequest, Script, json_object, split_words
 
 __all__ = [
     "CONTENT_TYPE",
@@ -60,26 +61,13 @@ __all__ = [
 CONTENT_TYPE: Final = "text/event-stream; charset=utf-8"
 RESPONSE_HEADERS: Final = {"x-request-id": "req_fake", "openai-processing-ms": "1"}
 
-#: Draft error code -> the OpenAI error ``type`` and ``code`` the fake sends.
+#: Draft error code -> the OpenAI error ``type`` and ``code`` the fake sends:
+#: Chat Completions' table, but for ``overloaded``, which has its own code here.
 ERRORS: Final[dict[str, tuple[str, str | None]]] = {
-    "rate_limited": ("requests", "rate_limit_exceeded"),
-    "context_length_exceeded": ("invalid_request_error", "context_length_exceeded"),
-    "content_filtered": ("invalid_request_error", "content_filter"),
+    **_chat.ERRORS,
     "overloaded": ("server_error", "server_is_overloaded"),
-    "internal_error": ("server_error", None),
 }
 
-_STATUS_ERRORS: Final[dict[int, tuple[str, str, str | None]]] = {
-    400: ("Invalid request.", "invalid_request_error", None),
-    401: ("Incorrect API key provided.", "invalid_request_error", "invalid_api_key"),
-    403: ("You are not allowed to use this model.", "invalid_request_error", None),
-    404: ("The model does not exist.", "invalid_request_error", "model_not_found"),
-    405: ("Method not allowed.", "invalid_request_error", None),
-    429: ("Rate limit reached for requests.", "requests", "rate_limit_exceeded"),
-    500: ("The server had an error while processing your request.", "server_error", None),
-    503: ("The engine is currently overloaded, please try again later.", "server_error", None),
-    529: ("The engine is currently overloaded, please try again later.", "server_error", None),
-}
 
 _encode = msgspec.json.Encoder().encode
 _TOKENS: Final = re.compile(r"\s*(?:\w+|[^\w\s]+)")
@@ -93,12 +81,8 @@ def argument_fragments(arguments: dict[str, Any]) -> list[str]:
     return _TOKENS.findall(text) if text != "{}" else []
 
 
-def error_body(status: int) -> bytes:
-    """OpenAI's JSON body for an HTTP error ``status``."""
-    message, etype, ecode = _STATUS_ERRORS.get(
-        status, (f"Upstream error {status}.", "server_error", None)
-    )
-    return _encode({"error": {"message": message, "type": etype, "param": None, "code": ecode}})
+#: The Responses API answers HTTP errors with the Chat Completions body.
+error_body = _chat.error_body
 
 
 # --- reasoning: encrypted content, checked on the next turn ---------------------
@@ -190,14 +174,9 @@ def check_request(request: RecordedRequest) -> str | None:
     """The problem with a Responses API request, or ``None`` when it looks right."""
     if not request.path.split("?", 1)[0].endswith("/responses"):
         return f"expected POST .../responses, got {request.path}"
-    try:
-        body = request.json()
-    except ValueError:
-        return "body is not JSON"
-    if not isinstance(body, dict):
-        return "body is not a JSON object"
-    if not isinstance(body.get("model"), str):
-        return "model: required"
+    body = json_object(request)
+    if isinstance(body, str):
+        return body
     if not isinstance(body.get("input"), str | list) or not body["input"]:
         return "input: a string or a non-empty array is required"
     if body.get("stream") is not True:

@@ -41,6 +41,8 @@ from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
+from .upstream import loop_thread
+
 __all__ = ["Script", "SignalRHub", "prompt_of"]
 
 RS: Final = "\x1e"
@@ -210,31 +212,10 @@ class SignalRHub:
 
     def __enter__(self) -> SignalRHub:
         """Run the hub on a thread of its own, for sync clients."""
-        ready = threading.Event()
-        failure: list[BaseException] = []
-
-        def run() -> None:
-            loop = asyncio.new_event_loop()
-            self._loop = loop
-            try:
-                loop.run_until_complete(self.start())
-            except BaseException as exc:  # reported to the caller below
-                failure.append(exc)
-                ready.set()
-                loop.close()
-                return
-            ready.set()
-            try:
-                loop.run_forever()
-            finally:
-                loop.run_until_complete(self.stop())
-                loop.close()
-
-        self._thread = threading.Thread(target=run, name="signalr-hub", daemon=True)
-        self._thread.start()
-        ready.wait(10)
-        if failure:
-            raise failure[0]
+        self._loop = loop = asyncio.new_event_loop()
+        self._thread = loop_thread(
+            loop, self.start(), name="signalr-hub", stop=self.stop, timeout=10
+        )
         return self
 
     def __exit__(

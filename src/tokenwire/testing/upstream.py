@@ -42,7 +42,7 @@ import importlib
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from types import TracebackType
 from typing import Any, Final, Literal, Protocol, cast
 
@@ -59,7 +59,10 @@ __all__ = [
     "Renderer",
     "Script",
     "ScriptedToolCall",
+    "cut_text",
     "json_object",
+    "loop_thread",
+    "padding",
     "split_words",
     "streamed_messages",
 ]
@@ -86,6 +89,28 @@ def json_object(request: RecordedRequest, *, model: bool = True) -> dict[str, An
     if model and not isinstance(body.get("model"), str):
         return "model: required"
     return body
+
+
+def cut_text(text: str, lengths: tuple[int, ...]) -> list[str]:
+    """``text`` cut into pieces of ``lengths``, cycled (mid-token, as vendors cut)."""
+    out: list[str] = []
+    i = k = 0
+    while i < len(text):
+        n = lengths[k % len(lengths)]
+        out.append(text[i : i + n])
+        i += n
+        k += 1
+    return out
+
+
+def padding(size: int) -> Iterator[bytes]:
+    """``size`` bytes of ``x`` (none if ``size`` < 1), in pieces of 1 MiB at most."""
+    left = max(size, 0)
+    block = b"x" * (1 << 20)
+    while left > 0:
+        n = min(left, len(block))
+        yield block[:n]
+        left -= n
 
 
 def streamed_messages(body: dict[str, Any], key: str = "messages") -> str | None:
@@ -249,6 +274,48 @@ class _ClientGone(TokenwireError):
     """The client hung up while we were answering."""
 
 
+def loop_thread(
+    loop: asyncio.AbstractEventLoop,
+    start: Coroutine[Any, Any, object],
+    *,
+    name: str,
+    stop: Callable[[], Coroutine[Any, Any, object]] | None = None,
+    timeout: float | None = None,
+) -> threading.Thread:
+    """Run ``loop`` forever on a daemon thread, after ``start``; ``stop`` when it ends.
+
+    Returns the thread once ``start`` has finished (waiting ``timeout`` seconds
+    at most); raises what ``start`` raised, the loop then closed.
+    """
+    ready = threading.Event()
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(start)
+        except BaseException as exc:  # pragma: no cover - bind failures are rare
+            failure.append(exc)
+            ready.set()
+            loop.close()
+            return
+        ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            if stop is not None:
+                loop.run_until_complete(stop())
+            loop.close()
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    ready.wait(timeout)
+    if failure:
+        thread.join()
+        raise failure[0]
+    return thread
+
+
 class _BadRequest(TokenwireError):
     """The bytes we read are not an HTTP/1.1 request we can answer."""
 
@@ -263,12 +330,7 @@ def _default_huge_event(size: int) -> Iterator[bytes]:
     # One SSE data line of ``size`` bytes: a JSON string padded to length.
     head, tail = b'data: {"pad":"', b'"}\n\n'
     yield head
-    left = max(size - len(head) - len(tail) + 2, 0)
-    block = b"x" * (1 << 20)
-    while left > 0:
-        n = min(left, len(block))
-        yield block[:n]
-        left -= n
+    yield from padding(size - len(head) - len(tail) + 2)
     yield tail
 
 
@@ -358,32 +420,11 @@ class FakeUpstream:
         if self._thread is not None:
             raise RuntimeError("FakeUpstream is already running")
         loop = asyncio.new_event_loop()
-        ready = threading.Event()
-        failure: list[BaseException] = []
 
-        def run() -> None:
-            asyncio.set_event_loop(loop)
-            try:
-                self._server = loop.run_until_complete(
-                    asyncio.start_server(self._serve, "127.0.0.1", 0)
-                )
-            except BaseException as exc:  # pragma: no cover - bind failures are rare
-                failure.append(exc)
-                ready.set()
-                loop.close()
-                return
-            ready.set()
-            try:
-                loop.run_forever()
-            finally:
-                loop.close()
+        async def bind() -> None:
+            self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
 
-        thread = threading.Thread(target=run, name=f"FakeUpstream-{self.vendor}", daemon=True)
-        thread.start()
-        ready.wait()
-        if failure:
-            thread.join()
-            raise failure[0]
+        thread = loop_thread(loop, bind(), name=f"FakeUpstream-{self.vendor}")
         assert self._server is not None
         self._loop, self._thread = loop, thread
         self.port = self._server.sockets[0].getsockname()[1]

@@ -6,9 +6,19 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..errors import InvalidRequest
-from ..request import Parameters, Request
+from ..request import Parameters, Request, Tool, ToolCallRef
+from . import _extensions as x
 
-__all__ = ["deep_merge", "merge_extensions", "sse_headers", "vendor_parameters"]
+__all__ = [
+    "deep_merge",
+    "function_call",
+    "function_tool",
+    "merge_extensions",
+    "reasoning_history",
+    "sse_headers",
+    "versioned_url",
+    "vendor_parameters",
+]
 
 
 def deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> None:
@@ -19,6 +29,28 @@ def deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> None:
             deep_merge(current, value)
         else:
             base[key] = value
+
+
+def function_tool(tool: Tool) -> dict[str, Any]:
+    """A tool as the ``{"type": "function", "function": {...}}`` object of Chat
+    Completions, which Cohere v2 and the OpenAI-compatible vendors take too."""
+    return {
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": tool.parameters,
+        },
+    }
+
+
+def function_call(call: ToolCallRef) -> dict[str, Any]:
+    """An assistant's tool call as a Chat Completions (and Cohere v2) ``tool_calls`` item."""
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": call.arguments},
+    }
 
 
 def merge_extensions(
@@ -53,6 +85,14 @@ def sse_headers(auth: dict[str, str], headers: dict[str, str] | None) -> dict[st
     return out
 
 
+def versioned_url(base_url: str, version: str, path: str) -> str:
+    """``{base_url}/{version}/{path}``, without a second ``/{version}`` when
+    ``base_url`` already ends with it (SDKs take the API root; a pasted base URL
+    often carries the version)."""
+    base = base_url.rstrip("/")
+    return f"{base}/{path}" if base.endswith(f"/{version}") else f"{base}/{version}/{path}"
+
+
 def vendor_parameters(
     params: Parameters | None, names: Mapping[str, str], *, keep_empty: bool = False
 ) -> dict[str, Any]:
@@ -70,4 +110,34 @@ def vendor_parameters(
         if value is None or (value == [] and not keep_empty):
             continue
         out[field] = value
+    return out
+
+
+def reasoning_history(req: Request) -> list[tuple[int, list[dict[str, Any]]]]:
+    """``(assistant message index, its reasoning parts)`` per history entry, in order.
+
+    From ``extensions["tokenwire:reasoning_history"]`` (docs/extensions.md),
+    checked but not filtered: which parts a vendor sends back (those bound to
+    it) is the builder's choice. Raises ``InvalidRequest`` naming the malformed
+    entry or part.
+    """
+    history = req.extension(x.REASONING_HISTORY)
+    if history is None:
+        return []
+    where = f'extensions["{x.REASONING_HISTORY}"]'
+    if not isinstance(history, list):
+        raise InvalidRequest("must be an array", path=where)
+    out: list[tuple[int, list[dict[str, Any]]]] = []
+    for i, entry in enumerate(history):
+        path = f"{where}[{i}]"
+        message = entry.get("message") if isinstance(entry, dict) else None
+        parts = entry.get("parts") if isinstance(entry, dict) else None
+        if isinstance(message, bool) or not isinstance(message, int) or not isinstance(parts, list):
+            raise InvalidRequest('must be {"message": <index>, "parts": [...]}', path=path)
+        if not 0 <= message < len(req.messages) or req.messages[message].role != "assistant":
+            raise InvalidRequest("must name an assistant message", path=f"{path}.message")
+        for k, part in enumerate(parts):
+            if not isinstance(part, dict) or part.get("type") != x.REASONING:
+                raise InvalidRequest(f'must be a "{x.REASONING}" part', path=f"{path}.parts[{k}]")
+        out.append((message, parts))
     return out

@@ -41,7 +41,14 @@ from ..errors import InvalidRequest, TranslationError
 from ..request import AudioPart, DocumentPart, ImagePart, Message, Request, TextPart
 from ._base import SSETranslator, VendorRequest
 from ._contract import VendorFormat
-from ._request import merge_extensions, sse_headers, vendor_parameters
+from ._request import (
+    function_call,
+    function_tool,
+    merge_extensions,
+    sse_headers,
+    vendor_parameters,
+    versioned_url,
+)
 
 __all__ = [
     "FORMAT",
@@ -429,14 +436,7 @@ def _messages(req: Request) -> list[dict[str, Any]]:
             if text:
                 item["content"] = text
             if message.tool_calls:
-                item["tool_calls"] = [
-                    {
-                        "id": call.id,
-                        "type": "function",
-                        "function": {"name": call.name, "arguments": call.arguments},
-                    }
-                    for call in message.tool_calls
-                ]
+                item["tool_calls"] = [function_call(call) for call in message.tool_calls]
             out.append(item)
         elif role == "tool":
             out.append(
@@ -458,11 +458,6 @@ _PARAMETERS: Final = {
     "top_p": "p",
     "stop_sequences": "stop_sequences",
 }
-
-
-def _endpoint(base_url: str) -> str:
-    base = base_url.rstrip("/")
-    return f"{base}/chat" if re.search(r"/v2$", base) else f"{base}/v2/chat"
 
 
 def build_request(
@@ -489,21 +484,13 @@ def build_request(
         "stream": True,
     }
     if req.tools:
-        body["tools"] = [
-            {
-                "type": "function",
-                "function": {
-                    "name": t.name,
-                    "description": t.description,
-                    "parameters": t.parameters,
-                },
-            }
-            for t in req.tools
-        ]
+        body["tools"] = [function_tool(t) for t in req.tools]
     body.update(vendor_parameters(req.parameters, _PARAMETERS))
     merge_extensions(body, req, EXTENSION_KEYS)
     head = sse_headers({"authorization": f"Bearer {api_key}"} if api_key else {}, headers)
-    return VendorRequest(url=_endpoint(base_url), headers=head, body=_encode(body))
+    return VendorRequest(
+        url=versioned_url(base_url, "v2", "chat"), headers=head, body=_encode(body)
+    )
 
 
 #: The Cohere v2 chat vendor format.

@@ -38,7 +38,7 @@ import msgspec
 from .. import events as ev
 from .. import request as rq
 from ..errors import FramingError, TranslationError
-from ._base import StreamTranslator, VendorRequest
+from ._base import PushBuffer, StreamTranslator, VendorRequest
 from ._contract import VendorFormat
 
 __all__ = [
@@ -106,7 +106,7 @@ def error_code(message: str) -> tuple[str, str]:
 # --- records ---------------------------------------------------------------------------
 
 
-class RecordDecoder:
+class RecordDecoder(PushBuffer):
     """Incremental 0x1E record framing: ``push(bytes)``, then ``next_record()``.
 
     Records come out one at a time so that each is handled before a framing
@@ -116,22 +116,7 @@ class RecordDecoder:
 
     def __init__(self, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> None:
         self.max_record_bytes = max_record_bytes
-        self._buf = bytearray()
-        self._pos = 0
-        self._offset = 0
-
-    @property
-    def pending(self) -> int:
-        """Bytes held of a record whose separator has not arrived."""
-        return len(self._buf) - self._pos
-
-    def push(self, data: bytes) -> None:
-        """Append the next received bytes."""
-        if self._pos:
-            del self._buf[: self._pos]
-            self._offset += self._pos
-            self._pos = 0
-        self._buf += data
+        super().__init__()
 
     def next_record(self) -> bytes | None:
         """The next complete record (without its separator), or ``None``."""

@@ -17,6 +17,7 @@ from ... import request as rq
 from ...errors import InvalidRequest
 from .. import _extensions as x
 from .._contract import EncodeEvent
+from .._ingress import json_kind
 from .errors import ERROR_TYPES, STOP_REASONS, VENDOR_STOP_REASONS
 
 _encode = msgspec.json.Encoder().encode
@@ -41,26 +42,11 @@ _STANDARD_FIELDS: Final = frozenset(
 )
 
 
-def _kind(value: object) -> str:
-    if value is None:
-        return "null"
-    for types, name in (
-        (bool, "a boolean"),
-        ((int, float), "a number"),
-        (str, "a string"),
-        (list, "an array"),
-        (dict, "an object"),
-    ):
-        if isinstance(value, types):
-            return name
-    return type(value).__name__  # pragma: no cover - JSON values only
-
-
 def _want_str(obj: Mapping[str, Any], key: str, path: str) -> str:
     value = obj.get(key)
     if not isinstance(value, str):
         where = f"{path}.{key}" if path else key
-        raise InvalidRequest(f"required: a string, got {_kind(value)}", path=where)
+        raise InvalidRequest(f"required: a string, got {json_kind(value)}", path=where)
     return value
 
 
@@ -68,7 +54,7 @@ def _vendor_source(block: Mapping[str, Any], path: str) -> tuple[str, str]:
     """``(media_type, base64 data)`` of an image/document block's ``source``."""
     source = block.get("source")
     if not isinstance(source, dict):
-        raise InvalidRequest(f"required: an object, got {_kind(source)}", path=f"{path}.source")
+        raise InvalidRequest(f"required: an object, got {json_kind(source)}", path=f"{path}.source")
     kind = source.get("type")
     if kind == "base64":
         return _want_str(source, "media_type", f"{path}.source"), _want_str(
@@ -105,14 +91,14 @@ def _vendor_content(content: object, path: str) -> list[dict[str, Any]]:
         return [{"type": "text", "text": content}]
     if not isinstance(content, list):
         raise InvalidRequest(
-            f"must be a string or an array of content blocks, got {_kind(content)}", path=path
+            f"must be a string or an array of content blocks, got {json_kind(content)}", path=path
         )
     out = []
     for k, block in enumerate(content):
         where = f"{path}[{k}]"
         if not isinstance(block, dict):
             raise InvalidRequest(
-                f"a content block must be an object, got {_kind(block)}", path=where
+                f"a content block must be an object, got {json_kind(block)}", path=where
             )
         part = _vendor_part(block, where)
         if part is not None:
@@ -158,13 +144,13 @@ def _vendor_message(
     in order, to ``reasoning`` as ``tokenwire:reasoning`` parts.
     """
     if not isinstance(message, dict):
-        raise InvalidRequest(f"a message must be an object, got {_kind(message)}", path=path)
+        raise InvalidRequest(f"a message must be an object, got {json_kind(message)}", path=path)
     role = message.get("role")
     if role not in ("user", "assistant"):
         raise InvalidRequest(
             f'must be "user" or "assistant", got {role!r}'
             if isinstance(role, str)
-            else f'must be "user" or "assistant", got {_kind(role)}',
+            else f'must be "user" or "assistant", got {json_kind(role)}',
             path=f"{path}.role",
         )
     content = message.get("content")
@@ -172,7 +158,7 @@ def _vendor_message(
         return [{"role": role, "content": content}]
     if not isinstance(content, list):
         raise InvalidRequest(
-            f"must be a string or an array of content blocks, got {_kind(content)}",
+            f"must be a string or an array of content blocks, got {json_kind(content)}",
             path=f"{path}.content",
         )
     out: list[dict[str, Any]] = []
@@ -182,14 +168,14 @@ def _vendor_message(
         where = f"{path}.content[{k}]"
         if not isinstance(block, dict):
             raise InvalidRequest(
-                f"a content block must be an object, got {_kind(block)}", path=where
+                f"a content block must be an object, got {json_kind(block)}", path=where
             )
         kind = block.get("type")
         if kind == "tool_use" and role == "assistant":
             tool_input = block.get("input", {})
             if not isinstance(tool_input, dict):
                 raise InvalidRequest(
-                    f"must be an object, got {_kind(tool_input)}", path=f"{where}.input"
+                    f"must be an object, got {json_kind(tool_input)}", path=f"{where}.input"
                 )
             calls.append(
                 {
@@ -226,12 +212,12 @@ def _vendor_message(
 
 def _vendor_tools(tools: object) -> list[dict[str, Any]]:
     if not isinstance(tools, list):
-        raise InvalidRequest(f"must be an array, got {_kind(tools)}", path="tools")
+        raise InvalidRequest(f"must be an array, got {json_kind(tools)}", path="tools")
     out = []
     for i, tool in enumerate(tools):
         path = f"tools[{i}]"
         if not isinstance(tool, dict):
-            raise InvalidRequest(f"a tool must be an object, got {_kind(tool)}", path=path)
+            raise InvalidRequest(f"a tool must be an object, got {json_kind(tool)}", path=path)
         if tool.get("type", "custom") != "custom":
             raise InvalidRequest(
                 f"server tool {tool.get('type')!r} is not supported: only client tools "
@@ -241,12 +227,13 @@ def _vendor_tools(tools: object) -> list[dict[str, Any]]:
         schema = tool.get("input_schema")
         if not isinstance(schema, dict):
             raise InvalidRequest(
-                f"required: a JSON Schema object, got {_kind(schema)}", path=f"{path}.input_schema"
+                f"required: a JSON Schema object, got {json_kind(schema)}",
+                path=f"{path}.input_schema",
             )
         description = tool.get("description", "")
         if not isinstance(description, str):
             raise InvalidRequest(
-                f"must be a string, got {_kind(description)}", path=f"{path}.description"
+                f"must be a string, got {json_kind(description)}", path=f"{path}.description"
             )
         out.append(
             {
@@ -275,7 +262,7 @@ def request_from_vendor(body: dict[str, Any]) -> rq.Request:
     offending value in the Anthropic body (``messages[1].content[0].source``).
     """
     if not isinstance(body, dict):
-        raise InvalidRequest(f"the body must be a JSON object, got {_kind(body)}", path="$")
+        raise InvalidRequest(f"the body must be a JSON object, got {json_kind(body)}", path="$")
     model = _want_str(body, "model", "").strip()
     if not model:
         raise InvalidRequest("must not be empty", path="model")
@@ -290,7 +277,7 @@ def request_from_vendor(body: dict[str, Any]) -> rq.Request:
     history = body.get("messages")
     if not isinstance(history, list) or not history:
         raise InvalidRequest(
-            f"required: a non-empty array of messages, got {_kind(history)}", path="messages"
+            f"required: a non-empty array of messages, got {json_kind(history)}", path="messages"
         )
     history_reasoning: list[dict[str, Any]] = []
     for i, message in enumerate(history):

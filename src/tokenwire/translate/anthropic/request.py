@@ -12,7 +12,7 @@ from ... import request as rq
 from ...errors import InvalidRequest
 from .. import _extensions as x
 from .._base import VendorRequest
-from .._request import vendor_parameters
+from .._request import reasoning_history, vendor_parameters, versioned_url
 
 _decode_any = msgspec.json.Decoder().decode
 _encode = msgspec.json.Encoder().encode
@@ -26,12 +26,6 @@ DEFAULT_MAX_TOKENS: Final = 4096
 
 
 # --- request side -----------------------------------------------------------------
-
-
-def _messages_url(base_url: str) -> str:
-    base = base_url.rstrip("/")
-    # The SDK convention is a base URL without /v1; accept one with it too.
-    return f"{base}/messages" if base.endswith("/v1") else f"{base}/v1/messages"
 
 
 def _source(part: rq.ImagePart | rq.DocumentPart, path: str) -> dict[str, Any]:
@@ -97,25 +91,10 @@ def _reasoning_blocks(req: rq.Request) -> dict[int, list[dict[str, Any]]]:
     bound to another vendor are dropped: Anthropic cannot check their signatures.
     Raises ``InvalidRequest`` naming the malformed entry.
     """
-    history = req.extension(x.REASONING_HISTORY)
-    if history is None:
-        return {}
-    where = f'extensions["{x.REASONING_HISTORY}"]'
-    if not isinstance(history, list):
-        raise InvalidRequest("must be an array", path=where)
     out: dict[int, list[dict[str, Any]]] = {}
-    for i, entry in enumerate(history):
-        path = f"{where}[{i}]"
-        message = entry.get("message") if isinstance(entry, dict) else None
-        parts = entry.get("parts") if isinstance(entry, dict) else None
-        if isinstance(message, bool) or not isinstance(message, int) or not isinstance(parts, list):
-            raise InvalidRequest('must be {"message": <index>, "parts": [...]}', path=path)
-        if not 0 <= message < len(req.messages) or req.messages[message].role != "assistant":
-            raise InvalidRequest("must name an assistant message", path=f"{path}.message")
+    for message, parts in reasoning_history(req):
         blocks = out.setdefault(message, [])
-        for k, part in enumerate(parts):
-            if not isinstance(part, dict) or part.get("type") != x.REASONING:
-                raise InvalidRequest(f'must be a "{x.REASONING}" part', path=f"{path}.parts[{k}]")
+        for part in parts:
             if part.get(x.VENDOR, "anthropic") != "anthropic":
                 continue
             redacted, signature = part.get(x.REDACTED), part.get(x.SIGNATURE)
@@ -252,7 +231,9 @@ def build_request(
         out["x-api-key"] = api_key
     if headers:
         out.update(headers)
-    return VendorRequest(url=_messages_url(base_url), headers=out, body=_encode(body))
+    return VendorRequest(
+        url=versioned_url(base_url, "v1", "messages"), headers=out, body=_encode(body)
+    )
 
 
 def thinking_enabled(req: rq.Request) -> bool:

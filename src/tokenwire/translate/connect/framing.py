@@ -9,9 +9,22 @@ from typing import Any, Final, NamedTuple
 import msgspec
 
 from ...errors import FramingError, TranslationError
+from .._base import PushBuffer
 
 CODECS: Final = ("json", "proto")
 MAPPINGS: Final = ("text", "standard")
+
+
+def codec_and_mapping(codec: str | None, mapping: str | None) -> tuple[str, str]:
+    """``(codec, mapping)`` with the defaults (json, text). Raises ``ValueError`` if unknown."""
+    codec = codec or "json"
+    mapping = mapping or "text"
+    if codec not in CODECS:
+        raise ValueError(f"unknown Connect codec {codec!r} (known: json, proto)")
+    if mapping not in MAPPINGS:
+        raise ValueError(f"unknown Connect mapping {mapping!r} (known: text, standard)")
+    return codec, mapping
+
 
 #: The ``Content-Type`` of a Connect streaming request/response, by codec.
 MEDIA_TYPES: Final[dict[str, str]] = {
@@ -51,7 +64,7 @@ class Envelope(NamedTuple):
         return bool(self.flags & FLAG_COMPRESSED)
 
 
-class EnvelopeDecoder:
+class EnvelopeDecoder(PushBuffer):
     """Incremental envelope framing: ``push(bytes)``, then ``next_envelope()``.
 
     Envelopes come out one at a time, so that a caller handles every envelope
@@ -63,22 +76,7 @@ class EnvelopeDecoder:
 
     def __init__(self, *, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
         self.max_message_bytes = max_message_bytes
-        self._buf = bytearray()
-        self._pos = 0  # start of the next envelope in _buf
-        self._offset = 0  # byte offset of _buf[0] in the whole body
-
-    @property
-    def pending(self) -> int:
-        """Bytes held of an envelope that is not complete yet."""
-        return len(self._buf) - self._pos
-
-    def push(self, data: bytes) -> None:
-        """Append the next bytes of the body."""
-        if self._pos:
-            del self._buf[: self._pos]
-            self._offset += self._pos
-            self._pos = 0
-        self._buf += data
+        super().__init__()
 
     def next_envelope(self) -> Envelope | None:
         """The next complete envelope, or ``None`` until more bytes are pushed."""

@@ -10,11 +10,10 @@ from ... import request as rq
 from .. import _protowire as pw
 from .._base import VendorRequest
 from .framing import (
-    CODECS,
     FLAG_COMPRESSED,
-    MAPPINGS,
     MEDIA_TYPES,
     SERVICE_PATHS,
+    codec_and_mapping,
     compress,
     encode_envelope,
 )
@@ -57,12 +56,7 @@ def build_request(
     field (the standard mapping carries ``req.model`` inside the envelope).
     Raises ``ValueError`` for an unknown codec, mapping or compression.
     """
-    codec = codec or "json"
-    mapping = mapping or "text"
-    if codec not in CODECS:
-        raise ValueError(f"unknown Connect codec {codec!r} (known: json, proto)")
-    if mapping not in MAPPINGS:
-        raise ValueError(f"unknown Connect mapping {mapping!r} (known: text, standard)")
+    codec, mapping = codec_and_mapping(codec, mapping)
     if mapping == "standard":
         request_json = rq.dumps(req).decode("utf-8")
         if codec == "proto":

@@ -10,7 +10,13 @@ from ...errors import FramingError, TranslationError
 from .._base import StreamTranslator
 from .codec import _decode_text_chunk, _json_object, decode_event
 from .errors import _describe, error_code
-from .framing import CODECS, DEFAULT_MAX_MESSAGE_BYTES, MAPPINGS, Envelope, EnvelopeDecoder, _gunzip
+from .framing import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    Envelope,
+    EnvelopeDecoder,
+    _gunzip,
+    codec_and_mapping,
+)
 
 # --- the translator ------------------------------------------------------------------
 
@@ -41,14 +47,7 @@ class Translator(StreamTranslator):
         created: int | None = None,
     ) -> None:
         super().__init__(model=model, request_id=request_id, reasoning=reasoning, created=created)
-        codec = codec or "json"
-        mapping = mapping or "text"
-        if codec not in CODECS:
-            raise ValueError(f"unknown Connect codec {codec!r} (known: json, proto)")
-        if mapping not in MAPPINGS:
-            raise ValueError(f"unknown Connect mapping {mapping!r} (known: text, standard)")
-        self.codec = codec
-        self.mapping = mapping
+        self.codec, self.mapping = codec_and_mapping(codec, mapping)
         self.encoding = encoding.strip().lower() if encoding else None
         self.max_message_bytes = max_message_bytes
         self._decoder = EnvelopeDecoder(max_message_bytes=max_message_bytes)

@@ -21,6 +21,7 @@ from ... import request as rq
 from ...errors import InvalidRequest
 from .. import _extensions as x
 from .._contract import EncodeEvent
+from .._ingress import json_kind
 from .errors import FINISH_ERRORS, FINISH_REASONS, RPC_STATUSES, VENDOR_ERRORS
 
 _encode = msgspec.json.Encoder().encode
@@ -40,27 +41,13 @@ _STANDARD_FIELDS: Final = frozenset(
 )
 
 
-def _kind(value: object) -> str:
-    if value is None:
-        return "null"
-    for types, name in (
-        (bool, "a boolean"),
-        ((int, float), "a number"),
-        (str, "a string"),
-        (list, "an array"),
-        (dict, "an object"),
-    ):
-        if isinstance(value, types):
-            return name
-    return type(value).__name__  # pragma: no cover - JSON values only
-
-
 def _want(obj: Mapping[str, Any], key: str, kind: type, path: str) -> Any:
     value = obj.get(key)
     if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
         names: dict[type, str] = {str: "a string", dict: "an object", list: "an array"}
         raise InvalidRequest(
-            f"required: {names.get(kind, kind.__name__)}, got {_kind(value)}", path=f"{path}.{key}"
+            f"required: {names.get(kind, kind.__name__)}, got {json_kind(value)}",
+            path=f"{path}.{key}",
         )
     return value
 
@@ -126,7 +113,7 @@ class _Turns:
         for k, part in enumerate(parts):
             where = f"{path}.parts[{k}]"
             if not isinstance(part, dict):
-                raise InvalidRequest(f"a part must be an object, got {_kind(part)}", path=where)
+                raise InvalidRequest(f"a part must be an object, got {json_kind(part)}", path=where)
             if isinstance(part.get("text"), str):
                 if not part.get("thought"):
                     content.append({"type": "text", "text": part["text"]})
@@ -182,7 +169,7 @@ class _Turns:
         for k, part in enumerate(parts):
             where = f"{path}.parts[{k}]"
             if not isinstance(part, dict):
-                raise InvalidRequest(f"a part must be an object, got {_kind(part)}", path=where)
+                raise InvalidRequest(f"a part must be an object, got {json_kind(part)}", path=where)
             signature = part.get("thoughtSignature")
             signature = signature if isinstance(signature, str) and signature else None
             call = part.get("functionCall")
@@ -192,7 +179,8 @@ class _Turns:
                     args = {}
                 if not isinstance(args, dict):
                     raise InvalidRequest(
-                        f"must be an object, got {_kind(args)}", path=f"{where}.functionCall.args"
+                        f"must be an object, got {json_kind(args)}",
+                        path=f"{where}.functionCall.args",
                     )
                 given = call.get("id")
                 call_id = given if isinstance(given, str) and given else f"call_{self._calls}"
@@ -245,14 +233,16 @@ def _merged_contents(contents: list[Any]) -> list[tuple[str, list[Any], str]]:
     for i, content in enumerate(contents):
         path = f"contents[{i}]"
         if not isinstance(content, dict):
-            raise InvalidRequest(f"a content must be an object, got {_kind(content)}", path=path)
+            raise InvalidRequest(
+                f"a content must be an object, got {json_kind(content)}", path=path
+            )
         role = content.get("role", "user")
         if role not in ("user", "model", "function"):
             raise InvalidRequest(f'must be "user" or "model", got {role!r}', path=f"{path}.role")
         role = "user" if role == "function" else role
         parts = content.get("parts", [])
         if not isinstance(parts, list):
-            raise InvalidRequest(f"must be an array, got {_kind(parts)}", path=f"{path}.parts")
+            raise InvalidRequest(f"must be an array, got {json_kind(parts)}", path=f"{path}.parts")
         if out and out[-1][0] == role:
             out[-1][1].extend(parts)
         else:
@@ -263,19 +253,19 @@ def _merged_contents(contents: list[Any]) -> list[tuple[str, list[Any], str]]:
 def _tools(tools: object) -> tuple[list[dict[str, Any]], bool]:
     """The function declarations as standard tools, and whether other tools were given."""
     if not isinstance(tools, list):
-        raise InvalidRequest(f"must be an array, got {_kind(tools)}", path="tools")
+        raise InvalidRequest(f"must be an array, got {json_kind(tools)}", path="tools")
     out: list[dict[str, Any]] = []
     others = False
     for i, tool in enumerate(tools):
         path = f"tools[{i}]"
         if not isinstance(tool, dict):
-            raise InvalidRequest(f"a tool must be an object, got {_kind(tool)}", path=path)
+            raise InvalidRequest(f"a tool must be an object, got {json_kind(tool)}", path=path)
         declarations = tool.get("functionDeclarations")
         others = others or any(k != "functionDeclarations" for k in tool)
         for j, decl in enumerate(declarations if isinstance(declarations, list) else ()):
             where = f"{path}.functionDeclarations[{j}]"
             if not isinstance(decl, dict):
-                raise InvalidRequest(f"must be an object, got {_kind(decl)}", path=where)
+                raise InvalidRequest(f"must be an object, got {json_kind(decl)}", path=where)
             schema = decl.get("parametersJsonSchema", decl.get("parameters"))
             description = decl.get("description", "")
             out.append(
@@ -292,7 +282,7 @@ def _system(value: object) -> str:
     if isinstance(value, str):
         return value
     if not isinstance(value, dict):
-        raise InvalidRequest(f"must be an object, got {_kind(value)}", path="systemInstruction")
+        raise InvalidRequest(f"must be an object, got {json_kind(value)}", path="systemInstruction")
     parts = value.get("parts", [])
     if not isinstance(parts, list) or not all(
         isinstance(p, dict) and isinstance(p.get("text"), str) for p in parts
@@ -328,7 +318,7 @@ def request_from_vendor(body: dict[str, Any]) -> rq.Request:
     contents = body.get("contents")
     if not isinstance(contents, list) or not contents:
         raise InvalidRequest(
-            f"required: a non-empty array of contents, got {_kind(contents)}", path="contents"
+            f"required: a non-empty array of contents, got {json_kind(contents)}", path="contents"
         )
     turns = _Turns()
     if body.get("systemInstruction") is not None:
@@ -353,7 +343,9 @@ def request_from_vendor(body: dict[str, Any]) -> rq.Request:
     extensions: dict[str, Any] = {}
     if config is not None:
         if not isinstance(config, dict):
-            raise InvalidRequest(f"must be an object, got {_kind(config)}", path="generationConfig")
+            raise InvalidRequest(
+                f"must be an object, got {json_kind(config)}", path="generationConfig"
+            )
         rest = {}
         for key, value in config.items():
             if key in _PARAMETERS and value is not None:

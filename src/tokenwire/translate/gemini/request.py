@@ -26,7 +26,7 @@ from ...errors import InvalidRequest
 from ...request import AudioPart, DocumentPart, ImagePart, Message, Request, TextPart
 from .. import _extensions as x
 from .._base import VendorRequest
-from .._request import merge_extensions, sse_headers
+from .._request import merge_extensions, reasoning_history, sse_headers
 
 #: Extension keys merged into the body, in this order (§4.7).
 EXTENSION_KEYS = ("vendor:google", "vendor:gemini")
@@ -54,25 +54,10 @@ def _reasoning(req: Request) -> dict[int, _Reasoning]:
 
     Raises ``InvalidRequest`` naming the malformed entry.
     """
-    history = req.extension(x.REASONING_HISTORY)
-    if history is None:
-        return {}
-    where = f'extensions["{x.REASONING_HISTORY}"]'
-    if not isinstance(history, list):
-        raise InvalidRequest("must be an array", path=where)
     out: dict[int, _Reasoning] = {}
-    for i, entry in enumerate(history):
-        path = f"{where}[{i}]"
-        message = entry.get("message") if isinstance(entry, dict) else None
-        parts = entry.get("parts") if isinstance(entry, dict) else None
-        if isinstance(message, bool) or not isinstance(message, int) or not isinstance(parts, list):
-            raise InvalidRequest('must be {"message": <index>, "parts": [...]}', path=path)
-        if not 0 <= message < len(req.messages) or req.messages[message].role != "assistant":
-            raise InvalidRequest("must name an assistant message", path=f"{path}.message")
+    for message, parts in reasoning_history(req):
         found = out.setdefault(message, _Reasoning())
-        for k, part in enumerate(parts):
-            if not isinstance(part, dict) or part.get("type") != x.REASONING:
-                raise InvalidRequest(f'must be a "{x.REASONING}" part', path=f"{path}.parts[{k}]")
+        for part in parts:
             if part.get(x.VENDOR) != _VENDOR:
                 continue  # bound to another vendor: Gemini cannot check it
             signature = part.get(x.SIGNATURE)

@@ -19,6 +19,7 @@ from ... import request as rq
 from ...errors import InvalidRequest
 from .. import _extensions as x
 from .._contract import EncodeEvent
+from .._ingress import tool_from_function, want
 from .errors import ERROR_TYPES, STOP_TO_FINISH
 
 _encode = msgspec.json.Encoder().encode
@@ -53,14 +54,8 @@ _ROLES: Final = {
 }
 
 
-def _want(value: Any, kind: type | tuple[type, ...], path: str, what: str) -> Any:
-    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
-        raise InvalidRequest(f"must be {what}", path=path)
-    return value
-
-
 def _from_data_url(url: Any, path: str) -> tuple[str, str]:
-    _want(url, str, path, "a string")
+    want(url, str, path, "a string")
     match = _DATA_URL.fullmatch(url)
     if match is None:
         raise InvalidRequest(
@@ -75,23 +70,23 @@ def _from_data_url(url: Any, path: str) -> tuple[str, str]:
 
 
 def _part_from_openai(part: Any, path: str) -> dict[str, Any]:
-    _want(part, dict, path, "a content part object")
+    want(part, dict, path, "a content part object")
     kind = part.get("type")
     if kind in ("text", "refusal"):
         text = part.get(kind)
-        return {"type": "text", "text": _want(text, str, f"{path}.{kind}", "a string")}
+        return {"type": "text", "text": want(text, str, f"{path}.{kind}", "a string")}
     if kind == "image_url":
         image = part.get("image_url")
         url = image.get("url") if isinstance(image, dict) else image
         media_type, data = _from_data_url(url, f"{path}.image_url.url")
         return {"type": "image", "media_type": media_type, "data": data}
     if kind == "input_audio":
-        audio = _want(part.get("input_audio"), dict, f"{path}.input_audio", "an object")
-        data = _want(audio.get("data"), str, f"{path}.input_audio.data", "a base64 string")
-        fmt = _want(audio.get("format"), str, f"{path}.input_audio.format", "a string")
+        audio = want(part.get("input_audio"), dict, f"{path}.input_audio", "an object")
+        data = want(audio.get("data"), str, f"{path}.input_audio.data", "a base64 string")
+        fmt = want(audio.get("format"), str, f"{path}.input_audio.format", "a string")
         return {"type": "audio", "media_type": f"audio/{fmt}", "data": data}
     if kind == "file":
-        file = _want(part.get("file"), dict, f"{path}.file", "an object")
+        file = want(part.get("file"), dict, f"{path}.file", "an object")
         if "file_data" not in file:
             raise InvalidRequest(
                 "only inline file_data can be carried by the standard (§4.3.1)",
@@ -103,7 +98,7 @@ def _part_from_openai(part: Any, path: str) -> dict[str, Any]:
 
 
 def _message_from_openai(msg: Any, path: str) -> dict[str, Any]:
-    _want(msg, dict, path, "a message object")
+    want(msg, dict, path, "a message object")
     raw_role = msg.get("role")
     # A list or object here is unhashable: not a role (found by tests/fuzz).
     role = _ROLES.get(raw_role) if isinstance(raw_role, str) else None
@@ -116,7 +111,7 @@ def _message_from_openai(msg: Any, path: str) -> dict[str, Any]:
             if all(p["type"] == "text" for p in content):
                 content = "".join(p["text"] for p in content)
     elif content is not None:
-        _want(content, str, f"{path}.content", "a string, an array of parts or null")
+        want(content, str, f"{path}.content", "a string, an array of parts or null")
     out: dict[str, Any] = {"role": role, "content": content}
     if isinstance(msg.get("name"), str) and role != "tool":
         out["name"] = msg["name"]
@@ -124,23 +119,23 @@ def _message_from_openai(msg: Any, path: str) -> dict[str, Any]:
         call_id = msg.get("tool_call_id")
         if msg.get("role") == "function":  # legacy: the function's name stands for the id
             call_id = call_id or msg.get("name")
-        out["tool_call_id"] = _want(call_id, str, f"{path}.tool_call_id", "a string")
+        out["tool_call_id"] = want(call_id, str, f"{path}.tool_call_id", "a string")
         if content is None:
             out["content"] = ""
     calls = msg.get("tool_calls")
     if role == "assistant" and calls:
-        _want(calls, list, f"{path}.tool_calls", "an array")
+        want(calls, list, f"{path}.tool_calls", "an array")
         refs = []
         for j, call in enumerate(calls):
             cpath = f"{path}.tool_calls[{j}]"
-            _want(call, dict, cpath, "a tool call object")
-            fn = _want(call.get("function"), dict, f"{cpath}.function", "an object")
+            want(call, dict, cpath, "a tool call object")
+            fn = want(call.get("function"), dict, f"{cpath}.function", "an object")
             args = fn.get("arguments", "{}")
             refs.append(
                 {
-                    "id": _want(call.get("id"), str, f"{cpath}.id", "a string"),
-                    "name": _want(fn.get("name"), str, f"{cpath}.function.name", "a string"),
-                    "arguments": _want(args, str, f"{cpath}.function.arguments", "a JSON text"),
+                    "id": want(call.get("id"), str, f"{cpath}.id", "a string"),
+                    "name": want(fn.get("name"), str, f"{cpath}.function.name", "a string"),
+                    "arguments": want(args, str, f"{cpath}.function.arguments", "a JSON text"),
                 }
             )
         out["tool_calls"] = refs
@@ -152,24 +147,15 @@ def _message_from_openai(msg: Any, path: str) -> dict[str, Any]:
 def _tools_from_openai(tools: Any) -> list[dict[str, Any]] | None:
     if tools is None:
         return None
-    _want(tools, list, "tools", "an array")
+    want(tools, list, "tools", "an array")
     out = []
     for i, tool in enumerate(tools):
         path = f"tools[{i}]"
-        _want(tool, dict, path, "a tool object")
+        want(tool, dict, path, "a tool object")
         if tool.get("type", "function") != "function":
             raise InvalidRequest(f"unsupported tool type {tool.get('type')!r}", path=f"{path}.type")
-        fn = _want(tool.get("function"), dict, f"{path}.function", "an object")
-        params = fn.get("parameters") or {"type": "object", "properties": {}}
-        out.append(
-            {
-                "name": _want(fn.get("name"), str, f"{path}.function.name", "a string"),
-                "description": _want(
-                    fn.get("description") or "", str, f"{path}.function.description", "a string"
-                ),
-                "parameters": _want(params, dict, f"{path}.function.parameters", "an object"),
-            }
-        )
+        fn = want(tool.get("function"), dict, f"{path}.function", "an object")
+        out.append(tool_from_function(fn, f"{path}.function"))
     return out
 
 
@@ -184,9 +170,9 @@ def request_from_vendor(body: Any, *, vendor: str = "openai") -> rq.Request:
     receives it. The result always streams. Raises ``InvalidRequest`` whose
     ``path`` names the offending field of ``body``.
     """
-    _want(body, dict, "$", "a JSON object")
-    model = _want(body.get("model"), str, "model", "a string")
-    messages = _want(body.get("messages"), list, "messages", "an array of messages")
+    want(body, dict, "$", "a JSON object")
+    model = want(body.get("model"), str, "model", "a string")
+    messages = want(body.get("messages"), list, "messages", "an array of messages")
     history = [_message_from_openai(m, f"messages[{i}]") for i, m in enumerate(messages)]
     params: dict[str, Any] = {}
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))

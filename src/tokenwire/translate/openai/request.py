@@ -11,7 +11,7 @@ from ... import request as rq
 from ...errors import InvalidRequest
 from .. import _extensions as x
 from .._base import VendorRequest
-from .._request import vendor_parameters
+from .._request import function_call, function_tool, reasoning_history, vendor_parameters
 
 # --- Request side: standard -> OpenAI ----------------------------------------------
 
@@ -77,25 +77,10 @@ def reasoning_texts(req: rq.Request, vendor: str = "openai") -> dict[int, str]:
     ``vendor`` carries a signature or encrypted content only that vendor
     checks: dropped). Raises ``InvalidRequest`` naming a malformed entry.
     """
-    history = req.extension(x.REASONING_HISTORY)
-    if history is None:
-        return {}
-    where = f'extensions["{x.REASONING_HISTORY}"]'
-    if not isinstance(history, list):
-        raise InvalidRequest("must be an array", path=where)
     out: dict[int, str] = {}
-    for i, entry in enumerate(history):
-        path = f"{where}[{i}]"
-        message = entry.get("message") if isinstance(entry, dict) else None
-        parts = entry.get("parts") if isinstance(entry, dict) else None
-        if isinstance(message, bool) or not isinstance(message, int) or not isinstance(parts, list):
-            raise InvalidRequest('must be {"message": <index>, "parts": [...]}', path=path)
-        if not 0 <= message < len(req.messages) or req.messages[message].role != "assistant":
-            raise InvalidRequest("must name an assistant message", path=f"{path}.message")
+    for message, parts in reasoning_history(req):
         texts = []
-        for k, part in enumerate(parts):
-            if not isinstance(part, dict) or part.get("type") != x.REASONING:
-                raise InvalidRequest(f'must be a "{x.REASONING}" part', path=f"{path}.parts[{k}]")
+        for part in parts:
             if part.get(x.VENDOR, vendor) != vendor:
                 continue
             if isinstance(part.get("text"), str) and part["text"]:
@@ -127,14 +112,7 @@ def messages_to_openai(
             if reasoning and i in reasoning:
                 item["reasoning_content"] = reasoning[i]
             if m.tool_calls:
-                item["tool_calls"] = [
-                    {
-                        "id": call.id,
-                        "type": "function",
-                        "function": {"name": call.name, "arguments": call.arguments},
-                    }
-                    for call in m.tool_calls
-                ]
+                item["tool_calls"] = [function_call(call) for call in m.tool_calls]
         else:
             item["content"] = _content(m.content, convert)
         if m.name is not None and m.role != "tool":
@@ -147,17 +125,7 @@ def tools_to_openai(tools: list[rq.Tool] | None) -> list[dict[str, Any]] | None:
     """§4.4 tools as Chat Completions function tools."""
     if not tools:
         return None
-    return [
-        {
-            "type": "function",
-            "function": {
-                "name": tool.name,
-                "description": tool.description,
-                "parameters": tool.parameters,
-            },
-        }
-        for tool in tools
-    ]
+    return [function_tool(tool) for tool in tools]
 
 
 def merge_extension(body: dict[str, Any], extension: Any, key: str) -> None:

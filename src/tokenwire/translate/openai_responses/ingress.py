@@ -17,6 +17,7 @@ from ... import request as rq
 from ...errors import InvalidRequest
 from .. import _extensions as x
 from .._contract import EncodeEvent
+from .._ingress import tool_from_function, want
 from .request import VENDOR
 
 __all__ = ["ResponsesEncoder", "parse_ingress", "request_from_vendor"]
@@ -50,14 +51,8 @@ _ROLES: Final = {
 }
 
 
-def _want(value: Any, kind: type | tuple[type, ...], path: str, what: str) -> Any:
-    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-        raise InvalidRequest(f"must be {what}", path=path)
-    return value
-
-
 def _data_url(url: Any, path: str) -> tuple[str, str]:
-    match = _DATA_URL.fullmatch(_want(url, str, path, "a string"))
+    match = _DATA_URL.fullmatch(want(url, str, path, "a string"))
     if match is None:
         raise InvalidRequest(
             "only base64 data: URLs can be carried by the standard (§4.3.1)", path=path
@@ -68,18 +63,18 @@ def _data_url(url: Any, path: str) -> tuple[str, str]:
 def _content(content: Any, path: str) -> str | list[dict[str, Any]]:
     if isinstance(content, str):
         return content
-    _want(content, list, path, "a string or an array of content parts")
+    want(content, list, path, "a string or an array of content parts")
     parts: list[dict[str, Any]] = []
     for k, part in enumerate(content):
         where = f"{path}[{k}]"
-        _want(part, dict, where, "a content part object")
+        want(part, dict, where, "a content part object")
         kind = part.get("type")
         if kind in ("input_text", "output_text"):
             parts.append(
-                {"type": "text", "text": _want(part.get("text"), str, f"{where}.text", "a string")}
+                {"type": "text", "text": want(part.get("text"), str, f"{where}.text", "a string")}
             )
         elif kind == "refusal":
-            text = _want(part.get("refusal"), str, f"{where}.refusal", "a string")
+            text = want(part.get("refusal"), str, f"{where}.refusal", "a string")
             parts.append({"type": "text", "text": text})
         elif kind == "input_image":
             media_type, data = _data_url(part.get("image_url"), f"{where}.image_url")
@@ -97,9 +92,9 @@ def _content(content: Any, path: str) -> str | list[dict[str, Any]]:
 def _reasoning_part(item: dict[str, Any], path: str) -> dict[str, Any]:
     """A Responses reasoning item -> a ``tokenwire:reasoning`` part (docs/extensions.md)."""
     part: dict[str, Any] = {"type": x.REASONING, x.VENDOR: VENDOR}
-    part[x.ITEM_ID] = _want(item.get("id"), str, f"{path}.id", "a string")
+    part[x.ITEM_ID] = want(item.get("id"), str, f"{path}.id", "a string")
     summary = item.get("summary") or []
-    _want(summary, list, f"{path}.summary", "an array")
+    want(summary, list, f"{path}.summary", "an array")
     texts: list[str] = []
     for entry in summary:
         text = entry.get("text") if isinstance(entry, dict) else None
@@ -108,7 +103,7 @@ def _reasoning_part(item: dict[str, Any], path: str) -> dict[str, Any]:
     part["text"] = "\n\n".join(texts)
     encrypted = item.get("encrypted_content")
     if encrypted is not None:
-        part[x.REDACTED] = _want(encrypted, str, f"{path}.encrypted_content", "a string")
+        part[x.REDACTED] = want(encrypted, str, f"{path}.encrypted_content", "a string")
     return part
 
 
@@ -118,17 +113,17 @@ def _messages(items: Any, instructions: Any) -> tuple[list[dict[str, Any]], list
     history: list[dict[str, Any]] = []
     if instructions is not None:
         messages.append(
-            {"role": "system", "content": _want(instructions, str, "instructions", "a string")}
+            {"role": "system", "content": want(instructions, str, "instructions", "a string")}
         )
     if isinstance(items, str):
         messages.append({"role": "user", "content": items})
         return messages, history
-    _want(items, list, "input", "a string or an array of items")
+    want(items, list, "input", "a string or an array of items")
     # The assistant message the following reasoning / function_call items join.
     open_turn: dict[str, Any] | None = None
     for i, item in enumerate(items):
         path = f"input[{i}]"
-        _want(item, dict, path, "an input item object")
+        want(item, dict, path, "an input item object")
         kind = item.get("type", "message" if "role" in item else None)
         if kind == "message":
             role = _ROLES.get(item.get("role")) if isinstance(item.get("role"), str) else None
@@ -160,9 +155,9 @@ def _messages(items: Any, instructions: Any) -> tuple[list[dict[str, Any]], list
             else:
                 open_turn["tool_calls"].append(
                     {
-                        "id": _want(item.get("call_id"), str, f"{path}.call_id", "a string"),
-                        "name": _want(item.get("name"), str, f"{path}.name", "a string"),
-                        "arguments": _want(
+                        "id": want(item.get("call_id"), str, f"{path}.call_id", "a string"),
+                        "name": want(item.get("name"), str, f"{path}.name", "a string"),
+                        "arguments": want(
                             item.get("arguments", "{}"), str, f"{path}.arguments", "a JSON text"
                         ),
                     }
@@ -176,8 +171,8 @@ def _messages(items: Any, instructions: Any) -> tuple[list[dict[str, Any]], list
             messages.append(
                 {
                     "role": "tool",
-                    "tool_call_id": _want(item.get("call_id"), str, f"{path}.call_id", "a string"),
-                    "content": _want(output, (str, list), f"{path}.output", "a string"),
+                    "tool_call_id": want(item.get("call_id"), str, f"{path}.call_id", "a string"),
+                    "content": want(output, (str, list), f"{path}.output", "a string"),
                 }
             )
             continue
@@ -191,27 +186,14 @@ def _messages(items: Any, instructions: Any) -> tuple[list[dict[str, Any]], list
 def _tools(tools: Any) -> list[dict[str, Any]] | None:
     if tools is None:
         return None
-    _want(tools, list, "tools", "an array")
+    want(tools, list, "tools", "an array")
     out = []
     for i, tool in enumerate(tools):
         path = f"tools[{i}]"
-        _want(tool, dict, path, "a tool object")
+        want(tool, dict, path, "a tool object")
         if tool.get("type") != "function":
             continue  # a hosted tool: see request_from_vendor
-        out.append(
-            {
-                "name": _want(tool.get("name"), str, f"{path}.name", "a string"),
-                "description": _want(
-                    tool.get("description") or "", str, f"{path}.description", "a string"
-                ),
-                "parameters": _want(
-                    tool.get("parameters") or {"type": "object", "properties": {}},
-                    dict,
-                    f"{path}.parameters",
-                    "an object",
-                ),
-            }
-        )
+        out.append(tool_from_function(tool, path))
     return out
 
 
@@ -231,8 +213,8 @@ def request_from_vendor(body: Any) -> rq.Request:
     ``extensions["vendor:openai-responses"]``. Raises ``InvalidRequest`` whose
     ``path`` names the field of ``body``.
     """
-    _want(body, dict, "$", "a JSON object")
-    model = _want(body.get("model"), str, "model", "a string")
+    want(body, dict, "$", "a JSON object")
+    model = want(body.get("model"), str, "model", "a string")
     messages, history = _messages(body.get("input"), body.get("instructions"))
     params = {
         name: body[key]

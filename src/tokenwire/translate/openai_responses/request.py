@@ -15,7 +15,6 @@ deep-merged into the body last.
 
 from __future__ import annotations
 
-import re
 from typing import Any, Final
 
 import msgspec
@@ -24,7 +23,7 @@ from ...errors import InvalidRequest
 from ...request import AudioPart, DocumentPart, ImagePart, Message, Request, TextPart
 from .. import _extensions as x
 from .._base import VendorRequest
-from .._request import merge_extensions, sse_headers
+from .._request import merge_extensions, reasoning_history, sse_headers, versioned_url
 
 __all__ = ["EXTENSION_KEYS", "VENDOR", "build_request", "reasoning_items"]
 
@@ -81,25 +80,10 @@ def reasoning_items(req: Request) -> dict[int, list[dict[str, Any]]]:
     without an id, are dropped: the Responses API checks its own encrypted
     content only. Raises ``InvalidRequest`` naming a malformed entry.
     """
-    history = req.extension(x.REASONING_HISTORY)
-    if history is None:
-        return {}
-    where = f'extensions["{x.REASONING_HISTORY}"]'
-    if not isinstance(history, list):
-        raise InvalidRequest("must be an array", path=where)
     out: dict[int, list[dict[str, Any]]] = {}
-    for i, entry in enumerate(history):
-        path = f"{where}[{i}]"
-        message = entry.get("message") if isinstance(entry, dict) else None
-        parts = entry.get("parts") if isinstance(entry, dict) else None
-        if isinstance(message, bool) or not isinstance(message, int) or not isinstance(parts, list):
-            raise InvalidRequest('must be {"message": <index>, "parts": [...]}', path=path)
-        if not 0 <= message < len(req.messages) or req.messages[message].role != "assistant":
-            raise InvalidRequest("must name an assistant message", path=f"{path}.message")
+    for message, parts in reasoning_history(req):
         items = out.setdefault(message, [])
-        for k, part in enumerate(parts):
-            if not isinstance(part, dict) or part.get("type") != x.REASONING:
-                raise InvalidRequest(f'must be a "{x.REASONING}" part', path=f"{path}.parts[{k}]")
+        for part in parts:
             item_id = part.get(x.ITEM_ID)
             if part.get(x.VENDOR) != VENDOR or not isinstance(item_id, str):
                 continue  # bound to another vendor (or not an item of this one)
@@ -173,11 +157,6 @@ def _input(req: Request) -> tuple[list[str], list[dict[str, Any]]]:
     return instructions, items
 
 
-def _endpoint(base_url: str) -> str:
-    base = base_url.rstrip("/")
-    return f"{base}/responses" if re.search(r"/v1$", base) else f"{base}/v1/responses"
-
-
 def build_request(
     req: Request,
     *,
@@ -223,4 +202,6 @@ def build_request(
             body["top_p"] = params.top_p
     merge_extensions(body, req, EXTENSION_KEYS)
     head = sse_headers({"authorization": f"Bearer {api_key}"} if api_key else {}, headers)
-    return VendorRequest(url=_endpoint(base_url), headers=head, body=_encode(body))
+    return VendorRequest(
+        url=versioned_url(base_url, "v1", "responses"), headers=head, body=_encode(body)
+    )
