@@ -45,10 +45,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tokenwire.testing.processes import (
+    children,
+    cpu_seconds,
+    free_port,
+    loadavg,
+    machine,
+    rss_kib,
+)
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "RESULTS.md"
 MEDIA = "application/llm-request+json"
-TICKS = os.sysconf("SC_CLK_TCK")
 
 #: The fake upstream process: one FakeUpstream("openai") whose script depends
 #: on the upstream model name the gateway sends (``upstream_model``).
@@ -68,58 +76,6 @@ print(fake.url, flush=True)
 sys.stdin.read()
 fake.stop()
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def machine() -> str:
-    cpu = "unknown CPU"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    return f"{cpu}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}"
-
-
-def loadavg() -> str:
-    with contextlib.suppress(OSError):
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    return "?"
-
-
-# --- processes ------------------------------------------------------------------------
-
-
-def children(pid: int) -> list[int]:
-    """Every descendant of ``pid`` (granian's worker processes)."""
-    out: list[int] = []
-    with contextlib.suppress(OSError):
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            for child in (task / "children").read_text().split():
-                out += [int(child), *children(int(child))]
-    return out
-
-
-def cpu_seconds(pids: list[int]) -> float:
-    total = 0
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])  # utime, stime (ticks)
-    return total / TICKS
-
-
-def rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
 
 
 @contextlib.contextmanager
