@@ -87,8 +87,15 @@ Seq = Annotated[int, msgspec.Meta(ge=0)]
 Count = Annotated[int, msgspec.Meta(ge=0)]
 
 
-class _Envelope(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_defaults=True):
-    """§5.2: the fields every event carries. ``type`` is the tag."""
+class _Envelope(
+    msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_defaults=True, gc=False
+):
+    """§5.2: the fields every event carries. ``type`` is the tag.
+
+    ``gc=False``: an event holds only strings, numbers and a ``Delta``, so it can
+    never be part of a reference cycle, and a client that keeps every event of
+    a long stream (``Response.events``) no longer makes the collector walk them.
+    """
 
     v: str
     seq: Seq
@@ -110,7 +117,7 @@ class StreamStart(_Envelope, tag="stream.start", frozen=True, kw_only=True):
     request_id: str | None = None
 
 
-class Delta(msgspec.Struct, frozen=True, kw_only=True):
+class Delta(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """§5.3.2: the ``delta`` object; ``text`` is the canonical text field."""
 
     text: str
@@ -184,7 +191,7 @@ class StreamEnd(_Envelope, tag="stream.end", frozen=True, kw_only=True):
     request_id: str | None = None
 
 
-class UnknownEvent(msgspec.Struct, frozen=True, kw_only=True):
+class UnknownEvent(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """An event type outside the §9.2 registry, kept for the caller.
 
     ``data`` is the raw JSON text; ``v`` and ``seq`` are read from it when

@@ -92,12 +92,16 @@ _LEGACY_CALL: Final = -1  # the deprecated ``delta.function_call``, kept apart
 
 
 class _PendingCall:
-    __slots__ = ("id", "name", "parts")
+    __slots__ = ("block", "final_id", "id", "name", "parts")
 
     def __init__(self, id: str) -> None:
         self.id = id
         self.name = ""
         self.parts: list[str] = []
+        #: With tool deltas on: the block and the unique id its ``tool.call`` will
+        #: carry, reserved at its first argument fragment (docs/extensions.md).
+        self.block: int | None = None
+        self.final_id = ""
 
 
 class _ChoiceState:
@@ -270,8 +274,12 @@ class Translator(SSETranslator):
         if delta.tool_calls:
             for fragment in delta.tool_calls:
                 state.fragment(fragment.index, fragment.id, fragment.function)
+                if self.tool_deltas:
+                    self._send_tool_delta(state, fragment.function)
         if delta.function_call is not None:
             state.fragment(_LEGACY_CALL, None, delta.function_call)
+            if self.tool_deltas:
+                self._send_tool_delta(state, delta.function_call)
 
     # -- blocks ------------------------------------------------------------
 
@@ -362,6 +370,31 @@ class Translator(SSETranslator):
             if self._emit_call(call, truncated=stop == "max_tokens", index=spare):
                 spare = None
 
+    def _unique_id(self, id: str) -> str:
+        call_id = id or f"call_{len(self._tool_ids)}"
+        while call_id in self._tool_ids:  # §5.3.4: ids are unique in a stream
+            call_id += "_"
+        self._tool_ids.add(call_id)
+        return call_id
+
+    def _send_tool_delta(self, state: _ChoiceState, fn: _Function | None) -> None:
+        """``tokenwire.tool_delta`` for the fragment just accumulated (opt-in, live UIs)."""
+        call = state.last
+        assert call is not None
+        if call.block is None:
+            # At the call's first fragment, the block and id its tool.call will
+            # carry (so calls keep the order they began in): the choice's own
+            # index when it has no text (as at the end), else a new one.
+            call.final_id = self._unique_id(call.id)
+            spare = state.index
+            if spare in self._taken or state.text_block is not None:
+                call.block = self._new_block()
+            else:
+                self._taken.add(spare)
+                call.block = spare
+        if fn is not None and fn.arguments:
+            self.out += self._tool_delta(call.block, call.final_id, call.name or None, fn.arguments)
+
     def _emit_call(self, call: _PendingCall, *, truncated: bool, index: int | None) -> bool:
         """Emit one complete call (``tool.call`` + ``content.stop``); False if dropped."""
         arguments = "".join(call.parts)
@@ -373,18 +406,20 @@ class Translator(SSETranslator):
             parsed = None
         if not isinstance(parsed, dict):
             if truncated:  # cut off by max_tokens: the stop reason says so
+                if call.block is not None:  # its deltas went to a reserved block
+                    self.out += self.writer.stop(call.block, "max_tokens")
                 return False
             raise TranslationError(
                 f"tool call {call.name!r} arguments are not a JSON object: {arguments[:80]!r}"
             )
-        call_id = call.id or f"call_{len(self._tool_ids)}"
-        while call_id in self._tool_ids:  # §5.3.4: ids are unique in a stream
-            call_id += "_"
-        self._tool_ids.add(call_id)
-        if index is None:
-            index = self._new_block()
+        if call.block is not None:  # reserved by its first tool delta
+            call_id, index = call.final_id, call.block
         else:
-            self._taken.add(index)
+            call_id = self._unique_id(call.id)
+            if index is None:
+                index = self._new_block()
+            else:
+                self._taken.add(index)
         self.out += self.writer.tool_call(
             id=call_id, name=call.name, arguments=arguments, index=index
         )
