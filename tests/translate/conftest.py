@@ -161,3 +161,34 @@ def assert_conformant(out: list[ev.Event]) -> None:
     report = validate([b"".join(map(ev.dump, out))])
     assert report.ok, [str(v) for v in report.violations]
     assert isinstance(out[0], ev.StreamStart) and isinstance(out[-1], ev.StreamEnd)
+
+
+def assert_tool_deltas_only_add_deltas(
+    vendor: str, body: bytes, options: dict[str, Any]
+) -> dict[str, str]:
+    """``tokenwire:tool_deltas`` adds display-only ``tokenwire.tool_delta`` events that
+    add up to each ``tool.call``; every other event (indexes, ids, arguments) is the same,
+    except that a call dropped for max_tokens stops the block its deltas went to.
+    Returns call id -> the argument text its deltas carried (a call whose arguments
+    came whole, in one done event, has none)."""
+    from tokenwire.translate import _extensions as x
+
+    plain = translate_pieces(vendor, [body], **options)
+    live = translate_pieces(vendor, [body], tool_deltas=True, **options)
+    report = validate([b"".join(map(ev.dump, live))])
+    assert report.ok and not [v.rule for v in report.violations if v.rule.startswith("tool-")]
+    deltas = [x.fields(e, x.TOOL_DELTA) for e in live]
+    sent: dict[str, str] = {}
+    for d in deltas:
+        if d is not None:
+            sent[d["id"]] = sent.get(d["id"], "") + d["delta"]
+    rest = summarize([e for e, d in zip(live, deltas, strict=True) if d is None])
+    before = summarize(plain)
+    extra = {i: r for i, r in rest.stops.items() if i not in before.stops}
+    assert set(extra.values()) <= {"max_tokens"}
+    kept = {i: r for i, r in rest.stops.items() if i in before.stops}
+    assert rest._replace(stops=kept) == before
+    for call in (e for e in live if isinstance(e, ev.ToolCall)):
+        if call.id in sent:
+            assert json.loads(sent[call.id]) == json.loads(call.arguments)
+    return sent

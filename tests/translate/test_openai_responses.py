@@ -13,7 +13,12 @@ import openai
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.translate.conftest import assert_conformant, summarize, translate_pieces
+from tests.translate.conftest import (
+    assert_conformant,
+    assert_tool_deltas_only_add_deltas,
+    summarize,
+    translate_pieces,
+)
 from tests.translate.frame_vectors import check_vector, load_vectors, vector_body, vector_options
 
 from tokenwire import events as ev
@@ -664,3 +669,11 @@ def test_fake_cut_and_status_faults_reach_the_translator() -> None:
         answer = httpx.post(vr.url, headers=vr.headers, content=vr.body)
     assert answer.status_code == 429
     assert http_error(429, answer.content)[0] == "rate_limited"
+
+
+@pytest.mark.parametrize("vector", VECTORS, ids=[v["name"] for v in VECTORS])
+def test_tool_deltas_only_add_deltas(vector: dict[str, Any]) -> None:
+    body, options = vector_body(vector), vector_options(vector)
+    sent = assert_tool_deltas_only_add_deltas("openai-responses", body, options)
+    if vector["name"] == "parallel-calls-interleaved":
+        assert len(sent) >= 2  # streamed arguments: deltas, one id per call

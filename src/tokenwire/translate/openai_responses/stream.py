@@ -188,13 +188,16 @@ _REFUSAL_KEY: Final = 2  # block key kinds: 0 text, 1 reasoning, 2 refusal
 class _Call:
     """A function_call item being streamed, keyed by its output_index."""
 
-    __slots__ = ("call_id", "done", "name", "pieces")
+    __slots__ = ("block", "call_id", "done", "name", "pieces")
 
     def __init__(self, call_id: str | None, name: str | None) -> None:
         self.call_id = call_id
         self.name = name
         self.pieces: list[str] = []
         self.done = False
+        #: With tool deltas on: the block its tool.call will carry, reserved at
+        #: its first argument delta (docs/extensions.md).
+        self.block: int | None = None
 
 
 class Translator(SSETranslator):
@@ -252,6 +255,11 @@ class Translator(SSETranslator):
                 call = self._calls[event.output_index] = _Call(None, None)
             if event.delta:
                 call.pieces.append(event.delta)
+                if self.tool_deltas:
+                    if call.block is None:
+                        call.block = self._new_block()
+                    call_id = call.call_id or f"call_{event.output_index}"
+                    out += self._tool_delta(call.block, call_id, call.name, event.delta)
         elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
             if event.delta and self.reasoning:
                 block = self._block(event.output_index, 1)
@@ -280,6 +288,8 @@ class Translator(SSETranslator):
                 call = self._calls.setdefault(event.output_index, _Call(None, None))
                 call.call_id = call.call_id or item.call_id
                 call.name = call.name or item.name
+                if self.tool_deltas and call.block is None:
+                    call.block = self._new_block()  # in item order, as the calls began
             elif item.type == "reasoning":
                 self._seal(event.output_index, item)
         elif kind == "response.function_call_arguments.done":
@@ -388,7 +398,7 @@ class Translator(SSETranslator):
         text = (arguments if arguments is not None else "".join(call.pieces)).strip() or "{}"
         call.done = True
         # §5.3.4 / §4.8: the call is whole; its block stops with tool_use right away.
-        index = self._new_block()
+        index = call.block if call.block is not None else self._new_block()
         call_id = call.call_id or f"call_{output_index}"
         self.out += self.writer.tool_call(id=call_id, name=call.name, arguments=text, index=index)
         self.out += self.writer.stop(index, "tool_use")
