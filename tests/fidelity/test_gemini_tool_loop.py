@@ -183,6 +183,7 @@ def test_an_altered_signature_is_refused_too(loop: tuple[Gateway, FakeUpstream])
             parts=[types.Part.from_function_response(name="get_weather", response={"t": 18})],
         ),
     ]
+    errors_before = len(fake.errors)
     with pytest.raises(errors.ClientError) as refused:
         for _ in client.models.generate_content_stream(
             model="gemini-think", contents=history, config=_config()
@@ -190,4 +191,6 @@ def test_an_altered_signature_is_refused_too(loop: tuple[Gateway, FakeUpstream])
             pass
     client.close()
     assert refused.value.code == 400
+    # The fake records the refusal after answering it: wait for the record.
+    assert fake.wait_for(lambda f: len(f.errors) > errors_before)
     assert "Corrupted thought signature" in fake.errors[-1]

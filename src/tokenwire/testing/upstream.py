@@ -620,8 +620,9 @@ class FakeUpstream:
             # A renderer may word the refusal the way its vendor does.
             refusal = getattr(renderer, "refusal_body", None)
             body = refusal(problem) if refusal is not None else renderer.error_body(400)
-            await self._simple(writer, 400, body, extra)
+            # Recorded before it is answered: a test that saw the 400 sees the reason.
             self._append(self.errors, f"rejected: {problem}")
+            await self._simple(writer, 400, body, extra)
             self._completed()
             return keep_alive
         fault = self.fault
