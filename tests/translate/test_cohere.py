@@ -672,3 +672,21 @@ def test_fake_cut_and_status_faults_reach_the_translator() -> None:
         answer = httpx.post(vr.url, headers=vr.headers, content=vr.body)
     assert answer.status_code == 429
     assert http_error(429, answer.content)[0] == "rate_limited"
+
+
+def test_a_citation_is_attached_to_the_text_block_it_cites() -> None:
+    from tests.translate.conftest import translate_pieces
+    from tests.translate.frame_vectors import vector_body, vector_options
+
+    from tokenwire.translate import _extensions as x
+
+    vector = next(v for v in VECTORS if v["name"] == "citations-attached")
+    out = translate_pieces("cohere", [vector_body(vector)], **vector_options(vector))
+    text_blocks = {e.index for e in out if isinstance(e, ev.ContentDelta)}
+    cited = [b for b in (x.fields(e, x.BLOCK) for e in out) if b is not None]
+    assert [b[x.CITATION] for b in cited] == [
+        {"start": 0, "end": 5, "text": "Paris", "sources": []}
+    ]
+    assert {b["index"] for b in cited} <= text_blocks
+    raw = [x.fields(e, x.STOP) for e in out if x.fields(e, x.STOP) is not None]
+    assert [r[x.RAW_STOP_REASON] for r in raw] == ["COMPLETE"]

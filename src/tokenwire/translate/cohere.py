@@ -18,7 +18,8 @@ rebuilt with ``data:`` lines only reads the same). The mapping decisions
   their own block marked ``tokenwire:reasoning``;
 * ``tool-call-start/delta/end`` are accumulated per index and emitted whole at
   ``tool-call-end`` (no argument text -> ``{}``);
-* ``citation-*`` and ``debug`` events are ignored;
+* ``citation-start`` is a ``tokenwire.block`` with the citation on its text
+  block; ``citation-end`` and ``debug`` carry nothing; unknown types are counted;
 * ``message-end`` is the end marker: ``finish_reason`` maps through
   ``FINISH_REASONS`` (stop reasons) or ``FINISH_ERRORS`` (an ``error`` event,
   ``ERROR_TOXIC`` included, refined by ``ERROR_HINTS`` from the error text);
@@ -39,6 +40,7 @@ import msgspec
 from .. import sse
 from ..errors import InvalidRequest, TranslationError
 from ..request import AudioPart, DocumentPart, ImagePart, Message, Request, TextPart
+from . import _extensions as x
 from ._base import SSETranslator, VendorRequest
 from ._contract import VendorFormat
 from ._request import (
@@ -261,9 +263,30 @@ class Translator(SSETranslator):
             self._undecodable(data)
             return
         handler = _HANDLERS.get(event.type)
-        # message-start, content-end, citation-start/end, debug, future types: nothing.
         if handler is not None:
             handler(self, event)
+        elif event.type == "citation-start":
+            self._on_citation(data, event.index)
+        elif event.type not in _IGNORED:
+            self.note_unknown(event.type)  # docs/extensions.md: counted, never silently dropped
+
+    def _on_citation(self, data: str, index: int) -> None:
+        """``citation-start``: the citation, as Cohere gave it, on its text block."""
+        try:
+            whole = msgspec.json.decode(data)
+        except msgspec.DecodeError:
+            raise TranslationError("cohere: citation-start is not valid JSON") from None
+        delta = whole.get("delta") if isinstance(whole, dict) else None
+        message = delta.get("message") if isinstance(delta, dict) else None
+        citation = message.get("citations") if isinstance(message, dict) else None
+        if not isinstance(citation, dict):
+            return
+        content = citation.get("content_index", 0)
+        block = self._text_blocks.get(content if isinstance(content, int) else 0)
+        if block is None:
+            block = self._block("content", content if isinstance(content, int) else 0)
+        body = {"index": block, x.CITATION: citation}
+        self.out += self.writer.add(x.extension(x.BLOCK, body))
 
     def _undecodable(self, data: str) -> None:
         if not data.strip() or data == "[DONE]":
@@ -361,6 +384,9 @@ class Translator(SSETranslator):
         writer = self.writer
         out = self.out
         reason = delta.finish_reason or "COMPLETE"
+        if delta.finish_reason and reason not in FINISH_ERRORS:
+            # docs/extensions.md: the vendor's own value, next to the mapped stop_reason.
+            out += writer.add(x.extension(x.STOP, {x.RAW_STOP_REASON: delta.finish_reason}))
         if reason in FINISH_ERRORS:
             detail = f": {delta.error}" if delta.error else ""
             out += writer.error(error_code(reason, delta.error), f"cohere: {reason}{detail}")
@@ -381,6 +407,9 @@ class Translator(SSETranslator):
 _Handler = Callable[[Translator, _Event], None]
 
 #: Cohere event ``type`` -> the method that translates it.
+#: Event types with nothing to translate (``citation-end``: the citation went out at its start).
+_IGNORED: Final = frozenset({"message-start", "content-end", "citation-end", "debug"})
+
 _HANDLERS: Final[dict[str, _Handler]] = {
     "content-start": Translator._on_content_start,
     "content-delta": Translator._on_content_delta,
