@@ -690,3 +690,30 @@ def test_a_citation_is_attached_to_the_text_block_it_cites() -> None:
     assert {b["index"] for b in cited} <= text_blocks
     raw = [x.fields(e, x.STOP) for e in out if x.fields(e, x.STOP) is not None]
     assert [r[x.RAW_STOP_REASON] for r in raw] == ["COMPLETE"]
+
+
+@pytest.mark.parametrize("reason", ["COMPLETE", "ERROR"])
+def test_cached_tokens_are_the_cache_read_breakdown_on_every_exit(reason: str) -> None:
+    from tokenwire.translate import _extensions as x
+
+    end = {
+        "type": "message-end",
+        "delta": {
+            "finish_reason": reason,
+            "usage": {"tokens": {"input_tokens": 120, "output_tokens": 3}, "cached_tokens": 100},
+        },
+    }
+    body = (
+        b'event: content-delta\ndata: {"type":"content-delta","index":0,'
+        b'"delta":{"message":{"content":{"text":"Hi"}}}}\n\n'
+        b"event: message-end\ndata: " + json.dumps(end).encode() + b"\n\n"
+    )
+    out = translate_pieces("cohere", [body])
+    assert_conformant(out)
+    details = [x.fields(e, x.USAGE) for e in out if x.fields(e, x.USAGE) is not None]
+    assert [d[x.CACHE_READ] for d in details] == [100]
+    usage = [e for e in out if isinstance(e, ev.Usage)]
+    assert [(u.input_tokens, u.output_tokens) for u in usage] == [(120, 3)]
+    kinds = [e.type for e in out]
+    first_end = min(i for i, k in enumerate(kinds) if k in ("error", "content.stop", "usage"))
+    assert kinds.index(x.USAGE) < first_end  # before the stops or the error

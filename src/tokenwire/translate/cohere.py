@@ -174,6 +174,7 @@ class _Tokens(msgspec.Struct, frozen=True, gc=False):
 class _Usage(msgspec.Struct, frozen=True, gc=False):
     tokens: _Tokens | None = None
     billed_units: _Tokens | None = None
+    cached_tokens: float | None = None
 
 
 class _Delta(msgspec.Struct, frozen=True, gc=False):
@@ -384,6 +385,12 @@ class Translator(SSETranslator):
         writer = self.writer
         out = self.out
         reason = delta.finish_reason or "COMPLETE"
+        cached = delta.usage.cached_tokens if delta.usage is not None else None
+        if cached:
+            # docs/extensions.md: the cache reads inside input_tokens (ruling 18), before
+            # the stops or the error (after an error only usage and stream.end may follow).
+            body = {x.CACHE_READ: int(cached)}
+            out += writer.add(x.extension(x.USAGE, body))
         if delta.finish_reason and reason not in FINISH_ERRORS:
             # docs/extensions.md: the vendor's own value, next to the mapped stop_reason.
             out += writer.add(x.extension(x.STOP, {x.RAW_STOP_REASON: delta.finish_reason}))
