@@ -429,16 +429,6 @@ def test_a_replica_dies_mid_stream(
 # --- the client SDK -------------------------------------------------------------------------
 
 
-#: The SDK sends the POST answer's resume token back when it resumes (the client
-#: branch's ``RESUME_TOKEN_HEADER``); before it does, the gateway answers its resume 404.
-CLIENT_SENDS_TOKEN = hasattr(tokenwire.client._common, "RESUME_TOKEN_HEADER")
-
-
-@pytest.mark.xfail(
-    not CLIENT_SENDS_TOKEN,
-    reason="the client does not send Tokenwire-Resume-Token yet",
-    strict=True,
-)
 @pytest.mark.parametrize("cut_after", [900, 2500])
 def test_client_resumes_through_a_load_balancer(
     replicas: tuple[Gateway, Gateway], cut_after: int
