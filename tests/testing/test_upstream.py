@@ -121,7 +121,10 @@ def test_requests_are_recorded() -> None:
                     fake.url + "/v1/chat/completions?x=1", json=body, headers={"X-Key": "k"}
                 )
                 assert r.status_code == 200 and f'"content":"{word}"'.encode() in r.content
-        assert fake.completed == 2 and fake.disconnects == [] and fake.errors == []
+        # The fake counts a reply once its last byte is written, which the client
+        # may see first: wait for the count rather than read it at once.
+        assert fake.wait_for(lambda f: f.completed == 2, timeout=30)
+        assert fake.disconnects == [] and fake.errors == []
     first = fake.requests[0]
     assert (first.method, first.path) == ("POST", "/v1/chat/completions?x=1")
     assert first.headers["x-key"] == "k" and first.json()["model"] == "gpt-test"
