@@ -157,7 +157,9 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
 
     - vendor providers (``openai``, ``anthropic``...): ``base_url``,
       ``api_key_env``, ``upstream_model``, ``timeout_s`` (idle read timeout),
-      ``connect_timeout_s``, ``reasoning`` (carry reasoning text, §extension);
+      ``connect_timeout_s``, ``reasoning`` (carry reasoning text, §extension),
+      ``http`` (``"1.1"``: the gateway's HTTP/1.1 client, the default; ``"2"``:
+      httpx, HTTP/2 where the upstream offers it; docs/gateway.md, "Upstream connections");
     - ``demo``: ``delay_ms``;
     - ``python``: ``factory = "module:callable"``, called with ``options`` as
       keyword arguments, returning a provider (docs/gateway.md, "Plugins");
@@ -185,6 +187,8 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     #: openai: send earlier turns' reasoning back as ``reasoning_content`` (DeepSeek,
     #: vLLM and other OpenAI-compatible servers take it; api.openai.com does not).
     send_reasoning: bool = False
+    #: The upstream client: "1.1" (gateway.upstream, HTTP/1.1) or "2" (httpx with HTTP/2).
+    http: str = "1.1"
     delay_ms: float = 0.0
     factory: str | None = None
     options: dict[str, Any] = {}
@@ -278,6 +282,8 @@ def _check_model(i: int, model: ModelConfig) -> None:
         value = getattr(model, key)
         if not (math.isfinite(value) and value > 0):
             raise _fail(f"{where}.{key}", "must be a number > 0")
+    if model.http not in HTTP_VERSIONS:
+        raise _fail(f"{where}.http", f'must be "1.1" or "2", got {model.http!r}')
     if not (math.isfinite(model.delay_ms) and model.delay_ms >= 0):
         raise _fail(f"{where}.delay_ms", "must be a number >= 0")
     if model.provider in BINDING_PROVIDERS:
@@ -363,8 +369,14 @@ def _lift_binding_options(i: int, entry: Any) -> Any:
     return lifted | dict(options)
 
 
-#: Keys that only one vendor's request builder reads (not lifted into ``options``).
-_VENDOR_KEYS: Final[dict[str, frozenset[str]]] = {"send_reasoning": frozenset({"openai"})}
+#: Keys that only one vendor's request builder reads (not lifted into ``options``),
+#: or that only the HTTP vendors' provider reads.
+_VENDOR_KEYS: Final[dict[str, frozenset[str]]] = {
+    "send_reasoning": frozenset({"openai"}),
+    "http": HTTP_VENDORS,
+}
+#: ``http``: which client talks to the upstream (docs/gateway.md, "Upstream connections").
+HTTP_VERSIONS: Final = ("1.1", "2")
 
 
 def _check_keys(i: int, entry: Mapping[str, Any]) -> None:

@@ -21,8 +21,12 @@ upstream answered 503 / 529, or 408 / 504       ``overloaded``
 any other error status                          the vendor body's code, else
                                                 ``internal_error``
 connect / read / write / pool timeout           ``overloaded``
-connection refused, reset, DNS failure          ``internal_error``
+connection refused, reset, DNS failure,         ``internal_error``
+a malformed response
 ==============================================  ==================================
+
+httpx is imported only when something needs it (a ``http = "2"`` model,
+``new_client``, a caller's own client): the HTTP/1.1 path does without.
 """
 
 from __future__ import annotations
@@ -31,10 +35,9 @@ import asyncio
 import contextlib
 import importlib
 import logging
+import weakref
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Final
-
-import httpx
+from typing import TYPE_CHECKING, Any, Final
 
 from .. import events as ev
 from .. import translate
@@ -42,9 +45,14 @@ from ..request import Request
 from ..server import Provider
 from ..translate import Transport, VendorFormat, status_error
 from .config import Config, ModelConfig
+from .context import current
 from .demo import DemoModel
 from .logs import log_unknown_events
 from .metrics import UNKNOWN_EVENTS
+from .upstream import Pool, UpstreamError
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = [
     "PROVIDERS_BY_TRANSPORT",
@@ -53,6 +61,7 @@ __all__ = [
     "build_providers",
     "load_factory",
     "new_client",
+    "pool_for",
     "status_error",
 ]
 
@@ -73,7 +82,7 @@ def _error(code: str, message: str) -> ev.ErrorEvent:
     return ev.ErrorEvent(v=ev.VERSION, seq=0, code=code, message=message)
 
 
-async def _read_bounded(response: httpx.Response, limit: int) -> bytes:
+async def _read_bounded(response: Any, limit: int) -> bytes:
     body = bytearray()
     async for chunk in response.aiter_bytes():
         body += chunk
@@ -86,8 +95,20 @@ def new_client() -> httpx.AsyncClient:
     """The shared upstream client: HTTP/2 where the upstream offers it, a large pool.
 
     Timeouts are per request (each model has its own), so none is set here.
+    Closing it also closes the HTTP/1.1 pool ``pool_for`` gives for it.
     """
-    return httpx.AsyncClient(
+    import httpx
+
+    class _GatewayClient(httpx.AsyncClient):
+        async def aclose(self) -> None:
+            try:
+                pool = _POOLS.pop(self, None)
+                if pool is not None:
+                    await pool.aclose()
+            finally:
+                await super().aclose()
+
+    return _GatewayClient(
         http2=True,
         timeout=None,
         limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200),
@@ -95,11 +116,50 @@ def new_client() -> httpx.AsyncClient:
     )
 
 
+#: The HTTP/1.1 pool that goes with each shared httpx client (one per gateway).
+_POOLS: Final[weakref.WeakKeyDictionary[Any, Pool]] = weakref.WeakKeyDictionary()
+
+
+def pool_for(client: Any) -> Pool:
+    """The HTTP/1.1 upstream pool of the gateway whose httpx client is ``client``
+    (made on first use; ``new_client``'s ``aclose`` closes it)."""
+    pool = _POOLS.get(client)
+    if pool is None:
+        pool = _POOLS[client] = Pool(max_connections=1000, max_idle=200)
+    return pool
+
+
+def _trace_headers() -> dict[str, str]:
+    """The W3C trace context to send upstream (what ``Production.install_client_hooks``
+    adds on the httpx path): the stream's span, else the client's own."""
+    ctx = current()
+    if ctx is None:
+        return {}
+    value = ctx.traceparent
+    if ctx.span is not None:
+        from .otel import traceparent_of
+
+        value = traceparent_of(ctx.span) or value
+    if not value:
+        return {}
+    if ctx.tracestate:
+        return {"traceparent": value, "tracestate": ctx.tracestate}
+    return {"traceparent": value}
+
+
 class HTTPProvider:
     """A vendor upstream over HTTP + SSE: standard request -> vendor HTTP request -> events.
 
     ``vendor`` is the ``VendorFormat`` (or its name in ``translate.registry``)
-    whose request builder, translator and HTTP error mapping are used.
+    whose request builder, translator and HTTP error mapping are used. The
+    request goes over ``pool`` (the gateway's HTTP/1.1 client,
+    ``gateway.upstream``) or, when ``client`` is given instead, over that
+    ``httpx.AsyncClient`` (HTTP/2 where the upstream offers it). With neither,
+    a pool of the provider's own is made.
+
+    Timeouts: ``timeout_s`` between body reads (and for the head),
+    ``connect_timeout_s`` to connect and to wait for a pooled connection; an
+    ``httpx.Timeout`` given as ``timeout`` supplies both instead.
     Cancelling ``generate`` (the client hung up) closes the upstream response,
     and with it the upstream connection, at once.
     """
@@ -108,11 +168,14 @@ class HTTPProvider:
         self,
         vendor: VendorFormat | str,
         *,
-        client: httpx.AsyncClient,
+        client: httpx.AsyncClient | None = None,
+        pool: Pool | None = None,
         base_url: str,
         api_key: str | None = None,
         upstream_model: str | None = None,
         timeout: httpx.Timeout | None = None,
+        timeout_s: float = 120.0,
+        connect_timeout_s: float = 10.0,
         reasoning: bool = False,
         send_reasoning: bool = False,
         missing_key: str | None = None,
@@ -120,10 +183,18 @@ class HTTPProvider:
         self.format = vendor if isinstance(vendor, VendorFormat) else translate.get(vendor)
         self.vendor = self.format.name
         self.client = client
+        self.pool = pool if pool is not None or client is not None else Pool()
         self.base_url = base_url
         self.api_key = api_key
         self.upstream_model = upstream_model
-        self.timeout = timeout if timeout is not None else httpx.Timeout(120.0, connect=10.0)
+        if timeout is not None:
+            timeout_s = timeout.read if timeout.read is not None else timeout_s
+            connect_timeout_s = (
+                timeout.connect if timeout.connect is not None else connect_timeout_s
+            )
+        self.timeout_s = timeout_s
+        self.connect_timeout_s = connect_timeout_s
+        self.timeout = timeout
         self.reasoning = reasoning
         self.send_reasoning = send_reasoning
         self.missing_key = missing_key
@@ -152,12 +223,90 @@ class HTTPProvider:
         # docs/extensions.md: tool-call argument deltas, for live UIs, when asked for.
         translator.tool_deltas = request.extension("tokenwire:tool_deltas") is True
         try:
+            if self.pool is not None:
+                events = self._over_pool(self.pool, vendor_request, translator)
+            else:
+                events = self._over_httpx(vendor_request, translator)
+            async for event in events:
+                yield event
+        finally:
+            _report_unknown(self.vendor, request, translator)
+
+    async def _over_pool(
+        self, pool: Pool, vendor_request: Any, translator: Any
+    ) -> AsyncIterator[ev.Event]:
+        fmt = self.format
+        headers = {**vendor_request.headers, **_IDENTITY, **_trace_headers()}
+        try:
+            async with pool.stream(
+                vendor_request.method,
+                vendor_request.url,
+                headers,
+                vendor_request.body,
+                read_timeout=self.timeout_s,
+                connect_timeout=self.connect_timeout_s,
+                pool_timeout=self.connect_timeout_s,
+            ) as response:
+                if response.status >= 300:
+                    body = await response.read_bounded(MAX_ERROR_BODY)
+                    yield _error(*fmt.http_error(response.status, body))
+                    return
+                if response.header("content-encoding") not in (None, "identity"):
+                    # We asked for identity; a compressed body cannot be fed as is.
+                    for event in translator.fail(
+                        "internal_error", "upstream connection failed (compressed body)"
+                    ):
+                        yield event
+                    return
+                read = response.read
+                feed = translator.feed
+                try:
+                    # Each piece is a bytes object as httptools cut it from the
+                    # socket's read: fed as is, never joined.
+                    while pieces := await read():
+                        for piece in pieces:
+                            for event in feed(piece):
+                                yield event
+                finally:
+                    if translator.done:
+                        # The server stops at stream.end, before the body's own
+                        # end; read that (it is normally already here) so the
+                        # connection goes back to the pool.
+                        await response.drain(_DRAIN_BYTES, _DRAIN_S)
+            for event in translator.close():
+                yield event
+        except UpstreamError as exc:
+            if exc.timeout:
+                message = f"the upstream did not answer in time ({exc.phase} timeout)"
+                for event in translator.fail("overloaded", message):
+                    yield event
+            else:
+                # A reset or a cut mid-body: the message names the failure, never the URL.
+                # The translator ends the stream, so the vendor's usage so far is kept.
+                message = f"upstream connection failed ({exc.reason})"
+                for event in translator.fail("internal_error", message):
+                    yield event
+        except ValueError as exc:  # a URL or header the client cannot send
+            for event in translator.fail("internal_error", f"upstream request not sent ({exc})"):
+                yield event
+
+    async def _over_httpx(self, vendor_request: Any, translator: Any) -> AsyncIterator[ev.Event]:
+        import httpx
+
+        assert self.client is not None
+        fmt = self.format
+        timeout = self.timeout
+        if timeout is None:
+            timeout = httpx.Timeout(
+                self.timeout_s, connect=self.connect_timeout_s, pool=self.connect_timeout_s
+            )
+        try:
             async with self.client.stream(
                 vendor_request.method,
                 vendor_request.url,
                 headers={**vendor_request.headers, **_IDENTITY},
                 content=vendor_request.body,
-                timeout=self.timeout,
+                timeout=timeout,
             ) as response:
                 if response.status_code >= 300:
                     body = await _read_bounded(response, MAX_ERROR_BODY)
@@ -173,10 +322,6 @@ class HTTPProvider:
                             yield event
                 finally:
                     if translator.done:
-                        # The server stops at stream.end, before the body's own
-                        # end; read that (it is normally already here) so the
-                        # connection goes back to the pool instead of being
-                        # closed and dialled again for the next request.
                         await _finish_body(chunks)
             for event in translator.close():
                 yield event
@@ -197,8 +342,6 @@ class HTTPProvider:
             # closed (httpcore 1.0.9, encode/httpcore#1093): reclaim it.
             await _reclaim_orphaned_connections(self.client)
             raise
-        finally:
-            _report_unknown(self.vendor, request, translator)
 
 
 def _report_unknown(vendor: str, request: Request, translator: Any) -> None:
@@ -215,6 +358,8 @@ async def _finish_body(chunks: AsyncIterator[bytes]) -> None:
     An upstream that keeps its body open past its end marker only costs its
     connection (httpx closes a response that was not read to its end).
     """
+    import httpx
+
     size = 0
     with contextlib.suppress(TimeoutError, httpx.HTTPError):
         async with asyncio.timeout(_DRAIN_S):
@@ -272,12 +417,6 @@ def load_factory(spec: str) -> Callable[..., Any]:
     return target  # type: ignore[no-any-return]
 
 
-def _timeout(model: ModelConfig) -> httpx.Timeout:
-    return httpx.Timeout(
-        model.timeout_s, connect=model.connect_timeout_s, pool=model.connect_timeout_s
-    )
-
-
 def _http_provider(model: ModelConfig, client: httpx.AsyncClient, fmt: VendorFormat) -> Provider:
     assert model.base_url is not None  # checked by config.parse
     api_key = model.api_key()
@@ -289,13 +428,17 @@ def _http_provider(model: ModelConfig, client: httpx.AsyncClient, fmt: VendorFor
             model.name,
             model.api_key_env,
         )
+    # docs/gateway.md, "Upstream connections": http = "2" keeps httpx (HTTP/2).
+    over_httpx = model.http == "2"
     return HTTPProvider(
         fmt,
-        client=client,
+        client=client if over_httpx else None,
+        pool=None if over_httpx else pool_for(client),
         base_url=model.base_url,
         api_key=api_key,
         upstream_model=model.upstream_model,
-        timeout=_timeout(model),
+        timeout_s=model.timeout_s,
+        connect_timeout_s=model.connect_timeout_s,
         reasoning=model.reasoning,
         send_reasoning=model.send_reasoning,
         missing_key=missing,
