@@ -21,7 +21,7 @@ The read timeout is the time the consumer waits for the next bytes (httpx's
 from __future__ import annotations
 
 import asyncio
-from typing import Final
+from typing import Final, cast
 
 import httptools
 
@@ -89,8 +89,8 @@ class Connection(asyncio.Protocol):
     # -- asyncio.Protocol ----------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports are not asyncio.Transport subclasses, only alike.
+        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         if not self._active or self.complete:

@@ -1,0 +1,444 @@
+"""Upstream HTTP/1.1 clients side by side, in one run, against the same fake upstream.
+
+The gateway's upstream client is its most expensive part per streamed chunk
+(bench/RESULTS.md, "vs-litellm" profiles). This bench puts the candidates in
+front of **one** ``tokenwire.testing.upstream.FakeUpstream("openai")`` running in
+a process of its own on 127.0.0.1, each sending the same OpenAI streaming request
+(built by ``translate.get("openai").build_request``):
+
+- ``httpx``: ``AsyncClient.stream`` + ``aiter_raw`` (the gateway's client
+  until now, built by ``providers.new_client``);
+- ``aiohttp``: ``ClientSession.post`` + ``content.iter_any`` (a bench peer only);
+- ``h11``: h11 over an ``asyncio.Protocol`` (a minimal client written here);
+- ``httptools``: httptools over an ``asyncio.Protocol`` (a minimal client written here);
+- ``tokenwire``: ``tokenwire.gateway.upstream.Pool``, the transport the gateway uses.
+
+For each, every round (rounds interleave the candidates, A B C D E A B C D E...,
+because the machine is shared):
+
+- **first content chunk**: ``--requests`` sequential requests for a 4-word answer
+  on the pooled connection; the time from writing the request to the first body
+  piece holding the first word; median and p99 over all rounds;
+- **CPU µs per chunk**: ``time.process_time`` of this (the client's) process over
+  one 2,000-chunk stream, divided by 2,000; median over the rounds;
+- **connections**: the distinct local ports the candidate's requests used, over
+  the whole run (1 means every request reused one connection).
+
+It prints the table and ratios against httpx, and rewrites the "## upstream"
+section of bench/RESULTS.md.
+
+Run: ``.venv/bin/python bench/upstream.py [--rounds 7] [--requests 40] [--loop uvloop]``
+(``--no-write``: print only)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any, cast
+from urllib.parse import urlsplit
+
+import h11
+import httptools
+
+from _common import header, md_table, pkg_version, write_section
+from tokenwire import translate
+from tokenwire.gateway.upstream import Pool
+from tokenwire.request import build
+from tokenwire.testing import processes as tb
+
+LONG = 2000
+SCRIPTS = {"long": {"text": tb.words(LONG)}, "short": {"text": tb.words(4)}}
+#: The first content word of every script (``words`` numbers them from 0).
+FIRST = b"word0"
+HEADERS_EXTRA = {"accept-encoding": "identity"}
+
+
+@dataclass
+class Figures:
+    first_ms: list[float] = field(default_factory=list)
+    cpu_us: list[float] = field(default_factory=list)
+    ports: set[int] = field(default_factory=set)
+
+
+class Candidate:
+    """One client: ``stream(request)`` yields the body's pieces; ``port`` names the
+    connection the last request used (its local port, or a count of connections made)."""
+
+    name = ""
+    port = 0
+
+    async def start(self) -> None:
+        return None
+
+    def stream(self, request: Any) -> AsyncIterator[bytes]:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        return None
+
+
+class Httpx(Candidate):
+    name = "httpx"
+
+    async def start(self) -> None:
+        from tokenwire.gateway.providers import new_client
+
+        self.client = new_client()
+
+    async def stream(self, request: Any) -> AsyncIterator[bytes]:
+        async with self.client.stream(
+            request.method,
+            request.url,
+            headers={**request.headers, **HEADERS_EXTRA},
+            content=request.body,
+        ) as response:
+            sock = response.extensions["network_stream"].get_extra_info("socket")
+            self.port = sock.getsockname()[1]
+            async for chunk in response.aiter_raw():
+                yield chunk
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+class Aiohttp(Candidate):
+    name = "aiohttp"
+
+    async def start(self) -> None:
+        import aiohttp
+
+        # The response may be released before its first read: count the
+        # connections the connector makes instead of asking for a port.
+        trace = aiohttp.TraceConfig()
+
+        async def made(*_: Any) -> None:
+            self.port += 1
+
+        trace.on_connection_create_end.append(made)
+        self.session = aiohttp.ClientSession(auto_decompress=False, trace_configs=[trace])
+
+    async def stream(self, request: Any) -> AsyncIterator[bytes]:
+        async with self.session.request(
+            request.method,
+            request.url,
+            headers={**request.headers, **HEADERS_EXTRA},
+            data=request.body,
+        ) as response:
+            async for chunk in response.content.iter_any():
+                yield chunk
+
+    async def aclose(self) -> None:
+        await self.session.close()
+
+
+class _MiniProtocol(asyncio.Protocol):
+    """What the two minimal clients share: a list of body pieces and a waiter."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.pieces: list[bytes] = []
+        self.done = False
+        self.waiter: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports are not asyncio.Transport subclasses, only alike.
+        self.transport = cast(asyncio.Transport, transport)
+
+    def wake(self) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.done = True
+        self.wake()
+
+    async def pieces_until_done(self) -> AsyncIterator[list[bytes]]:
+        loop = asyncio.get_running_loop()
+        while True:
+            if self.pieces:
+                pieces, self.pieces = self.pieces, []
+                yield pieces
+                continue
+            if self.done:
+                return
+            self.waiter = loop.create_future()
+            await self.waiter
+
+
+class _H11Protocol(_MiniProtocol):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conn = h11.Connection(h11.CLIENT)
+
+    def data_received(self, data: bytes) -> None:
+        conn = self.conn
+        conn.receive_data(data)
+        while True:
+            event = conn.next_event()
+            if event is h11.NEED_DATA or event is h11.PAUSED:
+                break
+            if type(event) is h11.Data:
+                self.pieces.append(event.data)
+            elif type(event) is h11.EndOfMessage:
+                self.done = True
+                break
+        self.wake()
+
+
+class _HttptoolsProtocol(_MiniProtocol):
+    def __init__(self) -> None:
+        super().__init__()
+        self.parser = httptools.HttpResponseParser(self)
+
+    def data_received(self, data: bytes) -> None:
+        self.parser.feed_data(data)
+        self.wake()
+
+    def on_body(self, body: bytes) -> None:
+        self.pieces.append(body)
+
+    def on_message_complete(self) -> None:
+        self.done = True
+
+
+def _request_bytes(request: Any) -> bytes:
+    parts = urlsplit(request.url)
+    lines = [f"{request.method} {parts.path} HTTP/1.1", f"host: {parts.netloc}"]
+    lines += [f"{k}: {v}" for k, v in {**request.headers, **HEADERS_EXTRA}.items()]
+    lines.append(f"content-length: {len(request.body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + request.body
+
+
+class _Minimal(Candidate):
+    """One kept-alive connection, re-dialled if the server closed it."""
+
+    factory: Callable[[], _MiniProtocol]
+
+    def __init__(self) -> None:
+        self.protocol: _MiniProtocol | None = None
+
+    async def stream(self, request: Any) -> AsyncIterator[bytes]:
+        protocol = self.protocol
+        if protocol is None or protocol.transport is None or protocol.transport.is_closing():
+            parts = urlsplit(request.url)
+            loop = asyncio.get_running_loop()
+            _, protocol = await loop.create_connection(
+                type(self).factory, parts.hostname, parts.port
+            )
+            assert protocol.transport is not None
+            self.port = protocol.transport.get_extra_info("sockname")[1]
+        else:
+            self.reset(protocol)
+        self.protocol = protocol
+        assert protocol.transport is not None
+        protocol.transport.write(_request_bytes(request))
+        async for pieces in protocol.pieces_until_done():
+            for piece in pieces:
+                yield piece
+
+    def reset(self, protocol: Any) -> None:
+        protocol.done = False
+
+    async def aclose(self) -> None:
+        if self.protocol is not None and self.protocol.transport is not None:
+            self.protocol.transport.close()
+
+
+class H11(_Minimal):
+    name = "h11"
+    factory = _H11Protocol
+
+    async def stream(self, request: Any) -> AsyncIterator[bytes]:
+        # h11 tracks both sides: the request goes through its state machine too.
+        protocol = self.protocol
+        if protocol is None or protocol.transport is None or protocol.transport.is_closing():
+            parts = urlsplit(request.url)
+            loop = asyncio.get_running_loop()
+            _, new = await loop.create_connection(_H11Protocol, parts.hostname, parts.port)
+            assert isinstance(new, _H11Protocol) and new.transport is not None
+            protocol = new
+            self.port = new.transport.get_extra_info("sockname")[1]
+        else:
+            assert isinstance(protocol, _H11Protocol)
+            protocol.done = False
+            protocol.conn.start_next_cycle()
+        self.protocol = protocol
+        assert isinstance(protocol, _H11Protocol) and protocol.transport is not None
+        parts = urlsplit(request.url)
+        headers = [("host", parts.netloc), ("content-length", str(len(request.body)))]
+        headers += list({**request.headers, **HEADERS_EXTRA}.items())
+        conn = protocol.conn
+        data = conn.send(h11.Request(method=request.method, target=parts.path, headers=headers))
+        data += conn.send(h11.Data(data=request.body)) or b""
+        data += conn.send(h11.EndOfMessage()) or b""
+        protocol.transport.write(data)
+        async for pieces in protocol.pieces_until_done():
+            for piece in pieces:
+                yield piece
+
+
+class Httptools(_Minimal):
+    name = "httptools"
+    factory = _HttptoolsProtocol
+
+    def reset(self, protocol: Any) -> None:
+        protocol.done = False
+        protocol.parser = httptools.HttpResponseParser(protocol)
+
+
+class Tokenwire(Candidate):
+    name = "tokenwire (gateway.upstream)"
+
+    async def start(self) -> None:
+        self.pool = Pool()
+
+    async def stream(self, request: Any) -> AsyncIterator[bytes]:
+        async with self.pool.stream(
+            request.method,
+            request.url,
+            {**request.headers, **HEADERS_EXTRA},
+            request.body,
+            read_timeout=60.0,
+            connect_timeout=10.0,
+            pool_timeout=10.0,
+        ) as response:
+            connection = response._connection
+            assert connection.transport is not None
+            self.port = connection.transport.get_extra_info("sockname")[1]
+            read = response.read
+            while pieces := await read():
+                for piece in pieces:
+                    yield piece
+
+    async def aclose(self) -> None:
+        await self.pool.aclose()
+
+
+CANDIDATES: list[type[Candidate]] = [Httpx, Aiohttp, H11, Httptools, Tokenwire]
+
+
+async def first_chunk_ms(candidate: Candidate, request: Any) -> float:
+    started = time.perf_counter()
+    first = 0.0
+    async for piece in candidate.stream(request):
+        if not first and FIRST in piece:
+            first = time.perf_counter()
+    if not first:
+        raise RuntimeError(f"{candidate.name}: no content chunk")
+    return (first - started) * 1000
+
+
+async def cpu_us_per_chunk(candidate: Candidate, request: Any) -> float:
+    started = time.process_time()
+    size = 0
+    async for piece in candidate.stream(request):
+        size += len(piece)
+    spent = time.process_time() - started
+    if size < LONG * 10:
+        raise RuntimeError(f"{candidate.name}: short body ({size} bytes)")
+    return spent / LONG * 1e6
+
+
+async def run(url: str, rounds: int, requests: int) -> dict[str, Figures]:
+    fmt = translate.get("openai")
+    short = fmt.build_request(build(model="short", messages="hi"), base_url=url, api_key="sk-x")
+    long = fmt.build_request(build(model="long", messages="hi"), base_url=url, api_key="sk-x")
+    candidates = [cls() for cls in CANDIDATES]
+    figures = {c.name: Figures() for c in candidates}
+    for candidate in candidates:
+        await candidate.start()
+        await first_chunk_ms(candidate, short)  # warm-up: connect, first allocations
+    try:
+        for r in range(rounds):
+            for candidate in candidates:
+                fig = figures[candidate.name]
+                for _ in range(requests):
+                    fig.first_ms.append(await first_chunk_ms(candidate, short))
+                    fig.ports.add(candidate.port)
+                fig.cpu_us.append(await cpu_us_per_chunk(candidate, long))
+                fig.ports.add(candidate.port)
+            print(f"round {r + 1}/{rounds} done", flush=True)
+    finally:
+        for candidate in candidates:
+            await candidate.aclose()
+    return figures
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--requests", type=int, default=40, help="first-chunk requests a round")
+    parser.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop")
+    parser.add_argument("--no-write", action="store_true")
+    args = parser.parse_args()
+    load_before = tb.loadavg()
+    with tb.fake_upstream_process(SCRIPTS) as upstream:
+        if args.loop == "uvloop":
+            import uvloop
+
+            figures = uvloop.run(run(upstream.url, args.rounds, args.requests))
+        else:
+            figures = asyncio.run(run(upstream.url, args.rounds, args.requests))
+
+    base = figures[Httpx.name]
+    base_first = statistics.median(base.first_ms)
+    base_cpu = statistics.median(base.cpu_us)
+    rows = []
+    for name, fig in figures.items():
+        first = statistics.median(fig.first_ms)
+        cpu = statistics.median(fig.cpu_us)
+        rows.append(
+            [
+                name,
+                f"{first:.3f}",
+                f"{tb.percentile(fig.first_ms, 0.99):.3f}",
+                f"{base_first / first:.2f}x",
+                f"{cpu:.1f}",
+                f"{base_cpu / cpu:.2f}x",
+                str(len(fig.ports)),
+            ]
+        )
+    columns = [
+        "client",
+        "first chunk, median (ms)",
+        "p99 (ms)",
+        "httpx / this",
+        "CPU µs per chunk",
+        "httpx / this",
+        "connections",
+    ]
+    table = md_table(columns, rows)
+    print("\n".join(table))
+    versions = ", ".join(
+        f"{p} {pkg_version(p)}" for p in ("httpx", "httpcore", "h11", "aiohttp", "httptools")
+    )
+    samples = len(base.first_ms)
+    lines = [
+        "## upstream",
+        "",
+        *header("bench/upstream.py", load_before),
+        f"- clients: {versions}; event loop: {args.loop}",
+        "",
+        "The gateway's upstream HTTP/1.1 client candidates side by side in one run, in "
+        'front of the same fake OpenAI upstream (`FakeUpstream("openai")`, its own '
+        f"process, 127.0.0.1), rounds interleaved ({args.rounds} rounds). First chunk: "
+        "request written -> first body piece holding content, over "
+        f"{samples} sequential requests on the pooled connection (4-word answers). CPU: "
+        f"this process's `time.process_time` over a {LONG}-chunk stream / {LONG}, median "
+        "of the rounds. Connections: distinct local ports over the whole run. Ratios "
+        "above 1 are better than httpx.",
+        "",
+        *table,
+    ]
+    if not args.no_write:
+        write_section("upstream", "\n".join(lines), keep="Choice")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
