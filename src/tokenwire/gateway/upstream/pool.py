@@ -200,19 +200,20 @@ class Pool:
             self._open = 0
             self._waiters.clear()
             self._loop = loop
-        idle = None if fresh else self._idle.get(key)
-        while idle:
-            connection = idle.pop()
-            self._idle_count -= 1
-            if connection.idle_timer is not None:
-                connection.idle_timer.cancel()
-                connection.idle_timer = None
-            if not connection.lost and connection.transport is not None:
-                if not connection.transport.is_closing():
+        deadline: float | None = None
+        while True:
+            if not fresh:
+                connection = self._take_idle(key)
+                if connection is not None:
                     return connection, True
-            self._drop(connection)
-        if self._open >= self.max_connections:
-            await self._wait_for_slot(pool_timeout)
+            if self._open < self.max_connections:
+                break
+            if self._idle_count:
+                self._evict_one()  # an idle connection to another origin makes room
+                continue
+            if deadline is None:
+                deadline = loop.time() + pool_timeout
+            await self._wait_for_slot(loop, deadline)
         self._open += 1
         try:
             connection = await self._connect(loop, key, connect_timeout)
@@ -226,22 +227,32 @@ class Pool:
         self.opened += 1
         return connection, False
 
-    async def _wait_for_slot(self, timeout: float) -> None:
+    def _take_idle(self, key: Key) -> Connection | None:
+        idle = self._idle.get(key)
+        while idle:
+            connection = idle.pop()
+            self._idle_count -= 1
+            if connection.idle_timer is not None:
+                connection.idle_timer.cancel()
+                connection.idle_timer = None
+            transport = connection.transport
+            if not connection.lost and transport is not None and not transport.is_closing():
+                return connection
+            self._drop(connection)
+        return None
+
+    async def _wait_for_slot(self, loop: asyncio.AbstractEventLoop, deadline: float) -> None:
+        """Until a connection is released or closed; ``UpstreamError`` past ``deadline``."""
+        waiter = loop.create_future()
+        self._waiters.append(waiter)
         try:
-            async with asyncio.timeout(timeout):
-                while self._open >= self.max_connections:
-                    if self._idle_count:
-                        self._evict_one()
-                        continue
-                    waiter = asyncio.get_running_loop().create_future()
-                    self._waiters.append(waiter)
-                    try:
-                        await waiter
-                    finally:
-                        with contextlib.suppress(ValueError):
-                            self._waiters.remove(waiter)
+            async with asyncio.timeout_at(deadline):
+                await waiter
         except TimeoutError:
             raise UpstreamError.timed_out("pool") from None
+        finally:
+            with contextlib.suppress(ValueError):
+                self._waiters.remove(waiter)
 
     def _evict_one(self) -> None:
         for idle in self._idle.values():

@@ -182,6 +182,9 @@ class Connection(asyncio.Protocol):
             self._interim = True
             self.headers = []
             return
+        if self._head_bytes > MAX_HEAD:  # all of it in one read
+            self._fail(UpstreamError.malformed(f"response head over {MAX_HEAD} bytes"))
+            return
         self.status = status
         self.head_done = True
         self._head_bytes = 0
