@@ -29,6 +29,8 @@
         │   └── StoreUnavailable, StoreRefused, StreamNotFound, EventsTrimmed
         ├── SessionStateError         gateway.resume.session: an input its table does not allow
         ├── NegotiateError            gateway.signalr_provider: the hub's negotiate step failed
+        ├── UpstreamError             gateway.upstream: the HTTP/1.1 upstream connection failed,
+        │                             timed out (.timeout, .phase) or sent a malformed response
         └── UnknownFormat             cli._detect: a capture whose format is not recognised
     (private control-flow exceptions descend from TokenwireError too; a test walks the
     package and checks every exception class is in this tree)

@@ -32,8 +32,11 @@ def _sockets() -> int:
 
 
 def _upstream_pool() -> dict[str, int]:
-    """Connections of the worker's httpx pools (there is one, the gateway's), by state."""
+    """Connections of the worker's upstream pools, by state: the gateway's httpx pool
+    and its HTTP/1.1 pool (``gateway.upstream.Pool``, ``http = "1.1"`` models)."""
     import httpcore
+
+    from tokenwire.gateway.upstream import Pool
 
     states: dict[str, int] = {"idle": 0, "active": 0}
     for obj in gc.get_objects():
@@ -41,6 +44,11 @@ def _upstream_pool() -> dict[str, int]:
             for connection in obj.connections:
                 states["idle" if connection.is_idle() else "active"] += 1
             states["requests"] = len(obj._requests)
+        elif isinstance(obj, Pool):
+            stats = obj.stats()
+            states["idle"] += stats["idle"]
+            states["active"] += stats["active"]
+            states["waiting"] = states.get("waiting", 0) + stats["waiting"]
     return states
 
 
