@@ -365,6 +365,50 @@ def test_an_idle_connection_the_server_closed_is_not_used_again() -> None:
     run(main())
 
 
+def test_a_pooled_connection_closed_as_the_request_goes_out_is_retried_once() -> None:
+    ok = GOOD["chunked"]["response"].encode()
+
+    async def respond(server: Server, n: int, reader: Any, writer: Any) -> bool:
+        if n == 1:
+            return False  # the idle close crossing our request: no byte of an answer
+        writer.write(ok)
+        return True
+
+    async def main() -> None:
+        async with Server(respond) as server:
+            pool = Pool()
+            assert (await fetch(pool, server.url))[0] == 200
+            assert (await fetch(pool, server.url))[0] == 200
+            assert len(server.requests) == 3 and server.connections == 2
+            await pool.aclose()
+
+    run(main())
+
+
+def test_a_silent_pooled_connection_is_not_retried() -> None:
+    # A timeout is not a stale connection: the request is not sent twice.
+    ok = GOOD["chunked"]["response"].encode()
+
+    async def respond(server: Server, n: int, reader: Any, writer: Any) -> bool:
+        if n == 1:
+            await reader.read()
+            return False
+        writer.write(ok)
+        return True
+
+    async def main() -> None:
+        async with Server(respond) as server:
+            pool = Pool()
+            assert (await fetch(pool, server.url))[0] == 200
+            with pytest.raises(UpstreamError) as caught:
+                await fetch(pool, server.url, read_timeout=0.05)
+            assert caught.value.timeout and caught.value.phase == "read"
+            assert len(server.requests) == 2
+            await pool.aclose()
+
+    run(main())
+
+
 def test_a_cancelled_read_closes_its_connection_at_once() -> None:
     async def respond(server: Server, n: int, reader: Any, writer: Any) -> bool:
         writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nfirst\r\n")

@@ -172,8 +172,8 @@ class Pool:
             connection.begin(request, read_timeout)
             try:
                 await connection.wait_head()
-            except UpstreamError:
-                if not (reused and connection.received == 0):
+            except UpstreamError as exc:
+                if exc.timeout or not (reused and connection.received == 0):
                     raise
                 # The server closed the idle connection as our request went out.
                 self._drop(connection)
