@@ -605,6 +605,34 @@ def test_a_broken_response_ends_the_stream_with_internal_error(raw: bytes, messa
     run(main())
 
 
+def test_a_compressed_body_is_refused_not_fed_to_the_translator() -> None:
+    raw = chunked(b"\x1f\x8b\x08\x00garbage", head=b"content-encoding: gzip\r\n")
+
+    async def main() -> None:
+        async with Server(answer(raw)) as server:
+            events = await generate(provider_for(server.url, Pool()))
+            error = only_error(events)
+            assert error.code == "internal_error"
+            assert "'gzip' body, though identity was asked for" in error.message
+
+    run(main())
+
+
+def test_a_header_that_would_break_its_line_is_never_sent() -> None:
+    async def main() -> None:
+        async with Server(answer(chunked(OPENAI_OK))) as server:
+            provider = HTTPProvider(
+                "openai", pool=Pool(), base_url=server.url + "/v1", api_key="sk\r\nx-evil: 1"
+            )
+            error = only_error(await generate(provider))
+            assert error.code == "internal_error"
+            assert error.message.startswith("upstream request not sent (header 'authorization'")
+            assert "evil" not in error.message  # the value (a key) is never quoted
+            assert server.requests == []
+
+    run(main())
+
+
 def test_connection_refused_is_internal_error() -> None:
     async def main() -> None:
         async with Server(answer(b"")) as server:

@@ -223,72 +223,72 @@ class HTTPProvider:
         # docs/extensions.md: tool-call argument deltas, for live UIs, when asked for.
         translator.tool_deltas = request.extension("tokenwire:tool_deltas") is True
         try:
-            if self.pool is not None:
-                events = self._over_pool(self.pool, vendor_request, translator)
-            else:
-                events = self._over_httpx(vendor_request, translator)
-            async for event in events:
-                yield event
-        finally:
-            _report_unknown(self.vendor, request, translator)
-
-    async def _over_pool(
-        self, pool: Pool, vendor_request: Any, translator: Any
-    ) -> AsyncIterator[ev.Event]:
-        fmt = self.format
-        headers = {**vendor_request.headers, **_IDENTITY, **_trace_headers()}
-        try:
-            async with pool.stream(
-                vendor_request.method,
-                vendor_request.url,
-                headers,
-                vendor_request.body,
-                read_timeout=self.timeout_s,
-                connect_timeout=self.connect_timeout_s,
-                pool_timeout=self.connect_timeout_s,
-            ) as response:
-                if response.status >= 300:
-                    body = await response.read_bounded(MAX_ERROR_BODY)
-                    yield _error(*fmt.http_error(response.status, body))
-                    return
-                if response.header("content-encoding") not in (None, "identity"):
-                    # We asked for identity; a compressed body cannot be fed as is.
-                    for event in translator.fail(
-                        "internal_error", "upstream connection failed (compressed body)"
-                    ):
-                        yield event
-                    return
-                read = response.read
-                feed = translator.feed
-                try:
-                    # Each piece is a bytes object as httptools cut it from the
-                    # socket's read: fed as is, never joined.
-                    while pieces := await read():
-                        for piece in pieces:
-                            for event in feed(piece):
-                                yield event
-                finally:
-                    if translator.done:
-                        # The server stops at stream.end, before the body's own
-                        # end; read that (it is normally already here) so the
-                        # connection goes back to the pool.
-                        await response.drain(_DRAIN_BYTES, _DRAIN_S)
-            for event in translator.close():
-                yield event
-        except UpstreamError as exc:
-            if exc.timeout:
-                message = f"the upstream did not answer in time ({exc.phase} timeout)"
-                for event in translator.fail("overloaded", message):
+            pool = self.pool
+            if pool is None:
+                async for event in self._over_httpx(vendor_request, translator):
                     yield event
-            else:
-                # A reset or a cut mid-body: the message names the failure, never the URL.
-                # The translator ends the stream, so the vendor's usage so far is kept.
-                message = f"upstream connection failed ({exc.reason})"
+                return
+            # The HTTP/1.1 path, inline: each event passes one generator, not two.
+            fmt = self.format
+            headers = {**vendor_request.headers, **_IDENTITY, **_trace_headers()}
+            try:
+                async with pool.stream(
+                    vendor_request.method,
+                    vendor_request.url,
+                    headers,
+                    vendor_request.body,
+                    read_timeout=self.timeout_s,
+                    connect_timeout=self.connect_timeout_s,
+                    pool_timeout=self.connect_timeout_s,
+                ) as response:
+                    if response.status >= 300:
+                        body = await response.read_bounded(MAX_ERROR_BODY)
+                        yield _error(*fmt.http_error(response.status, body))
+                        return
+                    encoding = response.header("content-encoding")
+                    if encoding not in (None, "identity"):
+                        # We asked for identity; a compressed body cannot be fed as is.
+                        message = (
+                            "upstream connection failed (RemoteProtocolError: a "
+                            f"{encoding[:20]!r} body, though identity was asked for)"
+                        )
+                        for event in translator.fail("internal_error", message):
+                            yield event
+                        return
+                    read = response.read
+                    feed = translator.feed
+                    try:
+                        # Each piece is a bytes object as httptools cut it from the
+                        # socket's read: fed as is, never joined.
+                        while pieces := await read():
+                            for piece in pieces:
+                                for event in feed(piece):
+                                    yield event
+                    finally:
+                        if translator.done:
+                            # The server stops at stream.end, before the body's own
+                            # end; read that (it is normally already here) so the
+                            # connection goes back to the pool.
+                            await response.drain(_DRAIN_BYTES, _DRAIN_S)
+                for event in translator.close():
+                    yield event
+            except UpstreamError as exc:
+                if exc.timeout:
+                    message = f"the upstream did not answer in time ({exc.phase} timeout)"
+                    for event in translator.fail("overloaded", message):
+                        yield event
+                else:
+                    # A reset or a cut mid-body: the message names the failure, never the URL.
+                    # The translator ends the stream, so the vendor's usage so far is kept.
+                    message = f"upstream connection failed ({exc.reason})"
+                    for event in translator.fail("internal_error", message):
+                        yield event
+            except ValueError as exc:  # a URL or header the client cannot send
+                message = f"upstream request not sent ({exc})"
                 for event in translator.fail("internal_error", message):
                     yield event
-        except ValueError as exc:  # a URL or header the client cannot send
-            for event in translator.fail("internal_error", f"upstream request not sent ({exc})"):
-                yield event
+        finally:
+            _report_unknown(self.vendor, request, translator)
 
     async def _over_httpx(self, vendor_request: Any, translator: Any) -> AsyncIterator[ev.Event]:
         import httpx
