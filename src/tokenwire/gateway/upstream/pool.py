@@ -20,6 +20,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
+import re
 import socket
 import ssl
 from collections import deque
@@ -35,8 +37,9 @@ __all__ = ["Pool", "Response"]
 Key = tuple[str, str, int]
 
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
-#: Header bytes that would let a value end its line (header injection).
-_BREAKS: Final = ("\r", "\n", "\0")
+#: Characters that would let a header value end its line (header injection), and a name.
+_UNSAFE: Final = re.compile("[\r\n\0]")
+_UNSAFE_NAME: Final = re.compile("[\r\n\0:]")
 
 
 class Response:
@@ -154,17 +157,7 @@ class Pool:
         Raises ``UpstreamError`` (timeouts, refused or reset connections,
         malformed responses) and ``ValueError`` for a URL or header it cannot send.
         """
-        parts = urlsplit(url)
-        scheme = parts.scheme
-        if scheme not in _DEFAULT_PORTS or not parts.hostname:
-            raise ValueError("the upstream URL must be http:// or https:// with a host")
-        host = parts.hostname
-        port = parts.port or _DEFAULT_PORTS[scheme]
-        key: Key = (scheme, host, port)
-        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        authority = host if ":" not in host else f"[{host}]"
-        if parts.port is not None and parts.port != _DEFAULT_PORTS[scheme]:
-            authority = f"{authority}:{port}"
+        key, target, authority = _target(url)
         request = _request_bytes(method, target, authority, headers, body)
 
         connection, reused = await self._acquire(key, connect_timeout, pool_timeout)
@@ -343,6 +336,22 @@ class Pool:
                 self._wake_waiter()
 
 
+@functools.lru_cache(maxsize=1024)
+def _target(url: str) -> tuple[Key, str, str]:
+    """``(origin key, request target, Host value)`` of ``url`` (a model's URLs repeat)."""
+    parts = urlsplit(url)
+    scheme = parts.scheme
+    if scheme not in _DEFAULT_PORTS or not parts.hostname:
+        raise ValueError("the upstream URL must be http:// or https:// with a host")
+    host = parts.hostname
+    port = parts.port or _DEFAULT_PORTS[scheme]
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    authority = host if ":" not in host else f"[{host}]"
+    if parts.port is not None and parts.port != _DEFAULT_PORTS[scheme]:
+        authority = f"{authority}:{port}"
+    return (scheme, host, port), target, authority
+
+
 def _os_reason(exc: OSError) -> str:
     if isinstance(exc, ConnectionRefusedError):
         return "connection refused"
@@ -357,7 +366,7 @@ def _request_bytes(
     lines = [f"{method} {target} HTTP/1.1", f"host: {authority}"]
     names = set()
     for name, value in headers.items():
-        if any(c in name or c in value for c in _BREAKS) or ":" in name:
+        if _UNSAFE.search(value) is not None or _UNSAFE_NAME.search(name) is not None:
             raise ValueError(f"header {name!r} has a line break or a colon in it")
         lines.append(f"{name}: {value}")
         names.add(name.lower())
