@@ -24,7 +24,15 @@ because the machine is shared):
 - **connections**: the distinct local ports the candidate's requests used, over
   the whole run (1 means every request reused one connection).
 
-It prints the table and ratios against httpx, and rewrites the "## upstream"
+Then the same through the gateway: one ``tokenwire serve`` (one worker) with two
+pairs of models in front of the same fake, one pair on ``http = "1.1"`` (this
+transport) and one on ``http = "2"`` (httpx, the client until now), measured
+in interleaved rounds with the raw client of ``tokenwire.testing.loadgen``: the
+time to the first content chunk minus the fake's own (called directly, measured
+in the same round), and the gateway's CPU (``/proc``, the process tree) per
+streamed chunk.
+
+It prints the tables and ratios against httpx, and rewrites the "## upstream"
 section of bench/RESULTS.md.
 
 Run: ``.venv/bin/python bench/upstream.py [--rounds 7] [--requests 40] [--streams 3]``
@@ -37,9 +45,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, cast
 from urllib.parse import urlsplit
 
@@ -409,12 +419,69 @@ async def run(
     return figures, feeds
 
 
+async def through_gateway(
+    upstream: tb.UpstreamProcess, rounds: int, requests: int, streams: int
+) -> dict[str, dict[str, list[float]]]:
+    """``{"1.1" | "2": {"added_ms": [...], "cpu_us": [...]}}`` through one gateway."""
+    from tokenwire.testing import loadgen as lg
+
+    models = {
+        f"h{version}-{name}": {
+            "provider": "openai",
+            "base_url": upstream.url + "/v1",
+            "upstream_model": name,
+            "http": version,
+        }
+        for version in ("1.1", "2")
+        for name in SCRIPTS
+    }
+    out: dict[str, dict[str, list[float]]] = {
+        v: {"added_ms": [], "cpu_us": []} for v in ("1.1", "2")
+    }
+    first = lg.FIRST_OPENAI
+    with tempfile.TemporaryDirectory(prefix="bench-upstream-") as tmp:
+        config = Path(tmp) / "gateway.toml"
+        config.write_text(tb.gateway_config(models))
+        port = tb.free_port()
+        with tb.ServedProcess(
+            tb.gateway_argv(str(config), port), port, ready_path="/healthz"
+        ) as gw:
+            for version in out:  # warm-up
+                warm = lg.openai_request(port, f"h{version}-short")
+                await lg.first_chunk_times(port, warm, 5, first=first)
+            for r in range(rounds):
+                direct = await lg.first_chunk_times(
+                    upstream.port, lg.openai_request(upstream.port, "short"), requests, first=first
+                )
+                for version, fig in out.items():
+                    request = lg.openai_request(port, f"h{version}-short")
+                    via = await lg.first_chunk_times(port, request, requests, first=first)
+                    fig["added_ms"].append(
+                        (statistics.median(via) - statistics.median(direct)) * 1e3
+                    )
+                    reader, writer = await lg.connect(port)
+                    try:
+                        cpu0 = tb.cpu_seconds(gw.pids())
+                        for _ in range(streams):
+                            long = lg.openai_request(port, f"h{version}-long")
+                            ex = await lg.exchange(reader, writer, long, first=first)
+                            if ex.frames < LONG:
+                                raise RuntimeError(f"http {version}: {ex.frames} frames")
+                        spent = tb.cpu_seconds(gw.pids()) - cpu0
+                    finally:
+                        writer.close()
+                    fig["cpu_us"].append(spent / (streams * LONG) * 1e6)
+                print(f"gateway round {r + 1}/{rounds} done", flush=True)
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--requests", type=int, default=40, help="first-chunk requests a round")
     parser.add_argument("--streams", type=int, default=3, help="2,000-chunk streams a round")
     parser.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop")
+    parser.add_argument("--gateway-rounds", type=int, default=5, help="0: no gateway phase")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
     load_before = tb.loadavg()
@@ -426,6 +493,11 @@ def main() -> int:
             figures, feeds = uvloop.run(work)
         else:
             figures, feeds = asyncio.run(work)
+        gateway = None
+        if args.gateway_rounds:
+            gateway = asyncio.run(
+                through_gateway(upstream, args.gateway_rounds, args.requests, args.streams)
+            )
 
     base = figures[Httpx.name]
     base_first = statistics.median(base.first_ms)
@@ -461,6 +533,34 @@ def main() -> int:
         ["gateway.upstream + OpenAI translator, fed", "CPU µs per chunk"], feed_rows
     )
     print("\n".join(feed_table))
+    gateway_table: list[str] = []
+    if gateway is not None:
+        h2_added = statistics.median(gateway["2"]["added_ms"])
+        h2_cpu = statistics.median(gateway["2"]["cpu_us"])
+        gateway_rows = []
+        for version, label in (("2", 'httpx (`http = "2"`)'), ("1.1", "gateway.upstream")):
+            added = statistics.median(gateway[version]["added_ms"])
+            cpu = statistics.median(gateway[version]["cpu_us"])
+            gateway_rows.append(
+                [
+                    label,
+                    f"{added:.3f}",
+                    f"{h2_added / added:.2f}x",
+                    f"{cpu:.1f}",
+                    f"{h2_cpu / cpu:.2f}x",
+                ]
+            )
+        gateway_table = md_table(
+            [
+                "gateway's upstream client",
+                "added to first chunk (ms)",
+                "httpx / this",
+                "gateway CPU µs per chunk",
+                "httpx / this",
+            ],
+            gateway_rows,
+        )
+        print("\n".join(gateway_table))
     versions = ", ".join(
         f"{p} {pkg_version(p)}" for p in ("httpx", "httpcore", "h11", "aiohttp", "httptools")
     )
@@ -489,6 +589,16 @@ def main() -> int:
         "",
         *feed_table,
     ]
+    if gateway_table:
+        lines += [
+            "",
+            f"Through one `tokenwire serve` worker ({args.gateway_rounds} interleaved rounds): "
+            "OpenAI Chat Completions in and out, the time to the first content chunk minus "
+            "the fake's own (median per round, then the median of the rounds), and the "
+            f"gateway's CPU per chunk over {args.streams} streams of {LONG} chunks a round:",
+            "",
+            *gateway_table,
+        ]
     if not args.no_write:
         write_section("upstream", "\n".join(lines), keep="Choice")
     return 0
