@@ -3,8 +3,9 @@
 httptools (llhttp, in C) calls back with each piece of the body as it parses
 the bytes ``data_received`` got; each piece (a chunk's payload, or a slice of
 a ``Content-Length`` or read-until-close body) is kept as the ``bytes`` object
-httptools made and handed to the consumer as is, in a list: nothing is joined
-or copied again on the way to ``translator.feed``.
+httptools made and handed to the consumer as is, in a list: nothing is copied
+on the way (the consumer decides; ``HTTPProvider`` joins a read's pieces into
+one ``translator.feed`` when there are several, as measured cheaper).
 
 Limits (a hostile or broken upstream costs a clear error, never unbounded memory):
 
