@@ -13,12 +13,16 @@ import contextlib
 import os
 import socket
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from .._guard import Guard, Limits
 from .app import app_from_env as gateway_app_from_env
 from .config import TIMEOUT_ENV, ServerConfig
 
-__all__ = ["app_from_env", "guard_limits"]
+if TYPE_CHECKING:
+    from .drain import Drain
+
+__all__ = ["app_from_env", "drain_of", "guard_limits"]
 
 
 def guard_limits(settings: ServerConfig, environ: Mapping[str, str] = os.environ) -> Limits:
@@ -41,9 +45,16 @@ def app_from_env() -> Guard:
     def set_listeners() -> None:
         limit_unread_connections(limits.write_timeout_s, settings.send_buffer_bytes)
 
-    # The worker gets its listening socket after the app is built: set it at
-    # the first request (that one connection does not inherit the options).
+    # A worker process gets its listening socket after the app is built: set
+    # it at the first request (that one connection does not inherit the
+    # options). With --workers 1 serve sets it as soon as granian binds it.
     return Guard(app, limits, first_request=set_listeners)
+
+
+def drain_of(app: Guard) -> Drain:
+    """The drain of the gateway ``app_from_env`` built (``serve --workers 1`` starts it)."""
+    drain: Drain = app.app.state.gateway.production.drain  # type: ignore[attr-defined]
+    return drain
 
 
 def limit_unread_connections(write_timeout_s: float, send_buffer_bytes: int) -> int:
