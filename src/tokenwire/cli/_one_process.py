@@ -193,7 +193,13 @@ def serve_one_process(
         stopper.install()
         listener = asyncio.ensure_future(_set_listener_options(write_timeout_s, send_buffer_bytes))
         try:
-            await server.serve()
+            try:
+                await server.serve()
+            except Exception:
+                # The worker failed (granian logged why) and the embedded
+                # server's stop re-raises its error: exit status 1, no traceback.
+                if not server.interrupt_children:
+                    raise
             # The lifespan shutdown waited for the drain; now for the HTTP calls
             # still sending (the frames of the streams it ended).
             with contextlib.suppress(TimeoutError):
