@@ -102,13 +102,14 @@ class _Stopper:
         self.shutdown_timeout_s = shutdown_timeout_s
         self.signalled_at: float | None = None
         self._watchdog: threading.Timer | None = None
+        self._previous: dict[int, Any] = {}
 
     def install(self) -> None:
         # signal.signal, not loop.add_signal_handler: the handler runs even
         # when the event loop is blocked (the second signal must still work).
         # The drain, installed at the app's startup, chains to this handler.
         for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, self.handle)
+            self._previous[signum] = signal.signal(signum, self.handle)
 
     def handle(self, signum: int, frame: Any) -> None:
         if self.signalled_at is not None:
@@ -133,8 +134,13 @@ class _Stopper:
         return max(0.0, self.shutdown_timeout_s - (time.monotonic() - self.signalled_at))
 
     def cancel(self) -> None:
+        """Stop the watchdog and put the previous handlers back (the server has stopped)."""
         if self._watchdog is not None:
             self._watchdog.cancel()
+        for signum, previous in self._previous.items():
+            with contextlib.suppress(ValueError, OSError, TypeError):
+                signal.signal(signum, previous)
+        self._previous.clear()
 
     def _overdue(self) -> None:
         # Runs in the watchdog thread: the event loop may be blocked.
