@@ -7,8 +7,10 @@ then round 2...) so that a slow moment of the machine does not land on one of th
 - ``serve --workers 1`` with upstream models: the demo plus an ``openai`` model in
   front of ``tokenwire.testing.upstream.FakeUpstream`` (its own process);
 - ``serve --workers 2``: granian's supervisor and two worker processes;
-- granian's supervisor with one worker (``python -m granian ... --workers 1``):
-  the layout ``serve --workers 1`` had before it served in one process.
+- with ``--before-rev REV``: ``serve --workers 1`` (demo only, and with the
+  upstream models) as the git revision ``REV`` of this checkout had it (its
+  ``src/`` extracted with ``git archive`` and put first on ``PYTHONPATH``), e.g.
+  the revision before ``--workers 1`` served in one process.
 
 For each start: **start-up** is spawn to the first ``200`` on ``/healthz``;
 **RSS** is ``VmRSS`` summed over the whole process tree (``/proc``), right after
@@ -18,7 +20,8 @@ model, one after the other). The issue's target: one process, idle RSS under
 
 It prints the table and rewrites the "## startup" section of bench/RESULTS.md.
 
-Run: ``.venv/bin/python bench/startup.py [--rounds 5] [--warmup 10] [--no-write]``
+Run: ``.venv/bin/python bench/startup.py [--rounds 5] [--warmup 10] [--before-rev REV]
+[--no-write]``
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import argparse
 import json
 import os
 import statistics
-import sys
+import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -35,10 +38,12 @@ from pathlib import Path
 
 import httpx
 
-from _common import header, md_table, write_section
+from _common import ROOT, header, md_table, write_section
 from tokenwire.testing import processes as tb
 
 TARGET_MIB = 60e6 / 2**20
+#: The hand-written subsection of "## startup" that a new run keeps.
+ANALYSIS = "What the one process loads"
 MEDIA = "application/llm-request+json"
 
 
@@ -48,6 +53,8 @@ class Layout:
     argv: Callable[[int, str | None], list[str]]
     models: list[str]
     upstream: bool = False
+    #: Another ``src/`` to run (``--before-rev``), first on ``PYTHONPATH``.
+    source: str | None = None
     starts: list[float] = field(default_factory=list)
     processes: list[int] = field(default_factory=list)
     rss_start: list[float] = field(default_factory=list)
@@ -58,11 +65,13 @@ def _serve(workers: int) -> Callable[[int, str | None], list[str]]:
     return lambda port, config: tb.gateway_argv(config, port, workers=workers)
 
 
-def _granian_supervisor(port: int, config: str | None) -> list[str]:
-    # What `tokenwire serve --workers 1` ran before: granian's Server, one worker.
-    argv = [sys.executable, "-m", "granian", "--interface", "asgi", "--factory"]
-    argv += ["--host", "127.0.0.1", "--port", str(port), "--workers", "1", "--no-ws"]
-    return [*argv, "--log-level", "warning", "tokenwire.gateway.serving:app_from_env"]
+def _source_of(rev: str, into: Path) -> Path:
+    """``src/`` of git revision ``rev``, extracted under ``into``."""
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", rev, "src"], check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into / "src"
 
 
 def _warm_up(url: str, models: Sequence[str], n: int) -> None:
@@ -86,18 +95,15 @@ def _warm_up(url: str, models: Sequence[str], n: int) -> None:
 
 def measure(layout: Layout, config_path: str | None, warmup: int) -> None:
     port = tb.free_port()
-    env = {**os.environ, "FAKE_UPSTREAM_KEY": "sk-bench", "_RJEM_MALLOC_CONF": _JEMALLOC}
-    env["TOKENWIRE_GATEWAY_CONFIG"] = config_path or ""  # read by app_from_env (granian row)
+    env = {**os.environ, "FAKE_UPSTREAM_KEY": "sk-bench"}
+    if layout.source is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [layout.source, env.get("PYTHONPATH")]))
     with tb.ServedProcess(layout.argv(port, config_path), port, env=env) as served:
         layout.starts.append(served.started_s)
         layout.processes.append(len(served.pids()))
         layout.rss_start.append(tb.rss_kib(served.pids()) / 1024)
         _warm_up(served.url, layout.models, warmup)
         layout.rss_warm.append(tb.rss_kib(served.pids()) / 1024)
-
-
-#: What ``tokenwire serve`` sets for granian's allocator (cli/serve.py), for the granian row.
-_JEMALLOC = "background_thread:true,dirty_decay_ms:0,muzzy_decay_ms:0,retain:false"
 
 
 def _span(values: list[float], unit: str, digits: int = 1) -> str:
@@ -109,6 +115,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=5, help="starts of each layout")
     ap.add_argument("--warmup", type=int, default=10, help="warm-up requests per model")
+    ap.add_argument("--before-rev", help="also measure serve --workers 1 at this git revision")
     ap.add_argument("--no-write", action="store_true", help="do not touch bench/RESULTS.md")
     args = ap.parse_args()
     load_before = tb.loadavg()
@@ -131,10 +138,20 @@ def main() -> int:
             Layout("`serve --workers 1`, demo only", _serve(1), ["demo"]),
             Layout("`serve --workers 1`, demo + openai upstream", _serve(1), ["demo", "gpt"], True),
             Layout("`serve --workers 2`, demo only", _serve(2), ["demo"]),
-            Layout(
-                "granian supervisor + 1 worker (before), demo only", _granian_supervisor, ["demo"]
-            ),
         ]
+        if args.before_rev:
+            before = str(_source_of(args.before_rev, Path(tmp)))
+            at = f"at `{args.before_rev}`"
+            layouts += [
+                Layout(f"`serve --workers 1` {at}, demo only", _serve(1), ["demo"], source=before),
+                Layout(
+                    f"`serve --workers 1` {at}, demo + openai upstream",
+                    _serve(1),
+                    ["demo", "gpt"],
+                    True,
+                    source=before,
+                ),
+            ]
         for round_ in range(args.rounds):
             for layout in layouts:
                 measure(layout, upstream_config if layout.upstream else None, args.warmup)
@@ -157,16 +174,20 @@ def main() -> int:
         for layout in layouts
     ]
     table = md_table(columns, rows)
-    one, before = layouts[0], layouts[3]
     worst = max(max(layouts[0].rss_warm), max(layouts[1].rss_warm))
     notes = [
-        f"One process, RSS after warm-up: at most {worst:.1f} MiB over both configurations "
+        f"- One process, RSS after warm-up: at most {worst:.1f} MiB over both configurations "
         f"(target: under 60 MB = {TARGET_MIB:.1f} MiB): "
-        f"{'met' if worst < TARGET_MIB else 'missed'}. Against the supervisor + one worker "
-        f"layout: {statistics.median(before.rss_warm) / statistics.median(one.rss_warm):.2f}x "
-        f"the memory, start-up {statistics.median(before.starts):.2f} s -> "
-        f"{statistics.median(one.starts):.2f} s (medians).",
+        f"{'met' if worst < TARGET_MIB else 'missed'}."
     ]
+    if args.before_rev:
+        for now, then in zip(layouts[:2], layouts[3:], strict=True):
+            notes.append(
+                f"- {now.name} vs {then.name}: RSS after warm-up "
+                f"{statistics.median(then.rss_warm):.1f} -> {statistics.median(now.rss_warm):.1f}"
+                f" MiB, start-up {statistics.median(then.starts):.2f} -> "
+                f"{statistics.median(now.starts):.2f} s (medians)."
+            )
     print("\n".join([*table, "", *notes]))
     if not args.no_write:
         text = [
@@ -185,7 +206,7 @@ def main() -> int:
             *notes,
             "",
         ]
-        write_section("startup", "\n".join(text))
+        write_section("startup", "\n".join(text), keep=ANALYSIS)
         print("wrote the '## startup' section of bench/RESULTS.md")
     return 0
 
