@@ -46,7 +46,9 @@ _LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
     "--port", type=click.IntRange(0, 65535), help="Port to bind. [default: config, else 8080]"
 )
 @click.option(
-    "--workers", type=click.IntRange(min=1), help="Worker processes. [default: config, else 1]"
+    "--workers",
+    type=click.IntRange(min=1),
+    help="Worker processes; 1 serves in this one process. [default: config, else 1]",
 )
 @click.option(
     "--certfile", type=click.Path(exists=True, dir_okay=False), help="TLS certificate (PEM)."
