@@ -67,3 +67,25 @@ class Failing:
             raise ContextTooLong("the conversation is too long for this model")
         # The message quotes the prompt: it must reach neither the wire nor the log.
         raise RuntimeError(f"boom while handling {request.messages[-1].text!r}")
+
+
+class Stuck:
+    """Yields one delta, then never ends: it refuses the drain's cancellation.
+
+    ``mode = "ignore-cancel"`` keeps awaiting (the event loop still runs);
+    ``mode = "block-loop"`` blocks the event loop once cancelled. Either way only
+    the shutdown timeout ends the process.
+    """
+
+    def __init__(self, mode: str = "ignore-cancel") -> None:
+        self.mode = mode
+
+    async def generate(self, request: Request) -> AsyncIterator[ev.Event]:
+        yield _delta("stuck")
+        while True:
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                if self.mode == "block-loop":
+                    while True:
+                        time.sleep(3600)

@@ -100,7 +100,10 @@ def test_binding_beyond_loopback_without_keys_warns_once(monkeypatch: pytest.Mon
     assert bind_warning(keyed.production, "0.0.0.0") is None
     from granian.server import Server
 
-    monkeypatch.setattr(Server, "serve", lambda self: None)
+    from tokenwire.cli import _one_process
+
+    monkeypatch.setattr(Server, "serve", lambda self: None)  # --workers N
+    monkeypatch.setattr(_one_process, "serve_one_process", lambda *a, **k: 0)  # --workers 1
     result = CliRunner().invoke(main, ["serve", "--host", "0.0.0.0", "--port", "0"])
     assert result.exit_code == 0, result.output
     warnings = [line for line in result.output.splitlines() if line.startswith("warning:")]

@@ -322,11 +322,12 @@ def gateway_bench(
 ) -> GatewayResult:
     """Run ``tokenwire serve`` (one worker) and measure it, quickly.
 
-    Start-up time and idle RSS (server + worker); for the demo model at zero
-    delay and, with ``upstream``, the OpenAI translator in front of a fake
-    upstream process: frames/s over ``conns`` connections for ``seconds``, gateway
-    CPU µs per frame, and the first content frame's time (median of
-    ``requests``; for the upstream path also the upstream called directly).
+    Start-up time and idle RSS (its process tree: one process with one worker);
+    for the demo model at zero delay and, with ``upstream``, the OpenAI
+    translator in front of a fake upstream process: frames/s over ``conns``
+    connections for ``seconds``, gateway CPU µs per frame, and the first
+    content frame's time (median of ``requests``; for the upstream path also
+    the upstream called directly).
     ``step(label)`` is called as each phase begins (for a progress display).
     """
     result = GatewayResult()

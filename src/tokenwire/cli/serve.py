@@ -3,8 +3,10 @@
 Runs the gateway on granian (Rust HTTP/1.1 and HTTP/2 server, ASGI interface).
 With ``--certfile``/``--keyfile`` it serves TLS 1.3 and negotiates HTTP/2 by
 ALPN (§3: HTTP/2 SHOULD be preferred, TLS 1.3 is required in production).
-Settings reach the worker processes through environment variables
-(``tokenwire.gateway.app.app_from_env``).
+With ``--workers 1`` (the default) the gateway runs in this process, on
+granian's embedded server (``cli/_one_process.py``); with more, granian's
+supervisor forks the workers, and settings reach them through environment
+variables (``tokenwire.gateway.app.app_from_env``). docs/gateway.md, "Processes".
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import math
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -20,6 +23,7 @@ from ..gateway.config import (
     CONFIG_ENV,
     LOG_CONTENT_ENV,
     TIMEOUT_ENV,
+    Config,
     ConfigError,
     ServerConfig,
     load,
@@ -42,7 +46,9 @@ _LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
     "--port", type=click.IntRange(0, 65535), help="Port to bind. [default: config, else 8080]"
 )
 @click.option(
-    "--workers", type=click.IntRange(min=1), help="Worker processes. [default: config, else 1]"
+    "--workers",
+    type=click.IntRange(min=1),
+    help="Worker processes; 1 serves in this one process. [default: config, else 1]",
 )
 @click.option(
     "--certfile", type=click.Path(exists=True, dir_okay=False), help="TLS certificate (PEM)."
@@ -109,7 +115,6 @@ def command(
     from granian.constants import HTTPModes, Interfaces
     from granian.http import HTTP1Settings, HTTP2Settings
     from granian.log import LogLevels
-    from granian.server import Server
 
     try:
         config = load(config_path)
@@ -130,7 +135,8 @@ def command(
     if (certfile is None) != (keyfile is None):
         raise click.UsageError("--certfile and --keyfile go together")
 
-    # Workers are separate processes: they rebuild the app from these.
+    # Workers are separate processes: they rebuild the app from these (and
+    # with one process, app_from_env reads them here).
     os.environ[CONFIG_ENV] = os.path.abspath(config_path) if config_path else ""
     os.environ[LOG_CONTENT_ENV] = "1" if (log_content or settings.log_content) else "0"
     for key, value in _timeout_env(settings).items():
@@ -140,24 +146,14 @@ def command(
     # binds with SO_REUSEPORT) or failing later with a traceback; --port 0
     # becomes the port the kernel picked, which is what gets announced.
     port = claim_port(host, port)
-    scheme = "https" if certfile else "http"
-    shown = f"[{host}]" if ":" in host else host
-    names = ", ".join(config.model_names)
-    click.echo(f"tokenwire gateway on {scheme}://{shown}:{port}  (models: {names})")
-    warning = bind_warning(config.production, host)  # production: docs/gateway.md
-    if warning is not None:
-        click.echo(warning, err=True)
-    sys.stdout.flush()
 
-    server = Server(
-        # The gateway behind the request guard (body/write deadlines, memory budgets).
-        "tokenwire.gateway.serving:app_from_env",
+    options: dict[str, Any] = dict(
         address=host,
         port=port,
         interface=Interfaces.ASGI,
-        workers=workers,
         http=HTTPModes.auto,
-        factory=True,
+        # granian's Server listens with a backlog of 1024, its embedded one with 128.
+        backlog=1024,
         ssl_cert=_path(certfile),
         ssl_key=_path(keyfile),
         log_level=LogLevels(log_level),
@@ -171,11 +167,54 @@ def command(
             keep_alive_interval=_ms(settings.idle_timeout_s),
             keep_alive_timeout=max(1, math.ceil(settings.idle_timeout_s)),
         ),
+    )
+    if workers == 1:
+        # One process: the gateway is built here and served by granian's
+        # embedded server, with no supervisor (cli/_one_process.py).
+        from ..gateway.serving import app_from_env, drain_of, guard_limits
+        from ._one_process import serve_one_process
+
+        try:
+            app = app_from_env()
+        except ValueError as exc:  # a plugin that does not load (providers.build_provider)
+            raise click.ClickException(str(exc)) from None
+        _announce(config, host, port, certfile)
+        status = serve_one_process(
+            app,
+            drain_of(app),
+            options,
+            shutdown_timeout_s=settings.shutdown_timeout_s,
+            write_timeout_s=guard_limits(settings).write_timeout_s,
+            send_buffer_bytes=settings.send_buffer_bytes,
+        )
+        sys.exit(status)
+
+    from granian.server import Server
+
+    _announce(config, host, port, certfile)
+    server = Server(
+        # The gateway behind the request guard (body/write deadlines, memory budgets).
+        "tokenwire.gateway.serving:app_from_env",
+        workers=workers,
+        factory=True,
         # SIGTERM always ends a worker: one still busy (a stream producing, or
         # a blocked event loop) after this is killed.
         workers_kill_timeout=max(1, math.ceil(settings.shutdown_timeout_s)),
+        **options,
     )
     server.serve()
+
+
+def _announce(config: Config, host: str, port: int, certfile: str | None) -> None:
+    """The URL line (and the production bind warning) on stdout, before serving."""
+    scheme = "https" if certfile else "http"
+    shown = f"[{host}]" if ":" in host else host
+    names = ", ".join(config.model_names)
+    click.echo(f"tokenwire gateway on {scheme}://{shown}:{port}  (models: {names})")
+    warning = bind_warning(config.production, host)  # production: docs/gateway.md
+    if warning is not None:
+        click.echo(warning, err=True)
+    sys.stdout.flush()
 
 
 _JEMALLOC_CONF = "background_thread:true,dirty_decay_ms:0,muzzy_decay_ms:0,retain:false"

@@ -27,9 +27,8 @@ import contextlib
 import logging
 import os
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
-import httpx
 import msgspec
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -54,6 +53,9 @@ from .production import Production, ProductionMiddleware  # production (docs/gat
 from .providers import build_providers, new_client
 from .resume import ResumeEndpoint, ResumeManager, build_manager
 
+if TYPE_CHECKING:
+    import httpx  # only the upstream client's type: httpx loads with the first model that uses it
+
 __all__ = ["CONFIG_ENV", "LOG_CONTENT_ENV", "Gateway", "app_from_env", "build_app"]
 
 
@@ -76,7 +78,8 @@ class Gateway:
         resume: ResumeManager | None = None,
     ) -> None:
         self.config = config
-        self.client = client if client is not None else new_client()
+        # httpx (~9 MB with h2) loads only when a model has an HTTP upstream.
+        self.client = client if client is not None else _upstream_client(config)
         self.providers = build_providers(config, self.client)
         self.metrics = Metrics(self.providers)
         content = config.server.log_content if log_content is None else log_content
@@ -180,6 +183,30 @@ class Gateway:
         )
         app.state.gateway = self
         return app
+
+
+class _NoUpstreamClient:
+    """The shared client's stand-in when no model (or deployment) calls an upstream over
+    HTTP: ``demo`` and ``provider = "python"`` only. Their providers never use it;
+    the production layer adds its hook, and the lifespan closes it.
+    """
+
+    def __init__(self) -> None:
+        self.event_hooks: dict[str, list[Any]] = {}
+
+    async def aclose(self) -> None:
+        pass
+
+
+def _upstream_client(config: Config) -> httpx.AsyncClient:
+    """``new_client()``, or its stand-in when nothing needs one (``_NoUpstreamClient``)."""
+    own_client = {"demo", "python"}
+    for model in config.models:
+        deployments = config.production.routing_for(model.name).deployments
+        providers = {model.provider, *(str(d.get("provider", model.provider)) for d in deployments)}
+        if providers - own_client:
+            return new_client()
+    return cast("httpx.AsyncClient", _NoUpstreamClient())
 
 
 async def _http_error(request: HTTPRequest, exc: Exception) -> Response:

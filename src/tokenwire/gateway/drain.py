@@ -4,7 +4,9 @@ granian stops accepting connections on SIGTERM and waits for the open ones;
 it does not tell the app. ``Drain.install`` (run at the app's startup, in the
 worker's event loop) adds a Python-level ``SIGTERM``/``SIGINT`` handler next
 to granian's own: the C handler still wakes granian's loop handler (the
-signal's wakeup fd), and ours starts the drain:
+signal's wakeup fd), and ours starts the drain. With ``serve --workers 1``
+(one process, granian's embedded server) the handler it keeps is the one of
+``cli/_one_process.py``, which starts the drain too and stops the server. Then:
 
 1. new requests on kept-alive connections get 503 (``draining``);
 2. the streams in flight get up to ``drain_s`` to finish on their own;

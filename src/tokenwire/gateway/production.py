@@ -19,9 +19,8 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import httpx
 import msgspec
 
 from .. import events as ev
@@ -35,6 +34,9 @@ from .drain import Drain
 from .keys import KeyRing, credential
 from .limits import Limits, build_limits, retry_after_header
 from .routing import CircuitBreaker, Deployment, RetryPolicy, RoutedProvider
+
+if TYPE_CHECKING:
+    import httpx  # only the upstream client's type: httpx loads with the first model that uses it
 
 __all__ = ["Production", "ProductionMiddleware", "ProductionRequestLog"]
 

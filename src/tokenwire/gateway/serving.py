@@ -12,13 +12,17 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import sys
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from .._guard import Guard, Limits
-from .app import app_from_env as gateway_app_from_env
 from .config import TIMEOUT_ENV, ServerConfig
 
-__all__ = ["app_from_env", "guard_limits"]
+if TYPE_CHECKING:
+    from .drain import Drain
+
+__all__ = ["app_from_env", "drain_of", "guard_limits", "skip_httpx_cli"]
 
 
 def guard_limits(settings: ServerConfig, environ: Mapping[str, str] = os.environ) -> Limits:
@@ -34,6 +38,9 @@ def guard_limits(settings: ServerConfig, environ: Mapping[str, str] = os.environ
 
 def app_from_env() -> Guard:
     """The guarded gateway, configured by the environment (``app.app_from_env``)."""
+    skip_httpx_cli()
+    from .app import app_from_env as gateway_app_from_env
+
     app = gateway_app_from_env()
     settings = app.state.gateway.config.server
     limits = guard_limits(settings)
@@ -41,9 +48,29 @@ def app_from_env() -> Guard:
     def set_listeners() -> None:
         limit_unread_connections(limits.write_timeout_s, settings.send_buffer_bytes)
 
-    # The worker gets its listening socket after the app is built: set it at
-    # the first request (that one connection does not inherit the options).
+    # A worker process gets its listening socket after the app is built: set
+    # it at the first request (that one connection does not inherit the
+    # options). With --workers 1 serve sets it as soon as granian binds it.
     return Guard(app, limits, first_request=set_listeners)
+
+
+def skip_httpx_cli() -> None:
+    """Keep httpx from importing its command-line client in a served gateway.
+
+    ``import httpx`` imports ``httpx._main`` (its ``httpx`` command) whenever
+    click is installed, which tokenwire's CLI needs; that pulls in rich and
+    pygments, ~2 MB of RSS a gateway never uses. Marking the module absent
+    before httpx loads makes httpx define its stub ``main`` instead. Only the
+    served process is affected, and only ``httpx.main``.
+    """
+    if "httpx" not in sys.modules:
+        sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+
+
+def drain_of(app: Guard) -> Drain:
+    """The drain of the gateway ``app_from_env`` built (``serve --workers 1`` starts it)."""
+    drain: Drain = app.app.state.gateway.production.drain  # type: ignore[attr-defined]
+    return drain
 
 
 def limit_unread_connections(write_timeout_s: float, send_buffer_bytes: int) -> int:

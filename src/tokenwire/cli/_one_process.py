@@ -1,0 +1,230 @@
+"""``tokenwire serve --workers 1``: the gateway and granian in this one process.
+
+granian's ``Server`` is a supervisor process that forks its workers, and each
+worker imports the whole gateway again: two Python processes for one worker.
+With one worker the supervisor serves no request, so ``serve`` runs granian's
+embedded server (``granian.server.embed.Server``) in the command's own process
+instead: one import of the gateway, one process, no child.
+
+The embedded server serves the same app with the same HTTP settings, TLS and
+lifespan, but leaves some of what the supervisor does to its embedder; this
+module does it (docs/gateway.md, "Processes"):
+
+- **Signals.** The embedded server installs no handler. SIGTERM or SIGINT
+  starts the gateway's drain (``gateway/drain.py``) and stops the server:
+  granian stops accepting, the app's lifespan shutdown waits for the drain,
+  then for the HTTP calls still answering (their last frames reach granian).
+  A second signal ends the process at once.
+- **The kill timeout.** The supervisor kills a worker still busy
+  ``workers_kill_timeout`` after SIGTERM; the embedded server's own kill
+  timeout is an ``asyncio`` timeout, which cannot end a blocked event loop. A
+  watchdog thread ends the process (exit status 1) ``shutdown_timeout_s``
+  after the first signal instead.
+- **Exit status.** The embedded server returns normally when its worker
+  failed (the lifespan startup raised, the port could not be bound): that is
+  exit status 1 here, 0 after a clean stop.
+- **The listening socket's options** (``serving.limit_unread_connections``)
+  are set as soon as granian has bound the socket, not at the first request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .._asgi import Receive, Scope, Send
+    from .._guard import Guard
+    from ..gateway.drain import Drain
+
+__all__ = ["InFlight", "serve_one_process"]
+
+_log = logging.getLogger("tokenwire.gateway")
+
+#: How often, and for how long, to look for the listening socket granian binds.
+_LISTENER_POLL_S = 0.005
+_LISTENER_WAIT_S = 10.0
+
+
+class InFlight:
+    """ASGI wrapper counting the HTTP calls in progress, so that shutdown can wait for them.
+
+    A call returns once its last ``send`` has been taken by granian: waiting for
+    none to be left lets the frames of the streams the drain ended (``error``,
+    ``stream.end``) reach their clients before the process exits.
+    """
+
+    def __init__(self, app: Guard) -> None:
+        self.app = app
+        self.active = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        self.active += 1
+        self._idle.clear()
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.active -= 1
+            if not self.active:
+                self._idle.set()
+
+    async def idle(self) -> None:
+        """Until no HTTP call is in progress."""
+        await self._idle.wait()
+
+
+class _Stopper:
+    """The signal handler: first signal drains and stops; a second one ends at once."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        stop: Callable[[], None],
+        drain: Drain,
+        shutdown_timeout_s: float,
+    ) -> None:
+        self.loop = loop
+        self.stop = stop
+        self.drain = drain
+        self.shutdown_timeout_s = shutdown_timeout_s
+        self.signalled_at: float | None = None
+        self._watchdog: threading.Timer | None = None
+        self._previous: dict[int, Any] = {}
+
+    def install(self) -> None:
+        # signal.signal, not loop.add_signal_handler: the handler runs even
+        # when the event loop is blocked (the second signal must still work).
+        # The drain, installed at the app's startup, chains to this handler.
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            self._previous[signum] = signal.signal(signum, self.handle)
+
+    def handle(self, signum: int, frame: Any) -> None:
+        if self.signalled_at is not None:
+            # Second signal: end now, as the default action would.
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        self.signalled_at = time.monotonic()
+        self._watchdog = threading.Timer(self.shutdown_timeout_s, self._overdue)
+        self._watchdog.daemon = True
+        self._watchdog.start()
+        self.loop.call_soon_threadsafe(self._begin)
+
+    def _begin(self) -> None:
+        self.drain.begin()
+        self.stop()
+
+    def remaining_s(self) -> float:
+        """Seconds left before the watchdog ends the process."""
+        if self.signalled_at is None:
+            return self.shutdown_timeout_s
+        return max(0.0, self.shutdown_timeout_s - (time.monotonic() - self.signalled_at))
+
+    def cancel(self) -> None:
+        """Stop the watchdog and put the previous handlers back (the server has stopped)."""
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        for signum, previous in self._previous.items():
+            with contextlib.suppress(ValueError, OSError, TypeError):
+                signal.signal(signum, previous)
+        self._previous.clear()
+
+    def _overdue(self) -> None:
+        # Runs in the watchdog thread: the event loop may be blocked.
+        with contextlib.suppress(Exception):
+            _log.warning(
+                '{"msg": "shutdown_timeout", "shutdown_timeout_s": %s, "effect": "exit now"}',
+                self.shutdown_timeout_s,
+            )
+            for handler in logging.getLogger().handlers + _log.handlers:
+                handler.flush()
+            sys.stderr.flush()
+        os._exit(1)
+
+
+class _QuietEmbedded(logging.Filter):
+    """Drops granian's "Embedded server is experimental!" line: it is the supported path here."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "experimental" not in record.getMessage()
+
+
+async def _set_listener_options(write_timeout_s: float, send_buffer_bytes: int) -> None:
+    from ..gateway.serving import limit_unread_connections
+
+    deadline = time.monotonic() + _LISTENER_WAIT_S
+    while not limit_unread_connections(write_timeout_s, send_buffer_bytes):
+        if time.monotonic() > deadline:
+            return  # the guard's first-request hook tries again
+        await asyncio.sleep(_LISTENER_POLL_S)
+
+
+def serve_one_process(
+    app: Guard,
+    drain: Drain,
+    server_options: dict[str, Any],
+    *,
+    shutdown_timeout_s: float,
+    write_timeout_s: float,
+    send_buffer_bytes: int,
+) -> int:
+    """Serve ``app`` with granian's embedded server until a signal stops it.
+
+    ``server_options`` are the keyword arguments ``granian.server.Server``
+    gets (minus those of the supervisor: ``workers``, ``workers_kill_timeout``).
+    Returns the exit status: 0 after a clean stop, 1 when the server failed.
+    """
+    from granian.log import logger as granian_logger
+    from granian.server.embed import Server
+
+    tracked = InFlight(app)
+    server = Server(tracked, factory=False, **server_options)
+    granian_logger.addFilter(_QuietEmbedded())
+
+    async def run() -> int:
+        stopper = _Stopper(asyncio.get_running_loop(), server.stop, drain, shutdown_timeout_s)
+        stopper.install()
+        listener = asyncio.ensure_future(_set_listener_options(write_timeout_s, send_buffer_bytes))
+        try:
+            try:
+                await server.serve()
+            except Exception:
+                # The worker failed (granian logged why) and the embedded
+                # server's stop re-raises its error: exit status 1, no traceback.
+                if not server.interrupt_children:
+                    raise
+            # The lifespan shutdown waited for the drain; now for the HTTP calls
+            # still sending (the frames of the streams it ended).
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(stopper.remaining_s()):
+                    await tracked.idle()
+        finally:
+            listener.cancel()
+            stopper.cancel()
+        return 1 if server.interrupt_children else 0
+
+    return _runner(run)
+
+
+def _runner(main: Callable[[], Any]) -> int:
+    loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None
+    with contextlib.suppress(ImportError):
+        import uvloop  # what granian's workers run on when it is installed
+
+        loop_factory = uvloop.new_event_loop
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        status: int = runner.run(main())
+    return status
