@@ -213,7 +213,8 @@ class _GatewayApp(Starlette):
     streams: Mapping[str, ASGIApp] = MappingProxyType({})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope.get("method") == "POST":
+        if scope["type"] == "http" and scope.get("method") == "POST" and not scope.get("root_path"):
+            # (Mounted under a prefix, the route's path is not scope["path"]: Starlette's way.)
             endpoint = self.streams.get(scope["path"])
             if endpoint is not None:
                 scope["app"] = self
