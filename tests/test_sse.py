@@ -480,3 +480,39 @@ def test_encode_refuses_nul_in_id_and_bad_retry() -> None:
 
 def test_split_at_helper() -> None:
     assert split_at(b"abcd", [2, 2, 4]) == [b"ab", b"", b"cd", b""]
+
+
+def test_chunks_of_one_data_frame_each_decode_as_one_stream() -> None:
+    # The one-frame path (a vendor's usual chunk): the last event ID carries
+    # over, an empty value and a value with a leading space stay as sent, a
+    # chunk cut mid-frame and a CR line end take the general path, and every
+    # event is the one a single feed of the whole stream gives.
+    chunks = [
+        b"id: 7\ndata: a\n\n",
+        b"data: b\n\n",
+        b"data: \n\n",
+        b"data:  c\n\n",
+        b"data: d",
+        b"\n\n",
+        b"data: e\r\n\r\n",
+        b'data: {"x": "\xc3\xa9"}\n\n',
+    ]
+    piecewise = Decoder()
+    got = [m for chunk in chunks for m in piecewise.feed(chunk)]
+    assert got == Decoder().feed(b"".join(chunks))
+    assert [m.data for m in got] == ["a", "b", "", " c", "d", "e", '{"x": "é"}']
+    assert {m.id for m in got} == {"7"}
+    assert piecewise.last_event_id == "7"
+    assert piecewise.bytes_fed == len(b"".join(chunks))
+
+
+def test_one_data_frame_over_the_limit_raises_at_the_limit() -> None:
+    with pytest.raises(FramingError) as info:
+        Decoder(max_event_bytes=10).feed(b"data: 0123456789\n\n")
+    assert info.value.offset == 10
+    # After a clean frame the limit counts from that frame's end.
+    dec = Decoder(max_event_bytes=12)
+    assert dec.feed(b"data: 12345\n\n")[0].data == "12345"
+    with pytest.raises(FramingError) as info:
+        dec.feed(b"data: 1234567\n\n")
+    assert info.value.offset == 13 + 12

@@ -89,6 +89,47 @@ def test_add_restamps_provider_events() -> None:
     assert validate(wire(out)).violations[0].rule == "missing-usage"
 
 
+def test_add_of_another_writers_deltas_gives_a_conformant_stream() -> None:
+    # What the gateway does: a translator's own Writer stamps the vendor's
+    # events, the endpoint's Writer takes them. Deltas already carrying the
+    # right seq pass; any that do not (seq, v, role, or a block not open yet)
+    # are restamped exactly as a provider's would be.
+    inner = Writer(model="m", created=1)
+    made = inner.text("a") + inner.text("b") + inner.text("c", 1) + inner.text("d", 1)
+    made += inner.end()
+    outer = Writer(model="m", created=1)
+    out = outer.start()
+    for event in made[1:]:
+        out += outer.add(event)
+    assert [e.seq for e in out] == list(range(len(out)))
+    assert wire(out) == wire(made)
+    odd = [
+        events.ContentDelta(
+            v="1.0", seq=99, index=0, role="assistant", delta=events.Delta(text="x")
+        ),
+        events.ContentDelta(
+            v="0.9", seq=3, index=0, role="assistant", delta=events.Delta(text="y")
+        ),
+        events.ContentDelta(v="1.0", seq=4, index=0, role="user", delta=events.Delta(text="z")),
+    ]
+    w = Writer(model="m", created=1)
+    got = w.text("a")  # seq 0 start, 1 delta; block 0 open
+    got += w.add(
+        events.ContentDelta(v="1.0", seq=2, index=0, role="assistant", delta=events.Delta(text="p"))
+    )
+    for event in odd:
+        got += w.add(event)
+    assert [(e.seq, e.v, e.role) for e in got[2:]] == [(s, "1.0", "assistant") for s in range(2, 6)]
+    assert [e.delta.text for e in got[2:]] == ["p", "x", "y", "z"]
+    w.error("internal_error", "boom")
+    with pytest.raises(LocalProtocolError):
+        w.add(
+            events.ContentDelta(
+                v="1.0", seq=w.next_seq, index=0, role="assistant", delta=events.Delta(text="late")
+            )
+        )
+
+
 def test_sequence_exhaustion_terminates_the_stream() -> None:
     w = Writer(model="m")
     w.text("a")

@@ -424,9 +424,25 @@ class Writer:
         This is how ``generate(request) -> AsyncIterator[Event]`` providers
         are served: they may pass any ``seq`` (0 is fine).
         """
+        if event.__class__ is ev.ContentDelta:
+            delta = event
+            seq = self._seq
+            if (
+                delta.seq == seq
+                and delta.index in self._open
+                and delta.v == ev.VERSION
+                and delta.role == "assistant"
+                and not (self.errored or self.ended)
+                and seq < MAX_SEQ - 2
+            ):
+                # The hot path: a translator's event already stamped as this
+                # writer would stamp it (its own Writer counted the same seqs),
+                # for an open block: it goes out as it is, not rebuilt.
+                self._seq = seq + 1
+                self._chars += len(delta.delta.text)
+                return [delta]
+            return self.text(delta.delta.text, delta.index, reasoning=delta.reasoning)
         match event:
-            case ev.ContentDelta():
-                return self.text(event.delta.text, event.index, reasoning=event.reasoning)
             case ev.ToolCall():
                 return self.tool_call(
                     id=event.id, name=event.name, arguments=event.arguments, index=event.index

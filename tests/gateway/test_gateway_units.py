@@ -319,13 +319,41 @@ def test_app_routes_answer_json() -> None:
     x.run(app)
     assert x.status == 200
     assert x.json()["data"][0]["id"] == "demo"
-    for method, path, status in [("GET", "/nope", 404), ("DELETE", "/v1/stream", 405)]:
+    for method, path, status in [
+        ("GET", "/nope", 404),
+        ("DELETE", "/v1/stream", 405),
+        ("GET", "/v1/chat/completions", 405),
+    ]:
         x = Exchange(method=method, content_type=None)
         x.scope["path"] = path
         x.run(app)
         assert x.status == status
         assert x.headers["content-type"] == "application/json"
         assert x.json()["error"]["code"] in ("not_found", "method_not_allowed")
+
+
+def test_app_stream_routes_answer_500_for_an_escaping_exception(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The stream routes skip Starlette's error middleware: the gateway answers
+    # a bug that escapes an endpoint as that middleware did (a JSON 500, no
+    # detail on the wire) and re-raises it for the server to log.
+    app = gateway_app.build_app()
+
+    async def broken(*_args: Any) -> None:
+        raise RuntimeError("secret detail")
+
+    monkeypatch.setattr(app.state.gateway.chat_completions, "_handle", broken)
+    body = b'{"model": "demo", "stream": true, "messages": [{"role": "user", "content": "hi"}]}'
+    x = Exchange(body, content_type="application/json")
+    x.scope["path"] = "/v1/chat/completions"
+    with pytest.raises(RuntimeError, match="secret detail"):
+        x.run(app)
+    assert x.status == 500
+    assert x.json() == {
+        "error": {"code": "internal_error", "message": "internal error", "path": None}
+    }
+    assert b"secret" not in x.body
 
 
 def test_app_from_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

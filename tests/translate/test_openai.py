@@ -926,3 +926,38 @@ def test_tool_deltas_only_add_deltas(vector: dict[str, Any]) -> None:
     calls = [e for e in translate_pieces("openai", [body], **options) if isinstance(e, ev.ToolCall)]
     if vector["name"] in ("tool-call-fragments", "parallel-tool-calls-interleaved"):
         assert sent and set(sent) == {c.id for c in calls}  # streamed arguments: deltas
+
+
+@pytest.mark.parametrize(
+    "model",
+    ["demo", 'a "quoted" model', "\x00tokenwire-text\x00", 'x","choices":[]'],
+)
+def test_chunk_encoder_text_frames_are_each_one_chunk_object(model: str) -> None:
+    # The text frames come from a template built once per stream: whatever
+    # the model name (even the template's own placeholder) and the text, each
+    # frame is one chunk whose fields are the ones an OpenAI client reads.
+    w = Writer(model=model, created=7)
+    texts = ["Hello", ' "quoted" ', "line\nbreak", "\u00e9\u2028", "\\u0000", ""]
+    events_ = w.text(texts[0])
+    for text in texts[1:]:
+        events_ += w.text(text)
+    events_ += w.end()
+    encoder = ChunkEncoder(model=model, id="chatcmpl-t")
+    frames = [encoder.encode(e) for e in events_]
+    deltas = [json.loads(f[len(b"data: ") : -2]) for f in frames[1 : 1 + len(texts)]]
+    assert [d["choices"][0]["delta"] for d in deltas] == [{"content": t} for t in texts]
+    for chunk in deltas:
+        assert chunk["id"] == "chatcmpl-t" and chunk["model"] == model
+        assert chunk["created"] == 7 and chunk["object"] == "chat.completion.chunk"
+        assert chunk["choices"][0]["finish_reason"] is None and "usage" not in chunk
+
+
+def test_chunk_encoder_without_stream_start_stamps_each_frame() -> None:
+    # No stream.start seen: no template (created comes from the clock each time).
+    encoder = ChunkEncoder(model="demo")
+    delta = ev.ContentDelta(v="1.0", seq=1, index=0, role="assistant", delta=ev.Delta(text="hi"))
+    body = encoder.encode(delta) + encoder.encode(delta)
+    frames = [json.loads(f[len(b"data: ") :]) for f in body.split(b"\n\n") if f]
+    assert frames[0]["choices"][0]["delta"] == {"role": "assistant", "content": None}
+    assert [f["choices"][0]["delta"] for f in frames[1:]] == [{"content": "hi"}] * 2
+    assert all(isinstance(f["created"], int) for f in frames)

@@ -386,3 +386,31 @@ def test_convert_cli(tmp_path: Path, name: str, args: list[str], status: int) ->
         if line.startswith("data: ") and '"content.delta"' in line
     )
     assert out_text == text_of(expected)
+
+
+def test_an_item_failing_half_way_keeps_the_events_it_made() -> None:
+    # Found by tests/fuzz: an item with usage and an unregistered stop_reason.
+    # The usage was stamped before the stop failed; it must still go out, or
+    # the stream has a seq gap where it was.
+    records = [
+        {},
+        {"type": 6},
+        {"type": 2, "invocationId": "0", "item": "Hi"},
+        {
+            "type": 2,
+            "invocationId": "0",
+            "item": {"usage": {"input_tokens": 2, "output_tokens": 3}, "stop_reason": "nd_turn"},
+        },
+        {"type": 3, "invocationId": "0"},
+    ]
+    body = "".join(json.dumps(r) + RS for r in records).encode()
+    out = translate_pieces("signalr", [body], mapping="stream")
+    assert_conformant(out)
+    assert [type(e).__name__ for e in out] == [
+        "StreamStart",
+        "ContentDelta",
+        "Usage",
+        "ErrorEvent",
+        "StreamEnd",
+    ]
+    assert "nd_turn" in out[3].message  # type: ignore[union-attr]

@@ -26,7 +26,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
@@ -36,6 +37,7 @@ from starlette.middleware import Middleware
 from starlette.requests import Request as HTTPRequest
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .._asgi import HTTP_ERROR_CODES, json_error
 from ..server import StreamEndpoint
@@ -175,14 +177,65 @@ class Gateway:
             # GET /, /static/*, POST /v1/convert: the browser playground.
             *playground.routes(),
         ]
-        app = Starlette(
+        app = _GatewayApp(
             routes=routes,
             lifespan=self.lifespan,
             middleware=[Middleware(ProductionMiddleware, production=self.production)],
             exception_handlers={HTTPException: _http_error, Exception: _server_error},
         )
         app.state.gateway = self
+        # The stream routes' POSTs skip Starlette's stack (see _GatewayApp).
+        streams = {
+            "/v1/stream": self.stream,
+            "/v1/chat/completions": self.chat_completions,
+            "/v1/messages": self.messages,
+            "/v1/responses": self.responses,
+        }
+        app.streams = {
+            path: ProductionMiddleware(endpoint, production=self.production)
+            for path, endpoint in streams.items()
+        }
         return app
+
+
+class _GatewayApp(Starlette):
+    """The gateway's Starlette app, with a short way in for the stream routes.
+
+    A ``POST`` to a stream route with a fixed path goes straight to its
+    endpoint behind the production middleware: the same middleware, endpoint
+    and answers as through Starlette, without its error and exception
+    middleware, router and their per-``send`` wrappers (issue 14: the gateway's
+    own share of the first token and of every chunk). Anything else (other
+    methods, paths with parameters, the lifespan) takes Starlette's way. An
+    exception escaping the endpoint is answered 500 as Starlette's error
+    middleware answers it (when no response has started) and re-raised for
+    the server to log.
+    """
+
+    #: Path -> the endpoint behind the production middleware (set by ``Gateway.app``).
+    streams: Mapping[str, ASGIApp] = MappingProxyType({})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope.get("method") == "POST" and not scope.get("root_path"):
+            # (Mounted under a prefix, the route's path is not scope["path"]: Starlette's way.)
+            endpoint = self.streams.get(scope["path"])
+            if endpoint is not None:
+                scope["app"] = self
+                try:
+                    await endpoint(scope, receive, send)
+                except Exception:
+                    body = json_error("internal_error", "internal error")
+                    headers = [
+                        (b"content-length", str(len(body)).encode()),
+                        (b"content-type", b"application/json"),
+                    ]
+                    with contextlib.suppress(Exception):  # the response may have started
+                        start = {"type": "http.response.start", "status": 500, "headers": headers}
+                        await send(start)
+                        await send({"type": "http.response.body", "body": body})
+                    raise
+                return
+        await super().__call__(scope, receive, send)
 
 
 class _NoUpstreamClient:

@@ -270,6 +270,39 @@ class SSETranslator(StreamTranslator):
         super().__init__(**kwargs)
         self._decoder = sse.Decoder(max_event_bytes=self.max_event_bytes)
 
+    def feed(self, data: bytes) -> list[ev.Event]:
+        """Translate the next bytes of the vendor body. Never raises.
+
+        ``StreamTranslator.feed`` and ``_run`` in one call: the SSE decoder
+        returns a list, so the frames are split before the loop, not inside
+        it (issue 14: one upstream chunk, one frame, is the common case).
+        """
+        writer = self.writer
+        if writer.ended:
+            return []
+        out: list[ev.Event] = []
+        self.out = out
+        try:
+            try:
+                frames = self._decoder.feed(data)
+            except FramingError as exc:
+                raise FramingError(f"upstream framing: {exc.message}") from None
+            on_frame = self._on_frame
+            for frame in frames:
+                try:
+                    on_frame(frame)
+                except ProtocolError as exc:
+                    self._fail(exc.code, exc.message)
+                except Exception as exc:  # a translator bug must still end the stream cleanly
+                    self._fail("internal_error", f"translation failed: {exc!r}")
+                if writer.ended:
+                    break
+        except ProtocolError as exc:  # the framing itself
+            self._fail(exc.code, exc.message)
+        except Exception as exc:
+            self._fail("internal_error", f"translation failed: {exc!r}")
+        return out
+
     def _frames(self, data: bytes) -> Iterable[sse.Message]:
         try:
             return self._decoder.feed(data)

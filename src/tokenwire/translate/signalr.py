@@ -411,7 +411,10 @@ class Translator(StreamTranslator):
         index = item.get("index", 0)
         if isinstance(index, bool) or not isinstance(index, int) or index < 0:
             raise TranslationError("SignalR stream item index is not a non-negative integer")
-        out: list[ev.Event] = []
+        # One item may make several events: they go straight to this call's
+        # output, so that a failure half-way (an unregistered stop_reason after
+        # the usage) keeps those already stamped (their seqs are spent).
+        out = self.out
         for key in ("text", "delta"):
             text = item.get(key)
             if isinstance(text, dict):
@@ -442,7 +445,7 @@ class Translator(StreamTranslator):
             code, message = error.get("code"), error.get("message")
             code = code if isinstance(code, str) and code in ev.ERROR_CODES else "internal_error"
             out += w.error(code, message if isinstance(message, str) else code)
-        return out
+        return []
 
     # -- the copilot mapping ---------------------------------------------------------------
 

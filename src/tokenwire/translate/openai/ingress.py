@@ -236,6 +236,10 @@ def _vendor_path(path: str, body: dict[str, Any]) -> str:
 
 # --- Reverse stream side: standard events -> OpenAI chunks -------------------------
 
+#: A text that stands for the delta's text while a frame template is built
+#: (no JSON escapes, so its encoding appears once, verbatim, in the frame).
+_MARK: Final = "\x00tokenwire-text\x00"
+_ENCODED_MARK: Final = _encode(_MARK)
 #: Raw finish reasons (``tokenwire.stop``) the encoder passes on as they are.
 _FINISH_REASONS: Final = frozenset({"stop", "length", "tool_calls", "content_filter"})
 
@@ -277,6 +281,25 @@ class ChunkEncoder:
         self._details: dict[str, int] = {}
         self._refusals: set[int] = set()
         self._raw_stop: str | None = None
+        #: Per delta key, the frame's bytes before and after the encoded text.
+        self._templates: dict[str, tuple[bytes, bytes]] = {}
+
+    def _text_frame(self, key: str, text: str) -> bytes:
+        """``_delta({key: text})``, from a template built once per key.
+
+        The hot path (nearly every frame of a stream): the bytes around the
+        text never change once ``created`` is known, so only the text is encoded.
+        """
+        template = self._templates.get(key)
+        if template is None:
+            if self.created is None:  # no stream.start yet: the clock decides each time
+                return self._delta({key: text})
+            frame = self._delta({key: _MARK})
+            if frame.count(_ENCODED_MARK) != 1:  # the model or id holds the mark itself
+                return self._delta({key: text})
+            head, _, tail = frame.partition(_ENCODED_MARK)
+            template = self._templates[key] = (head, tail)
+        return template[0] + _encode(text) + template[1]
 
     def _chunk(self, choices: list[dict[str, Any]], usage: Any = None) -> bytes:
         obj: dict[str, Any] = {
@@ -304,6 +327,13 @@ class ChunkEncoder:
 
     def encode(self, event: ev.Event) -> bytes:
         """The OpenAI bytes for ``event``; ``b""`` when it has none of its own."""
+        if event.__class__ is ev.ContentDelta and self._started and not self._done:
+            # The hot path: answer text (most events of every stream).
+            delta = event
+            if not delta.reasoning and delta.index not in self._refusals:
+                template = self._templates.get("content")
+                if template is not None:
+                    return template[0] + _encode(delta.delta.text) + template[1]
         if self._done:
             return b""
         match event:
@@ -318,7 +348,9 @@ class ChunkEncoder:
                     key = "refusal"
                 else:
                     key = "content"
-                return self._start() + self._delta({key: event.delta.text})
+                if self._started:
+                    return self._text_frame(key, event.delta.text)
+                return self._start() + self._text_frame(key, event.delta.text)
             case ev.UnknownEvent():
                 return self._extension(event)
             case ev.ToolCall():

@@ -193,7 +193,7 @@ class Translator(SSETranslator):
             ) from None
         choices = chunk.choices
         if (
-            choices
+            choices is not None
             and len(choices) == 1
             and chunk.usage is None
             and chunk.error is None
@@ -201,25 +201,27 @@ class Translator(SSETranslator):
         ):
             choice = choices[0]
             delta = choice.delta
-            state = self._choices.get(choice.index)
-            if (
-                state is not None
-                and delta is not None
-                and choice.finish_reason is None
-                and state.text_block is not None
-                and type(delta.content) is str
-                and delta.content
-                and not state.finished
-                and not delta.refusal
-                and not delta.tool_calls
-                and not delta.reasoning_content
-                and not delta.reasoning
-                and delta.function_call is None
-                and delta.annotations is None
-            ):
-                # More text for an open block: Writer.text's fast path.
-                self.out += self.writer.text(delta.content, state.text_block)
-                return
+            if delta is not None and choice.finish_reason is None:
+                content = delta.content
+                state = self._choices.get(choice.index)
+                if (
+                    type(content) is str
+                    and content
+                    and state is not None
+                    and state.text_block is not None
+                    and not state.finished
+                    and not (
+                        delta.refusal
+                        or delta.tool_calls
+                        or delta.reasoning_content
+                        or delta.reasoning
+                        or delta.function_call is not None
+                        or delta.annotations is not None
+                    )
+                ):
+                    # More text for an open block: Writer.text's fast path.
+                    self.out += self.writer.text(content, state.text_block)
+                    return
         self._on_chunk(chunk)
 
     def _on_chunk(self, chunk: _Chunk) -> None:
