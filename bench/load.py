@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import resource
 import time
 from dataclasses import dataclass, field
 
@@ -52,6 +53,17 @@ class Run:
     peak_open: int = 0
     rss_idle_mib: float = 0.0
     rss_peak_mib: float = 0.0
+    #: Slow run: the whole process tree's RSS (supervisor included), idle and with all open.
+    tree_idle_mib: float = 0.0
+    tree_peak_mib: float = 0.0
+    #: Slow run: connection attempts that failed and were retried, streams never opened.
+    retries: int = 0
+    unopened: int = 0
+    open_s: float = 0.0  # seconds until every stream was open
+
+    @property
+    def kib_per_open(self) -> float:
+        return (self.rss_peak_mib - self.rss_idle_mib) * 1024 / max(self.peak_open, 1)
 
     @property
     def events_per_s(self) -> float:
@@ -149,6 +161,148 @@ async def run_streams(
             run.events += ex.frames
 
 
+# --- slow streams: how many a worker holds open at once, and what each costs -------------
+
+#: Connections being opened (connect + request + response head) at one time: the
+#: client opens in a bounded window rather than all at once, so no SYN overflows
+#: the listen backlog (granian's default is 1,024) and costs a 1 s retransmit.
+CONNECT_WINDOW = 256
+#: A refused or reset connect is retried this many times, 0.2 s x attempt apart.
+CONNECT_TRIES = 5
+
+
+def raise_fd_limit() -> int:
+    """Raise this process's open-file soft limit to its hard limit; return it.
+
+    The gateway is started from here, so it inherits the raised limit (each
+    open stream is one socket on either side).
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        soft = hard
+    return soft
+
+
+async def slow_streams(
+    run: Run, port: int, request: bytes, streams: int, worker: int, tree: list[int], budget_s: float
+) -> None:
+    """Open ``streams`` paced streams, all held at once; sample the worker's RSS.
+
+    A stream counts as open from its response head (the endpoint accepted it)
+    to its last chunk. RSS is sampled every 0.1 s; the figure is the sample
+    taken with the most streams open (the largest, when several tie).
+    """
+    gate = asyncio.Semaphore(CONNECT_WINDOW)
+    open_now = [0]
+    opened = [0]
+    all_open = asyncio.Event()
+    bodies: list[bytes | None] = [None] * streams
+    t0 = time.perf_counter()
+
+    async def one(i: int) -> None:
+        for attempt in range(CONNECT_TRIES):
+            try:
+                async with gate:
+                    reader, writer = await lg.connect(port)
+                    writer.write(request)
+                    head = await reader.readuntil(b"\r\n\r\n")
+                break
+            except (OSError, asyncio.IncompleteReadError):
+                run.retries += 1
+                await asyncio.sleep(0.2 * (attempt + 1))
+        else:
+            return
+        if not head.startswith(b"HTTP/1.1 200"):
+            writer.close()
+            bodies[i] = b""
+            return
+        open_now[0] += 1
+        opened[0] += 1
+        if opened[0] == streams:
+            run.open_s = time.perf_counter() - t0
+            all_open.set()
+        parts: list[bytes] = []
+        try:
+            while True:
+                size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
+                if size == 0:
+                    await reader.readuntil(b"\r\n")
+                    break
+                parts.append((await reader.readexactly(size + 2))[:-2])
+            bodies[i] = b"".join(parts)
+        except (OSError, asyncio.IncompleteReadError, ValueError):
+            bodies[i] = b"".join(parts)  # a cut stream: the check below names it
+        finally:
+            open_now[0] -= 1
+            writer.close()
+
+    run.rss_idle_mib = tb.rss_kib(worker) / 1024
+    run.tree_idle_mib = tb.rss_kib(tree) / 1024
+    best = (0, 0, 0)  # (open, worker KiB, tree KiB)
+    done = asyncio.Event()
+
+    async def sampler() -> None:
+        nonlocal best
+        while not done.is_set():
+            sample = (open_now[0], tb.rss_kib(worker), tb.rss_kib(tree))
+            best = max(best, sample)
+            await asyncio.sleep(0.1)
+
+    sampling = asyncio.ensure_future(sampler())
+    cpu0 = tb.cpu_seconds(tree)
+    try:
+        async with asyncio.timeout(budget_s):
+            await asyncio.gather(*(one(i) for i in range(streams)))
+    finally:
+        done.set()
+        await sampling
+    run.wall_s = time.perf_counter() - t0
+    run.cpu_s = tb.cpu_seconds(tree) - cpu0
+    run.peak_open, worker_kib, tree_kib = best
+    run.rss_peak_mib, run.tree_peak_mib = worker_kib / 1024, tree_kib / 1024
+    run.streams = streams
+    for i, body in enumerate(bodies):
+        if body is None:
+            run.unopened += 1
+            run.bad_streams.append(f"stream {i}: never opened")
+            continue
+        count, problem = check_standard(body, run.errors)
+        run.events += count
+        if problem:
+            run.bad_streams.append(f"stream {i}: {problem}")
+
+
+async def slow_run(args: argparse.Namespace) -> Run:
+    """``args.slow`` paced demo streams through a fresh gateway, all open at once."""
+    run = Run(f"demo, {args.slow:,} slow streams held open")
+    extensions = {"tokenwire:demo": {"tokens": args.slow_tokens, "delay_ms": args.slow_delay_ms}}
+    with tb.serve_gateway(None) as gw:
+        tree = gw.pids()
+        worker = tree[-1]
+        # Warm the worker up (imports, first-request setup) before its idle RSS.
+        await lg.stream_concurrently(
+            gw.port, lg.standard_request(gw.port, "demo", extensions=extensions), 50
+        )
+        await asyncio.sleep(1.0)  # let the warm-up's streams be freed
+        request = lg.standard_request(gw.port, "demo", extensions=extensions)
+        print(f"{args.slow:,} slow demo streams (all open at once)...", flush=True)
+        await slow_streams(run, gw.port, request, args.slow, worker, tree, args.slow_budget_s)
+    return run
+
+
+def slow_summary(run: Run) -> str:
+    """One line on the slow run: what it held, what each open stream cost."""
+    ok = "yes" if not run.bad_streams else f"NO ({len(run.bad_streams)} bad: {run.bad_streams[:3]})"
+    return (
+        f"slow: {run.streams:,} streams, peak open {run.peak_open:,} "
+        f"(all open after {run.open_s:.1f} s), wall {run.wall_s:.1f} s, "
+        f"worker RSS {run.rss_idle_mib:.1f} -> {run.rss_peak_mib:.1f} MiB = "
+        f"{run.kib_per_open:.1f} KiB per open stream; whole tree {run.tree_idle_mib:.1f} -> "
+        f"{run.tree_peak_mib:.1f} MiB; connect retries {run.retries}; every seq once: {ok}"
+    )
+
+
 async def main_async(args: argparse.Namespace) -> list[Run]:
     deltas = args.events - 4  # + stream.start, content.stop, usage, stream.end
     runs: list[Run] = []
@@ -202,15 +356,32 @@ def main() -> int:
     ap.add_argument("--streams", type=int, default=1000, help="concurrent streams per run")
     ap.add_argument("--events", type=int, default=200, help="events per stream")
     ap.add_argument("--no-write", action="store_true", help="do not rewrite bench/RESULTS.md")
+    ap.add_argument(
+        "--slow", type=int, default=10_000, help="slow streams held open at once (0: none)"
+    )
+    ap.add_argument("--slow-tokens", type=int, default=10, help="deltas per slow stream")
+    ap.add_argument("--slow-delay-ms", type=float, default=3000, help="pace of a slow stream")
+    ap.add_argument("--slow-budget-s", type=float, default=240, help="the slow run's time limit")
+    ap.add_argument(
+        "--slow-only", action="store_true", help="only the slow run (implies --no-write)"
+    )
     args = ap.parse_args()
+    fd_limit = raise_fd_limit()
+    if args.slow > fd_limit - 100:
+        ap.error(f"--slow {args.slow} needs more open files than the limit ({fd_limit})")
     load_before = tb.loadavg()
     try:
         import uvloop
 
-        runs = uvloop.run(main_async(args))
+        run_loop = uvloop.run
     except ImportError:
-        runs = asyncio.run(main_async(args))
-    paced, demo, via, direct = runs
+        run_loop = asyncio.run
+    slow = run_loop(slow_run(args)) if args.slow else None
+    if slow is not None:
+        print(slow_summary(slow))
+    if args.slow_only:
+        return 1 if slow is not None and slow.bad_streams else 0
+    paced, demo, via, direct = run_loop(main_async(args))
 
     rows = []
     for run in (demo, via, direct):

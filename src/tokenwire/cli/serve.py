@@ -25,6 +25,7 @@ from ..gateway.config import (
     load,
 )
 from ..gateway.config_prod import bind_warning
+from ._limits import concurrent_requests, raise_open_files
 from ._ports import claim_port
 
 _LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
@@ -156,6 +157,8 @@ def command(
         port=port,
         interface=Interfaces.ASGI,
         workers=workers,
+        # Not granian's 1,024 requests at once per worker: as many as open files allow.
+        backpressure=concurrent_requests(raise_open_files()),
         http=HTTPModes.auto,
         factory=True,
         ssl_cert=_path(certfile),
