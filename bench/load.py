@@ -27,12 +27,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import os
 import resource
+import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import tokenwire
-from _common import header, md_table, write_section
+from _common import ROOT, header, md_table, write_section
 from tokenwire import events as ev
 from tokenwire.errors import ProtocolError
 from tokenwire.testing import loadgen as lg
@@ -161,6 +167,9 @@ async def run_streams(
             run.events += ex.frames
 
 
+BENCH = ROOT / "bench"
+
+
 # --- slow streams: how many a worker holds open at once, and what each costs -------------
 
 #: Connections being opened (connect + request + response head) at one time: the
@@ -185,7 +194,14 @@ def raise_fd_limit() -> int:
 
 
 async def slow_streams(
-    run: Run, port: int, request: bytes, streams: int, worker: int, tree: list[int], budget_s: float
+    run: Run,
+    port: int,
+    request: bytes,
+    streams: int,
+    worker: int,
+    tree: list[int],
+    budget_s: float,
+    when_open: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
     """Open ``streams`` paced streams, all held at once; sample the worker's RSS.
 
@@ -249,13 +265,22 @@ async def slow_streams(
             best = max(best, sample)
             await asyncio.sleep(0.1)
 
+    async def hook() -> None:
+        await all_open.wait()
+        if when_open is not None:
+            await when_open()
+
     sampling = asyncio.ensure_future(sampler())
+    hooked = asyncio.ensure_future(hook())
     cpu0 = tb.cpu_seconds(tree)
     try:
         async with asyncio.timeout(budget_s):
             await asyncio.gather(*(one(i) for i in range(streams)))
+            if all_open.is_set():
+                await hooked
     finally:
         done.set()
+        hooked.cancel()
         await sampling
     run.wall_s = time.perf_counter() - t0
     run.cpu_s = tb.cpu_seconds(tree) - cpu0
@@ -274,21 +299,83 @@ async def slow_streams(
 
 
 async def slow_run(args: argparse.Namespace) -> Run:
-    """``args.slow`` paced demo streams through a fresh gateway, all open at once."""
+    """``args.slow`` paced demo streams through a fresh gateway, all open at once.
+
+    With ``args.trace`` the worker also serves bench/_memprobe.py's ``probe``
+    model: tracemalloc starts once the worker is idle and is diffed while every
+    stream is open; the breakdown is printed (its RSS figures include
+    tracemalloc's own cost, so they are not the run's figures).
+    """
     run = Run(f"demo, {args.slow:,} slow streams held open")
     extensions = {"tokenwire:demo": {"tokens": args.slow_tokens, "delay_ms": args.slow_delay_ms}}
-    with tb.serve_gateway(None) as gw:
-        tree = gw.pids()
-        worker = tree[-1]
-        # Warm the worker up (imports, first-request setup) before its idle RSS.
-        await lg.stream_concurrently(
-            gw.port, lg.standard_request(gw.port, "demo", extensions=extensions), 50
-        )
-        await asyncio.sleep(1.0)  # let the warm-up's streams be freed
-        request = lg.standard_request(gw.port, "demo", extensions=extensions)
-        print(f"{args.slow:,} slow demo streams (all open at once)...", flush=True)
-        await slow_streams(run, gw.port, request, args.slow, worker, tree, args.slow_budget_s)
+    config = None
+    env: dict[str, str] = {}
+    with tempfile.TemporaryDirectory(prefix="tokenwire-probe-") as tmp:
+        out = Path(tmp) / "probe.json"
+        if args.trace:
+            config = tb.gateway_config(
+                {
+                    "demo": {"provider": "demo"},
+                    "probe": {"provider": "python", "factory": "_memprobe:provider"},
+                }
+            )
+            path = os.environ.get("PYTHONPATH")
+            env["PYTHONPATH"] = str(BENCH) + (os.pathsep + path if path else "")
+            env["TOKENWIRE_MEMPROBE_OUT"] = str(out)
+        with tb.serve_gateway(config, env=env) as gw:
+            tree = gw.pids()
+            worker = tree[-1]
+            # Warm the worker up (imports, first-request setup) before its idle RSS.
+            await lg.stream_concurrently(
+                gw.port, lg.standard_request(gw.port, "demo", extensions=extensions), 50
+            )
+            await asyncio.sleep(1.0)  # let the warm-up's streams be freed
+
+            async def probe(do: str) -> None:
+                ask = lg.standard_request(
+                    gw.port, "probe", extensions={"tokenwire:probe": {"do": do}}
+                )
+                await lg.stream_concurrently(gw.port, ask, 1)
+
+            if args.trace:
+                await probe("start")
+            request = lg.standard_request(gw.port, "demo", extensions=extensions)
+            print(f"{args.slow:,} slow demo streams (all open at once)...", flush=True)
+            await slow_streams(
+                run,
+                gw.port,
+                request,
+                args.slow,
+                worker,
+                tree,
+                args.slow_budget_s,
+                when_open=(lambda: probe("snap")) if args.trace else None,
+            )
+        if args.trace:
+            print_breakdown(json.loads(out.read_text()), run.peak_open)
     return run
+
+
+def print_breakdown(probe: dict[str, Any], streams: int) -> None:
+    """The probe's diff, per open stream: Python heap by source line, objects by type."""
+    per = max(streams, 1)
+    print(
+        f"per open stream: RSS {probe['rss_kib'] / per:.1f} KiB, of which Python heap "
+        f"(tracemalloc) {probe['traced_bytes'] / per / 1024:.1f} KiB"
+    )
+    print("by file:")
+    for line in probe["files"]:
+        if abs(line["bytes"]) / per >= 64:
+            where = line["where"].split("site-packages/")[-1].split("/src/")[-1]
+            print(f"  {line['bytes'] / per:8.0f} B  {line['count'] / per:6.2f}  {where}")
+    print("by line:")
+    for line in probe["lines"]:
+        if abs(line["bytes"]) / per >= 16:
+            print(f"  {line['bytes'] / per:8.0f} B  {line['count'] / per:6.2f}  {line['where']}")
+    print("objects per open stream, by type:")
+    for name, count in probe["types"]:
+        if count / per >= 0.5:
+            print(f"  {count / per:6.2f}  {name}")
 
 
 def slow_summary(run: Run) -> str:
@@ -365,7 +452,14 @@ def main() -> int:
     ap.add_argument(
         "--slow-only", action="store_true", help="only the slow run (implies --no-write)"
     )
+    ap.add_argument(
+        "--trace",
+        action="store_true",
+        help="slow run only, with a tracemalloc breakdown from inside the worker",
+    )
     args = ap.parse_args()
+    if args.trace:
+        args.slow_only = True
     fd_limit = raise_fd_limit()
     if args.slow > fd_limit - 100:
         ap.error(f"--slow {args.slow} needs more open files than the limit ({fd_limit})")

@@ -92,7 +92,7 @@ class Outbox:
     The producer appends without awaiting; the sender takes everything that
     piled up during its last ``send`` in one go. That is how a whole network
     read's worth of events leaves in one ASGI send. ``last_sent`` (loop time)
-    tells the keep-alive task how long the stream has been quiet.
+    tells the keep-alive timer how long the stream has been quiet.
     """
 
     __slots__ = (
@@ -224,29 +224,60 @@ class Outbox:
 
     async def wait(self) -> None:
         """Wait until there are frames to send or the stream is over."""
+        waiter = self.waiter(asyncio.get_running_loop())
+        if waiter is not None:
+            try:
+                await waiter
+            finally:
+                self._waiter = None
+
+    def waiter(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None] | None:
+        """A future done when there are frames to send or the stream is over;
+        ``None`` when that is already so. The sender awaits it directly: no
+        coroutine per wait."""
         if self.chunks or self.closed:
-            return
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            return None
+        waiter: asyncio.Future[None] = loop.create_future()
         self._waiter = waiter
-        try:
-            await waiter
-        finally:
-            self._waiter = None
+        return waiter
 
 
-async def keep_alive(outbox: Outbox, interval: float) -> None:
+class KeepAlive:
     """Push an SSE comment whenever the stream has been quiet for ``interval``.
 
-    One timer per stream and interval, rather than one per send: a paced
-    stream sends often, and a timer per send would cost a heap push and a
-    cancelled entry each time.
+    One loop timer per stream, re-armed for ``last_sent + interval`` each time
+    it fires: no task, coroutine or future per stream (10,000 slow streams
+    hold 10,000 of these), and no timer per send (a paced stream sends often,
+    and a timer per send would cost a heap push and a cancelled entry each
+    time). ``cancel`` when the stream is over.
     """
-    loop = asyncio.get_running_loop()
-    while not outbox.closed:
-        quiet = loop.time() - outbox.last_sent
-        if quiet >= interval:
+
+    __slots__ = ("outbox", "interval", "loop", "handle")
+
+    def __init__(self, outbox: Outbox, interval: float, loop: asyncio.AbstractEventLoop) -> None:
+        self.outbox = outbox
+        self.interval = interval
+        self.loop = loop
+        self.handle: asyncio.TimerHandle | None = loop.call_at(
+            outbox.last_sent + interval, self._fire
+        )
+
+    def _fire(self) -> None:
+        outbox = self.outbox
+        if outbox.closed:
+            self.handle = None
+            return
+        now = self.loop.time()
+        quiet = now - outbox.last_sent
+        if quiet >= self.interval:
             if not outbox.chunks:
                 outbox.push(KEEPALIVE)
-            outbox.last_sent = loop.time()
+            outbox.last_sent = now
             quiet = 0.0
-        await asyncio.sleep(interval - quiet)
+        self.handle = self.loop.call_at(now + self.interval - quiet, self._fire)
+
+    def cancel(self) -> None:
+        handle = self.handle
+        if handle is not None:
+            self.handle = None
+            handle.cancel()

@@ -46,7 +46,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Final, Protocol, TypeAlias, cast, runtime_checkable
 
 from . import events as ev
@@ -63,7 +63,7 @@ from ._asgi import (
     send_json_error,
     wants_standard,
 )
-from ._outbox import Outbox, keep_alive
+from ._outbox import KeepAlive, Outbox
 from .errors import InvalidRequest, RequestTooLarge, TokenwireError
 from .request import Request
 from .writer import Writer, estimate_tokens
@@ -457,14 +457,14 @@ class StreamEndpoint:
 
     # -- the stream ----------------------------------------------------------------
 
-    def _open_tees(self, record: StreamRecord) -> list[Tee]:
+    def _open_tees(self, record: StreamRecord) -> Sequence[Tee]:
         tees: list[Tee] = []
         for observer in self.observers:
             with contextlib.suppress(Exception):
                 tee = observer.opened(record)
                 if tee is not None:
                     tees.append(tee)
-        return tees
+        return tees or ()  # most streams have none: no list kept for them
 
     async def _stream(
         self,
@@ -487,30 +487,44 @@ class StreamEndpoint:
         writer.note_usage(input_tokens=estimate_tokens(prompt_chars), estimated=True)
         loop = asyncio.get_running_loop()
         outbox = Outbox(loop.time())
+        tees = self._open_tees(record)
         owner: _Owner = (
-            _RequestOwns(outbox, self._open_tees(record), encode)
+            _RequestOwns(outbox, tees, encode)
             if session is None
-            else _SessionOwns(outbox, self._open_tees(record), session)
+            else _SessionOwns(outbox, tees, session, writer)
         )
         # §5.3.1: stream.start goes out at once, "the endpoint has accepted the request".
         owner.emit(writer.start())
         producer = loop.create_task(self._produce(provider, request, writer, owner, record))
-        # Done callbacks run even for a task cancelled before its first step,
-        # which runs none of its own cleanup.
-        producer.add_done_callback(lambda _task: owner.finished(writer))
+        if session is not None:
+            # Done callbacks run even for a task cancelled before its first step,
+            # which runs none of its own cleanup.
+            producer.add_done_callback(owner.finished)
         owner.adopt(producer)
-        keepalive = loop.create_task(keep_alive(outbox, self.keepalive_s))
+        keepalive = KeepAlive(outbox, self.keepalive_s, loop)
+        hangup: _HangUp | None = None
         hung_up = True
         try:
             headers = [*SSE_HEADERS, *owner.headers]
             await send({"type": "http.response.start", "status": 200, "headers": headers})
-            hung_up = await _until_disconnect(self._send_loop(send, outbox), receive)
+            # The request's own task sends; one watcher task waits for the
+            # hang-up and cancels the sending (as starlette's StreamingResponse
+            # races ``listen_for_disconnect``, with one task less per stream).
+            hangup = _HangUp(receive, loop)
+            await _send_all(send, outbox, loop)
+            hung_up = False
+        except asyncio.CancelledError:
+            if hangup is None or not hangup.caught():
+                raise  # not the hang-up's cancel: the server's (cleanup below)
         except OSError:
             pass  # the ASGI server reports a vanished client by failing send()
         finally:
             keepalive.cancel()
+            if hangup is not None:
+                hangup.stop()
             await owner.release(producer, record, hung_up=hung_up)
-            await asyncio.wait([keepalive])
+            if hangup is not None:
+                await hangup.stopped()
             record.events = writer.next_seq
 
     async def _produce(
@@ -571,19 +585,6 @@ class StreamEndpoint:
         finally:
             outbox.close()
 
-    @staticmethod
-    async def _send_loop(send: Send, outbox: Outbox) -> None:
-        now = asyncio.get_running_loop().time
-        while True:
-            await outbox.wait()
-            last = outbox.closed
-            data = outbox.take()
-            # Everything produced while the previous send was in flight leaves now.
-            await send({"type": "http.response.body", "body": data, "more_body": not last})
-            outbox.last_sent = now()
-            if last:
-                return
-
 
 # --- Who owns a stream's generation --------------------------------------------------------
 
@@ -596,9 +597,11 @@ class _Owner:
     when the request is over, hung up or not.
     """
 
+    __slots__ = ("outbox", "tees")
+
     headers: Sequence[tuple[bytes, bytes]] = ()
 
-    def __init__(self, outbox: Outbox, tees: list[Tee]) -> None:
+    def __init__(self, outbox: Outbox, tees: Sequence[Tee]) -> None:
         self.outbox = outbox
         self.tees = tees
 
@@ -623,8 +626,8 @@ class _Owner:
     def adopt(self, producer: asyncio.Task[None]) -> None:
         pass
 
-    def finished(self, writer: Writer) -> None:
-        """The producer's task is over (its done callback)."""
+    def finished(self, producer: asyncio.Task[None]) -> None:
+        """The producer's task is over (its done callback; resumable streams only)."""
 
     async def release(
         self, producer: asyncio.Task[None], record: StreamRecord, *, hung_up: bool
@@ -635,7 +638,9 @@ class _Owner:
 class _RequestOwns(_Owner):
     """The request owns the generation: a hang-up cancels it at once."""
 
-    def __init__(self, outbox: Outbox, tees: list[Tee], encode: Encode) -> None:
+    __slots__ = ("encode",)
+
+    def __init__(self, outbox: Outbox, tees: Sequence[Tee], encode: Encode) -> None:
         super().__init__(outbox, tees)
         self.encode = encode
 
@@ -678,10 +683,15 @@ class _SessionOwns(_Owner):
     the generation stops: its end, an explicit cancel, or the grace period.
     """
 
-    def __init__(self, outbox: Outbox, tees: list[Tee], session: ResumeSession) -> None:
+    __slots__ = ("session", "headers", "writer")
+
+    def __init__(
+        self, outbox: Outbox, tees: Sequence[Tee], session: ResumeSession, writer: Writer
+    ) -> None:
         super().__init__(outbox, tees)
         self.session = session
         self.headers = session.headers
+        self.writer = writer
 
     def emit(self, batch: list[ev.Event]) -> None:
         frames = [ev.dump(event) for event in batch]
@@ -696,7 +706,8 @@ class _SessionOwns(_Owner):
     def adopt(self, producer: asyncio.Task[None]) -> None:
         self.session.run(producer)
 
-    def finished(self, writer: Writer) -> None:
+    def finished(self, producer: asyncio.Task[None]) -> None:
+        writer = self.writer
         self.outbox.close()
         if not writer.ended:
             # "Every stream ends", the stored one too, whoever is reading.
@@ -716,34 +727,65 @@ class _SessionOwns(_Owner):
             self.session.detach()
 
 
-async def _until_disconnect(body: Awaitable[None], receive: Receive) -> bool:
-    """Run ``body`` (the sending) against the client's hang-up, as starlette's
-    ``StreamingResponse`` does: whichever ends first cancels the other.
-
-    Returns True when the client hung up first. ``body``'s own exception (an
-    ``OSError`` from a failed send) propagates.
-    """
-    sender = asyncio.ensure_future(body)
-    watcher = asyncio.ensure_future(_wait_disconnect(receive))
-    try:
-        await asyncio.wait([sender, watcher], return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in (sender, watcher):
-            task.cancel()
-        await asyncio.wait([sender, watcher])
-    if not watcher.cancelled():
-        watcher.exception()  # retrieved: a receive that failed counts as a hang-up
-    if not sender.cancelled():
-        sender.result()  # raises what the sending raised
-        return False
-    return True
-
-
-async def _wait_disconnect(receive: Receive) -> None:
+async def _send_all(send: Send, outbox: Outbox, loop: asyncio.AbstractEventLoop) -> None:
+    """Send what the producer pushes until the outbox is closed and empty."""
+    now = loop.time
     while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
+        waiter = outbox.waiter(loop)
+        if waiter is not None:
+            await waiter
+        last = outbox.closed
+        data = outbox.take()
+        # Everything produced while the previous send was in flight leaves now.
+        await send({"type": "http.response.body", "body": data, "more_body": not last})
+        outbox.last_sent = now()
+        if last:
             return
+
+
+class _HangUp:
+    """Waits for the client's hang-up and then cancels the task that sends to it.
+
+    Made by the sending task itself, after the response has started. A
+    ``receive`` that fails counts as a hang-up. ``caught`` tells, in the
+    sender's ``except CancelledError``, whether the cancel was this one (and
+    takes it back); ``stop`` ends the watch when the sending is over.
+    """
+
+    __slots__ = ("sender", "task", "fired")
+
+    def __init__(self, receive: Receive, loop: asyncio.AbstractEventLoop) -> None:
+        self.sender: asyncio.Task[object] | None = asyncio.current_task(loop)
+        self.fired = False
+        self.task = loop.create_task(self._watch(receive))
+
+    async def _watch(self, receive: Receive) -> None:
+        try:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+        except Exception:
+            pass  # a receive that failed counts as a hang-up
+        sender = self.sender
+        if sender is not None:
+            self.sender = None
+            self.fired = True
+            sender.cancel()
+
+    def caught(self) -> bool:
+        """True (and the cancel undone) when this watch cancelled the sender."""
+        if not self.fired:
+            return False
+        self.fired = False
+        task = asyncio.current_task()
+        # Undo our cancel only: a server's cancel on top of it still stands.
+        return task is None or task.uncancel() == 0
+
+    def stop(self) -> None:
+        self.sender = None
+        self.task.cancel()
+
+    async def stopped(self) -> None:
+        await asyncio.wait([self.task])
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:
