@@ -270,6 +270,9 @@ class StreamRecord:
 
 # --- The endpoint -------------------------------------------------------------------------
 
+#: An accepted request: what to stream, from which provider, how to encode it.
+_Accepted: TypeAlias = "tuple[Request, Provider, Encode, ResumeSession | None]"
+
 
 def _lookup_for(providers: Provider | Mapping[str, Provider] | ProviderLookup) -> ProviderLookup:
     if isinstance(providers, Provider):
@@ -327,7 +330,11 @@ class StreamEndpoint:
             raise RuntimeError(f"StreamEndpoint serves HTTP only, not {scope['type']!r}")
         record = StreamRecord(self.route or scope.get("path", ""))
         try:
-            await self._handle(scope, receive, send, record)
+            accepted = await self._handle(scope, receive, send, record)
+            if accepted is not None:
+                # _handle's frame (the request body with it) is gone by now:
+                # an open stream keeps only what it streams from.
+                await self._stream(receive, send, record, *accepted)
         finally:
             record.ended = time.perf_counter()
             for observer in self.observers:
@@ -352,10 +359,11 @@ class StreamEndpoint:
 
     async def _handle(
         self, scope: Scope, receive: Receive, send: Send, record: StreamRecord
-    ) -> None:
+    ) -> _Accepted | None:
+        """Read and check the request; what to stream, or ``None`` once answered."""
         if scope.get("method", "POST") != "POST":
             await self._reject(send, record, 405, "use POST", headers=[(b"allow", b"POST")])
-            return
+            return None
         content_type = accept = length = None
         for name, value in scope.get("headers", ()):
             if name == b"content-type":
@@ -380,14 +388,14 @@ class StreamEndpoint:
                 f"Content-Type must be {' or '.join(accepted)}, got {essence or 'none'!r} (§7.2)",
                 headers=[(b"accept-post", ", ".join(accepted).encode())],
             )
-            return
+            return None
         record.format = ingress.name if ingress is not None else "standard"
 
         try:
             content_length = int(length) if length is not None else None
         except ValueError:
             await self._reject(send, record, 400, "Content-Length is not a number")
-            return
+            return None
         try:
             body = await read_body(receive, self.max_body_bytes, content_length)
             if ingress is None:
@@ -404,11 +412,11 @@ class StreamEndpoint:
                 await send_json_error(
                     send, 400, "invalid_request", "the request body ended early", "$"
                 )
-            return
+            return None
         except InvalidRequest as exc:
             status = 413 if isinstance(exc, RequestTooLarge) else 400
             await self._reject(send, record, status, exc.reason, path=exc.path)
-            return
+            return None
         record.request, record.model = request, request.model
 
         provider = self.lookup(request.model)
@@ -421,7 +429,7 @@ class StreamEndpoint:
                 code="model_not_found",
                 path="model",
             )
-            return
+            return None
         # A provider may refuse a request it can never serve before the stream
         # starts (the demo's token cap): a 400 naming the field, not a 200 stream.
         check = getattr(provider, "check_request", None)
@@ -430,7 +438,7 @@ class StreamEndpoint:
                 check(request)
             except InvalidRequest as exc:
                 await self._reject(send, record, 400, exc.reason, path=exc.path)
-                return
+                return None
         session: ResumeSession | None = None
         if self.resumption is not None and encode is ev.dump:
             # Only a stream answered in the standard can be resumed: the resume
@@ -448,12 +456,12 @@ class StreamEndpoint:
                     code="request_id_in_use",
                     path="metadata.request_id",
                 )
-                return
+                return None
             except InvalidRequest as exc:
                 await self._reject(send, record, 400, exc.reason, path=exc.path)
-                return
+                return None
             record.request = request
-        await self._stream(receive, send, record, request, provider, encode, session)
+        return request, provider, encode, session
 
     # -- the stream ----------------------------------------------------------------
 
@@ -511,7 +519,18 @@ class StreamEndpoint:
             # hang-up and cancels the sending (as starlette's StreamingResponse
             # races ``listen_for_disconnect``, with one task less per stream).
             hangup = _HangUp(receive, loop)
-            await _send_all(send, outbox, loop)
+            now = loop.time
+            while True:  # inline, not a coroutine of its own: one frame less per stream
+                waiter = outbox.waiter(loop)
+                if waiter is not None:
+                    await waiter
+                last = outbox.closed
+                data = outbox.take()
+                # Everything produced while the previous send was in flight leaves now.
+                await send({"type": "http.response.body", "body": data, "more_body": not last})
+                outbox.last_sent = now()
+                if last:
+                    break
             hung_up = False
         except asyncio.CancelledError:
             if hangup is None or not hangup.caught():
@@ -725,22 +744,6 @@ class _SessionOwns(_Owner):
             record.disconnected = True
             self.outbox.close()
             self.session.detach()
-
-
-async def _send_all(send: Send, outbox: Outbox, loop: asyncio.AbstractEventLoop) -> None:
-    """Send what the producer pushes until the outbox is closed and empty."""
-    now = loop.time
-    while True:
-        waiter = outbox.waiter(loop)
-        if waiter is not None:
-            await waiter
-        last = outbox.closed
-        data = outbox.take()
-        # Everything produced while the previous send was in flight leaves now.
-        await send({"type": "http.response.body", "body": data, "more_body": not last})
-        outbox.last_sent = now()
-        if last:
-            return
 
 
 class _HangUp:
