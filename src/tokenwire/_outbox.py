@@ -242,42 +242,49 @@ class Outbox:
         return waiter
 
 
-class KeepAlive:
-    """Push an SSE comment whenever the stream has been quiet for ``interval``.
+#: Keep-alive ticks per interval: a quiet stream's comment goes out after
+#: ``interval`` to ``interval * (1 + 1/KEEPALIVE_TICKS)`` of quiet.
+KEEPALIVE_TICKS: Final = 4
 
-    One loop timer per stream, re-armed for ``last_sent + interval`` each time
-    it fires: no task, coroutine or future per stream (10,000 slow streams
-    hold 10,000 of these), and no timer per send (a paced stream sends often,
-    and a timer per send would cost a heap push and a cancelled entry each
-    time). ``cancel`` when the stream is over.
+
+class KeepAlive:
+    """Push an SSE comment to every stream that has been quiet for ``interval``.
+
+    One loop timer for all the streams of an endpoint (on one loop), ticking
+    every ``interval / KEEPALIVE_TICKS`` while any is open: a stream costs a
+    set entry, not a task, coroutine or timer of its own (10,000 slow streams
+    hold 10,000 of those), and a send costs nothing (a paced stream sends
+    often; a timer per send would cost a heap push and a cancelled entry each
+    time). ``add`` a stream's outbox when it opens, ``discard`` it when it is over.
     """
 
-    __slots__ = ("outbox", "interval", "loop", "handle")
+    __slots__ = ("interval", "tick", "loop", "outboxes", "handle")
 
-    def __init__(self, outbox: Outbox, interval: float, loop: asyncio.AbstractEventLoop) -> None:
-        self.outbox = outbox
+    def __init__(self, interval: float, loop: asyncio.AbstractEventLoop) -> None:
         self.interval = interval
+        self.tick = interval / KEEPALIVE_TICKS
         self.loop = loop
-        self.handle: asyncio.TimerHandle | None = loop.call_at(
-            outbox.last_sent + interval, self._fire
-        )
+        self.outboxes: set[Outbox] = set()
+        self.handle: asyncio.TimerHandle | None = None
 
-    def _fire(self) -> None:
-        outbox = self.outbox
-        if outbox.closed:
-            self.handle = None
-            return
-        now = self.loop.time()
-        quiet = now - outbox.last_sent
-        if quiet >= self.interval:
-            if not outbox.chunks:
-                outbox.push(KEEPALIVE)
-            outbox.last_sent = now
-            quiet = 0.0
-        self.handle = self.loop.call_at(now + self.interval - quiet, self._fire)
+    def add(self, outbox: Outbox) -> None:
+        self.outboxes.add(outbox)
+        if self.handle is None:
+            self.handle = self.loop.call_at(self.loop.time() + self.tick, self._fire)
 
-    def cancel(self) -> None:
+    def discard(self, outbox: Outbox) -> None:
+        self.outboxes.discard(outbox)
         handle = self.handle
-        if handle is not None:
+        if not self.outboxes and handle is not None:
             self.handle = None
             handle.cancel()
+
+    def _fire(self) -> None:
+        now = self.loop.time()
+        quiet_since = now - self.interval
+        for outbox in self.outboxes:
+            if outbox.last_sent <= quiet_since and not outbox.closed:
+                if not outbox.chunks:
+                    outbox.push(KEEPALIVE)
+                outbox.last_sent = now
+        self.handle = self.loop.call_at(now + self.tick, self._fire) if self.outboxes else None

@@ -318,6 +318,7 @@ class StreamEndpoint:
         self.classify = classify
         self.route = route
         self.resumption = resumption
+        self._keepalive: KeepAlive | None = None
 
     # -- ASGI entry -----------------------------------------------------------------
 
@@ -509,7 +510,11 @@ class StreamEndpoint:
             # which runs none of its own cleanup.
             producer.add_done_callback(owner.finished)
         owner.adopt(producer)
-        keepalive = KeepAlive(outbox, self.keepalive_s, loop)
+        keepalive = self._keepalive
+        if keepalive is None or keepalive.loop is not loop:
+            # One timer for all the endpoint's streams (per event loop).
+            keepalive = self._keepalive = KeepAlive(self.keepalive_s, loop)
+        keepalive.add(outbox)
         hangup: _HangUp | None = None
         hung_up = True
         try:
@@ -538,7 +543,7 @@ class StreamEndpoint:
         except OSError:
             pass  # the ASGI server reports a vanished client by failing send()
         finally:
-            keepalive.cancel()
+            keepalive.discard(outbox)
             if hangup is not None:
                 hangup.stop()
             await owner.release(producer, record, hung_up=hung_up)

@@ -56,46 +56,72 @@ class _Clock:
         return handle.when
 
 
-def _keepalive(interval: float = 15.0) -> tuple[_Clock, Outbox, KeepAlive]:
+def _keepalive(interval: float = 15.0) -> tuple[_Clock, KeepAlive]:
     clock = _Clock()
-    outbox = Outbox(clock.now)
-    keepalive = KeepAlive(outbox, interval, clock)  # type: ignore[arg-type]
-    return clock, outbox, keepalive
+    return clock, KeepAlive(interval, clock)  # type: ignore[arg-type]
+
+
+def _comments(clock: _Clock, outboxes: list[Outbox], until: float) -> list[list[float]]:
+    """Run the timer up to ``until``; when each outbox got a keep-alive (its sender
+    takes everything at once)."""
+    times: list[list[float]] = [[] for _ in outboxes]
+    while any(not t.cancelled and t.when <= until for t in clock.timers):
+        clock.fire()
+        for i, outbox in enumerate(outboxes):
+            data = outbox.take()
+            if KEEPALIVE in data:
+                times[i].append(clock.now)
+    return times
 
 
 def test_a_quiet_stream_gets_a_comment_every_interval() -> None:
-    clock, outbox, _ = _keepalive(15.0)
-    for expected in (15.0, 30.0, 45.0):
-        assert clock.fire() == expected
-        assert outbox.take() == KEEPALIVE
-        outbox.last_sent = clock.now  # the sender sent it
+    clock, keepalive = _keepalive(15.0)
+    outbox = Outbox(clock.now)
+    keepalive.add(outbox)
+    assert _comments(clock, [outbox], 50.0) == [[15.0, 30.0, 45.0]]
 
 
 def test_a_send_pushes_the_next_comment_back() -> None:
-    clock, outbox, _ = _keepalive(15.0)
+    clock, keepalive = _keepalive(15.0)
+    outbox = Outbox(clock.now)
+    keepalive.add(outbox)
     outbox.last_sent = 10.0  # an event went out at 10 s
-    assert clock.fire() == 15.0
-    assert outbox.take() == b""  # quiet for 5 s only: nothing
-    assert clock.fire() == 25.0  # 15 s after the last send
-    assert outbox.take() == KEEPALIVE
+    [times] = _comments(clock, [outbox], 45.0)
+    # None at 15 s (quiet for 5 s only); the next within a tick of 15 s after the send.
+    assert 25.0 <= times[0] <= 25.0 + keepalive.tick
+    assert len(times) == 2
+
+
+def test_streams_share_one_timer_and_each_gets_its_own_comments() -> None:
+    clock, keepalive = _keepalive(15.0)
+    first, second = Outbox(0.0), Outbox(7.5)
+    keepalive.add(first)
+    keepalive.add(second)  # _Clock.fire asserts a single pending timer
+    assert _comments(clock, [first, second], 40.0) == [[15.0, 30.0], [22.5, 37.5]]
 
 
 def test_no_comment_on_top_of_frames_waiting_to_go() -> None:
-    clock, outbox, _ = _keepalive(15.0)
+    clock, keepalive = _keepalive(15.0)
+    outbox = Outbox(clock.now)
+    keepalive.add(outbox)
     outbox.push(b"data: x\n\n")  # queued, the sender has not taken it yet
-    clock.fire()
+    while clock.now < 15.0:
+        clock.fire()
     assert outbox.take() == b"data: x\n\n"
 
 
-def test_the_timer_stops_with_the_stream() -> None:
-    clock, outbox, keepalive = _keepalive(15.0)
-    outbox.close()
-    clock.fire()  # fires once more, sees the stream over
-    assert not [t for t in clock.timers if not t.cancelled]  # and is not re-armed
-    clock2, _outbox2, keepalive2 = _keepalive(15.0)
-    keepalive2.cancel()
-    assert all(t.cancelled for t in clock2.timers)
-    keepalive.cancel()  # harmless after the end
+def test_the_timer_stops_with_the_last_stream_and_restarts_with_the_next() -> None:
+    clock, keepalive = _keepalive(15.0)
+    outbox = Outbox(clock.now)
+    keepalive.add(outbox)
+    keepalive.discard(outbox)
+    assert all(t.cancelled for t in clock.timers)
+    closed = Outbox(clock.now)
+    keepalive.add(closed)
+    closed.close()
+    assert _comments(clock, [closed], 20.0) == [[]]  # a stream that is over gets none
+    keepalive.discard(closed)
+    assert all(t.cancelled for t in clock.timers)
 
 
 class _Idle:
