@@ -92,7 +92,9 @@ def check_standard(body: bytes, errors: dict[str, int]) -> tuple[int, str | None
         if isinstance(event, ev.ErrorEvent):
             key = f"{event.code}: {event.message}"
             errors[key] = errors.get(key, 0) + 1
-    seqs = [e.seq for e in events if not isinstance(e, ev.UnknownEvent)]
+    # Extension events (``tokenwire.stop``, ``tokenwire.usage``...) decode as
+    # UnknownEvent and carry a seq of their own (§5.2.1): they count too.
+    seqs = [e.seq for e in events if e.seq is not None]
     if seqs != list(range(len(seqs))):
         lost = sorted(set(range(max(seqs, default=-1) + 1)) - set(seqs))
         repeated = sorted({s for s in seqs if seqs.count(s) > 1})
@@ -523,7 +525,7 @@ def main() -> int:
 
         run_loop = uvloop.run
     except ImportError:
-        run_loop = asyncio.run
+        run_loop = asyncio.run  # type: ignore[assignment]
     slow = run_loop(slow_run(args)) if args.slow else None
     if slow is not None:
         print(slow_summary(slow))
