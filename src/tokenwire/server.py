@@ -54,6 +54,7 @@ from . import request as rq
 from ._asgi import (
     HTTP_ERROR_CODES,
     ClientDisconnected,
+    HangUp,
     Receive,
     Scope,
     Send,
@@ -515,7 +516,7 @@ class StreamEndpoint:
             # One timer for all the endpoint's streams (per event loop).
             keepalive = self._keepalive = KeepAlive(self.keepalive_s, loop)
         keepalive.add(outbox)
-        hangup: _HangUp | None = None
+        hangup: HangUp | None = None
         hung_up = True
         try:
             headers = [*SSE_HEADERS, *owner.headers]
@@ -523,7 +524,7 @@ class StreamEndpoint:
             # The request's own task sends; one watcher task waits for the
             # hang-up and cancels the sending (as starlette's StreamingResponse
             # races ``listen_for_disconnect``, with one task less per stream).
-            hangup = _HangUp(receive, loop)
+            hangup = HangUp(receive, loop)
             now = loop.time
             while True:  # inline, not a coroutine of its own: one frame less per stream
                 waiter = outbox.waiter(loop)
@@ -749,51 +750,6 @@ class _SessionOwns(_Owner):
             record.disconnected = True
             self.outbox.close()
             self.session.detach()
-
-
-class _HangUp:
-    """Waits for the client's hang-up and then cancels the task that sends to it.
-
-    Made by the sending task itself, after the response has started. A
-    ``receive`` that fails counts as a hang-up. ``caught`` tells, in the
-    sender's ``except CancelledError``, whether the cancel was this one (and
-    takes it back); ``stop`` ends the watch when the sending is over.
-    """
-
-    __slots__ = ("sender", "task", "fired")
-
-    def __init__(self, receive: Receive, loop: asyncio.AbstractEventLoop) -> None:
-        self.sender: asyncio.Task[object] | None = asyncio.current_task(loop)
-        self.fired = False
-        self.task = loop.create_task(self._watch(receive))
-
-    async def _watch(self, receive: Receive) -> None:
-        try:
-            while (await receive())["type"] != "http.disconnect":
-                pass
-        except Exception:
-            pass  # a receive that failed counts as a hang-up
-        sender = self.sender
-        if sender is not None:
-            self.sender = None
-            self.fired = True
-            sender.cancel()
-
-    def caught(self) -> bool:
-        """True (and the cancel undone) when this watch cancelled the sender."""
-        if not self.fired:
-            return False
-        self.fired = False
-        task = asyncio.current_task()
-        # Undo our cancel only: a server's cancel on top of it still stands.
-        return task is None or task.uncancel() == 0
-
-    def stop(self) -> None:
-        self.sender = None
-        self.task.cancel()
-
-    async def stopped(self) -> None:
-        await asyncio.wait([self.task])
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:
