@@ -27,11 +27,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import os
+import resource
+import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import tokenwire
-from _common import header, md_table, write_section
+from _common import ROOT, header, md_table, write_section
 from tokenwire import events as ev
 from tokenwire.errors import ProtocolError
 from tokenwire.testing import loadgen as lg
@@ -52,6 +59,17 @@ class Run:
     peak_open: int = 0
     rss_idle_mib: float = 0.0
     rss_peak_mib: float = 0.0
+    #: Slow run: the whole process tree's RSS (supervisor included), idle and with all open.
+    tree_idle_mib: float = 0.0
+    tree_peak_mib: float = 0.0
+    #: Slow run: connection attempts that failed and were retried, streams never opened.
+    retries: int = 0
+    unopened: int = 0
+    open_s: float = 0.0  # seconds until every stream was open
+
+    @property
+    def kib_per_open(self) -> float:
+        return (self.rss_peak_mib - self.rss_idle_mib) * 1024 / max(self.peak_open, 1)
 
     @property
     def events_per_s(self) -> float:
@@ -74,7 +92,9 @@ def check_standard(body: bytes, errors: dict[str, int]) -> tuple[int, str | None
         if isinstance(event, ev.ErrorEvent):
             key = f"{event.code}: {event.message}"
             errors[key] = errors.get(key, 0) + 1
-    seqs = [e.seq for e in events if not isinstance(e, ev.UnknownEvent)]
+    # Extension events (``tokenwire.stop``, ``tokenwire.usage``...) decode as
+    # UnknownEvent and carry a seq of their own (§5.2.1): they count too.
+    seqs = [e.seq for e in events if e.seq is not None]
     if seqs != list(range(len(seqs))):
         lost = sorted(set(range(max(seqs, default=-1) + 1)) - set(seqs))
         repeated = sorted({s for s in seqs if seqs.count(s) > 1})
@@ -149,6 +169,283 @@ async def run_streams(
             run.events += ex.frames
 
 
+BENCH = ROOT / "bench"
+
+
+# --- slow streams: how many a worker holds open at once, and what each costs -------------
+
+#: Connections being opened (connect + request + response head) at one time: the
+#: client opens in a bounded window rather than all at once, so no SYN overflows
+#: the listen backlog (granian's default is 1,024) and costs a 1 s retransmit.
+CONNECT_WINDOW = 256
+#: A refused or reset connect is retried this many times, 0.2 s x attempt apart.
+CONNECT_TRIES = 5
+
+
+def raise_fd_limit() -> int:
+    """Raise this process's open-file soft limit to its hard limit; return it.
+
+    The gateway is started from here, so it inherits the raised limit (each
+    open stream is one socket on either side).
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        soft = hard
+    return soft
+
+
+async def slow_streams(
+    run: Run,
+    port: int,
+    request: bytes,
+    streams: int,
+    worker: int,
+    tree: list[int],
+    budget_s: float,
+    when_open: Callable[[], Awaitable[None]] | None = None,
+) -> None:
+    """Open ``streams`` paced streams, all held at once; sample the worker's RSS.
+
+    A stream counts as open from its response head (the endpoint accepted it)
+    to its last chunk. RSS is sampled every 0.1 s; the figure is the sample
+    taken with the most streams open (the largest, when several tie).
+    """
+    gate = asyncio.Semaphore(CONNECT_WINDOW)
+    open_now = [0]
+    opened = [0]
+    all_open = asyncio.Event()
+    bodies: list[bytes | None] = [None] * streams
+    t0 = time.perf_counter()
+
+    async def one(i: int) -> None:
+        for attempt in range(CONNECT_TRIES):
+            try:
+                async with gate:
+                    reader, writer = await lg.connect(port)
+                    writer.write(request)
+                    head = await reader.readuntil(b"\r\n\r\n")
+                break
+            except (OSError, asyncio.IncompleteReadError):
+                run.retries += 1
+                await asyncio.sleep(0.2 * (attempt + 1))
+        else:
+            return
+        if not head.startswith(b"HTTP/1.1 200"):
+            writer.close()
+            bodies[i] = b""
+            return
+        open_now[0] += 1
+        opened[0] += 1
+        if opened[0] == streams:
+            run.open_s = time.perf_counter() - t0
+            all_open.set()
+        parts: list[bytes] = []
+        try:
+            while True:
+                size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
+                if size == 0:
+                    await reader.readuntil(b"\r\n")
+                    break
+                parts.append((await reader.readexactly(size + 2))[:-2])
+            bodies[i] = b"".join(parts)
+        except (OSError, asyncio.IncompleteReadError, ValueError):
+            bodies[i] = b"".join(parts)  # a cut stream: the check below names it
+        finally:
+            open_now[0] -= 1
+            writer.close()
+
+    run.rss_idle_mib = tb.rss_kib(worker) / 1024
+    run.tree_idle_mib = tb.rss_kib(tree) / 1024
+    best = (0, 0, 0)  # (open, worker KiB, tree KiB)
+    done = asyncio.Event()
+
+    async def sampler() -> None:
+        nonlocal best
+        while not done.is_set():
+            sample = (open_now[0], tb.rss_kib(worker), tb.rss_kib(tree))
+            best = max(best, sample)
+            await asyncio.sleep(0.1)
+
+    async def hook() -> None:
+        await all_open.wait()
+        if when_open is not None:
+            await when_open()
+
+    sampling = asyncio.ensure_future(sampler())
+    hooked = asyncio.ensure_future(hook())
+    cpu0 = tb.cpu_seconds(tree)
+    try:
+        async with asyncio.timeout(budget_s):
+            await asyncio.gather(*(one(i) for i in range(streams)))
+            if all_open.is_set():
+                await hooked
+    finally:
+        done.set()
+        hooked.cancel()
+        await sampling
+    run.wall_s = time.perf_counter() - t0
+    run.cpu_s = tb.cpu_seconds(tree) - cpu0
+    run.peak_open, worker_kib, tree_kib = best
+    run.rss_peak_mib, run.tree_peak_mib = worker_kib / 1024, tree_kib / 1024
+    run.streams = streams
+    for i, body in enumerate(bodies):
+        if body is None:
+            run.unopened += 1
+            run.bad_streams.append(f"stream {i}: never opened")
+            continue
+        count, problem = check_standard(body, run.errors)
+        run.events += count
+        if problem:
+            run.bad_streams.append(f"stream {i}: {problem}")
+
+
+async def slow_run(args: argparse.Namespace) -> Run:
+    """``args.slow`` paced demo streams through a fresh gateway, all open at once.
+
+    With ``args.trace`` the worker also serves bench/_memprobe.py's ``probe``
+    model: tracemalloc starts once the worker is idle and is diffed while every
+    stream is open; the breakdown is printed (its RSS figures include
+    tracemalloc's own cost, so they are not the run's figures).
+    """
+    run = Run(f"demo, {args.slow:,} slow streams held open")
+    extensions = {"tokenwire:demo": {"tokens": args.slow_tokens, "delay_ms": args.slow_delay_ms}}
+    config = None
+    env: dict[str, str] = {}
+    with tempfile.TemporaryDirectory(prefix="tokenwire-probe-") as tmp:
+        out = Path(tmp) / "probe.json"
+        if args.trace:
+            config = tb.gateway_config(
+                {
+                    "demo": {"provider": "demo"},
+                    "probe": {"provider": "python", "factory": "_memprobe:provider"},
+                }
+            )
+            path = os.environ.get("PYTHONPATH")
+            env["PYTHONPATH"] = str(BENCH) + (os.pathsep + path if path else "")
+            env["TOKENWIRE_MEMPROBE_OUT"] = str(out)
+        with tb.serve_gateway(config, env=env) as gw:
+            tree = gw.pids()
+            worker = tree[-1]
+            # Warm the worker up (imports, first-request setup) before its idle RSS.
+            await lg.stream_concurrently(
+                gw.port, lg.standard_request(gw.port, "demo", extensions=extensions), 50
+            )
+            await asyncio.sleep(1.0)  # let the warm-up's streams be freed
+
+            async def probe(do: str) -> None:
+                ask = lg.standard_request(
+                    gw.port, "probe", extensions={"tokenwire:probe": {"do": do}}
+                )
+                await lg.stream_concurrently(gw.port, ask, 1)
+
+            if args.trace:
+                await probe("start")
+            request = lg.standard_request(gw.port, "demo", extensions=extensions)
+            print(f"{args.slow:,} slow demo streams (all open at once)...", flush=True)
+            await slow_streams(
+                run,
+                gw.port,
+                request,
+                args.slow,
+                worker,
+                tree,
+                args.slow_budget_s,
+                when_open=(lambda: probe("snap")) if args.trace else None,
+            )
+        if args.trace:
+            print_breakdown(json.loads(out.read_text()), run.peak_open)
+    return run
+
+
+def print_breakdown(probe: dict[str, Any], streams: int) -> None:
+    """The probe's diff, per open stream: Python heap by source line, objects by type."""
+    per = max(streams, 1)
+    print(
+        f"per open stream: RSS {probe['rss_kib'] / per:.1f} KiB, of which Python heap "
+        f"(tracemalloc) {probe['traced_bytes'] / per / 1024:.1f} KiB"
+    )
+    print("by file:")
+    for line in probe["files"]:
+        if abs(line["bytes"]) / per >= 64:
+            where = line["where"].split("site-packages/")[-1].split("/src/")[-1]
+            print(f"  {line['bytes'] / per:8.0f} B  {line['count'] / per:6.2f}  {where}")
+    print("by line:")
+    for line in probe["lines"]:
+        if abs(line["bytes"]) / per >= 16:
+            print(f"  {line['bytes'] / per:8.0f} B  {line['count'] / per:6.2f}  {line['where']}")
+    print("objects per open stream, by type:")
+    for name, count in probe["types"]:
+        if count / per >= 0.5:
+            print(f"  {count / per:6.2f}  {name}")
+
+
+#: The hand-written subsection of "## load" that a rerun keeps (write_section's ``keep``).
+BREAKDOWN = "Where the bytes of an open stream go"
+
+
+def slow_section(run: Run, args: argparse.Namespace) -> list[str]:
+    """The slow run's lines of the "## load" section."""
+    ok = "yes" if not run.bad_streams else f"**no: {len(run.bad_streams)} bad**"
+    table = md_table(
+        [
+            "run",
+            "open at once (peak)",
+            "all open after (s)",
+            "wall (s)",
+            "worker RSS idle -> all open (MiB)",
+            "KiB per open stream",
+            "whole tree (supervisor + worker) idle -> all open (MiB)",
+            "connect retries",
+            "every seq once, in order",
+        ],
+        [
+            [
+                f"{run.streams:,} demo streams x {args.slow_tokens} deltas, "
+                f"{args.slow_delay_ms:g} ms apart",
+                f"{run.peak_open:,}",
+                f"{run.open_s:.1f}",
+                f"{run.wall_s:.1f}",
+                f"{run.rss_idle_mib:.1f} -> {run.rss_peak_mib:.1f}",
+                f"**{run.kib_per_open:.1f}**",
+                f"{run.tree_idle_mib:.1f} -> {run.tree_peak_mib:.1f}",
+                f"{run.retries}",
+                ok,
+            ]
+        ],
+    )
+    return [
+        "### Slow streams held open at once",
+        "",
+        f"{run.streams:,} paced demo streams through a fresh `tokenwire serve` worker, all "
+        "open at once (first, before the runs above, on a gateway of its own), from the same "
+        f"client opening at most {CONNECT_WINDOW} connections at a time (connect, request, "
+        "response head), retrying a failed connect at most "
+        f"{CONNECT_TRIES} times. A stream is open from its response head to its last chunk. "
+        "*KiB per open stream*: (the worker's RSS in the 0.1 s sample with the most streams "
+        "open - its RSS idle after a warm-up) / streams open in that sample; the worker is "
+        "the process that serves (granian's last-spawned process), the tree adds granian's "
+        "supervisor, which serves nothing. Client and gateway raise their open-file soft "
+        "limit to the hard limit (`tokenwire serve` does so itself). Every body is decoded "
+        "afterwards: seq 0..n-1 once, in order, `stream.end` last, lifecycle validator passes.",
+        "",
+        *table,
+        "",
+    ]
+
+
+def slow_summary(run: Run) -> str:
+    """One line on the slow run: what it held, what each open stream cost."""
+    ok = "yes" if not run.bad_streams else f"NO ({len(run.bad_streams)} bad: {run.bad_streams[:3]})"
+    return (
+        f"slow: {run.streams:,} streams, peak open {run.peak_open:,} "
+        f"(all open after {run.open_s:.1f} s), wall {run.wall_s:.1f} s, "
+        f"worker RSS {run.rss_idle_mib:.1f} -> {run.rss_peak_mib:.1f} MiB = "
+        f"{run.kib_per_open:.1f} KiB per open stream; whole tree {run.tree_idle_mib:.1f} -> "
+        f"{run.tree_peak_mib:.1f} MiB; connect retries {run.retries}; every seq once: {ok}"
+    )
+
+
 async def main_async(args: argparse.Namespace) -> list[Run]:
     deltas = args.events - 4  # + stream.start, content.stop, usage, stream.end
     runs: list[Run] = []
@@ -202,15 +499,39 @@ def main() -> int:
     ap.add_argument("--streams", type=int, default=1000, help="concurrent streams per run")
     ap.add_argument("--events", type=int, default=200, help="events per stream")
     ap.add_argument("--no-write", action="store_true", help="do not rewrite bench/RESULTS.md")
+    ap.add_argument(
+        "--slow", type=int, default=10_000, help="slow streams held open at once (0: none)"
+    )
+    ap.add_argument("--slow-tokens", type=int, default=10, help="deltas per slow stream")
+    ap.add_argument("--slow-delay-ms", type=float, default=3000, help="pace of a slow stream")
+    ap.add_argument("--slow-budget-s", type=float, default=240, help="the slow run's time limit")
+    ap.add_argument(
+        "--slow-only", action="store_true", help="only the slow run (implies --no-write)"
+    )
+    ap.add_argument(
+        "--trace",
+        action="store_true",
+        help="slow run only, with a tracemalloc breakdown from inside the worker",
+    )
     args = ap.parse_args()
+    if args.trace:
+        args.slow_only = True
+    fd_limit = raise_fd_limit()
+    if args.slow > fd_limit - 100:
+        ap.error(f"--slow {args.slow} needs more open files than the limit ({fd_limit})")
     load_before = tb.loadavg()
     try:
         import uvloop
 
-        runs = uvloop.run(main_async(args))
+        run_loop = uvloop.run
     except ImportError:
-        runs = asyncio.run(main_async(args))
-    paced, demo, via, direct = runs
+        run_loop = asyncio.run  # type: ignore[assignment]
+    slow = run_loop(slow_run(args)) if args.slow else None
+    if slow is not None:
+        print(slow_summary(slow))
+    if args.slow_only:
+        return 1 if slow is not None and slow.bad_streams else 0
+    paced, demo, via, direct = run_loop(main_async(args))
 
     rows = []
     for run in (demo, via, direct):
@@ -299,10 +620,12 @@ def main() -> int:
             "",
             *notes,
             "",
+            *(slow_section(slow, args) if slow is not None else []),
         ]
-        write_section("load", "\n".join(text))
+        write_section("load", "\n".join(text), keep=BREAKDOWN)
         print("wrote the '## load' section of bench/RESULTS.md")
-    return 1 if (demo.bad_streams or via.bad_streams or paced.bad_streams) else 0
+    bad = demo.bad_streams or via.bad_streams or paced.bad_streams
+    return 1 if bad or (slow is not None and slow.bad_streams) else 0
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
 """ASGI plumbing shared by the stream endpoint, the gateway's routes and the resume endpoint.
 
 Pure helpers (media types, JSON error bodies, exception classification) and the
-few I/O helpers every route needs (send a JSON response, read a bounded body).
+few I/O helpers every route needs (send a JSON response, read a bounded body,
+watch for the client's hang-up while a stream is sent).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any, Final, TypeAlias
 
@@ -168,3 +170,51 @@ async def read_body(receive: Receive, limit: int, content_length: int | None = N
         if not message.get("more_body", False):
             break
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+# --- The client's hang-up, while a stream is sent -----------------------------------
+
+
+class HangUp:
+    """Waits for the client's hang-up and then cancels the task that sends to it.
+
+    Made by the sending task itself, after the response has started. A
+    ``receive`` that fails counts as a hang-up. ``caught`` tells, in the
+    sender's ``except CancelledError``, whether the cancel was this one (and
+    takes it back); ``stop`` ends the watch when the sending is over.
+    """
+
+    __slots__ = ("sender", "task", "fired")
+
+    def __init__(self, receive: Receive, loop: asyncio.AbstractEventLoop) -> None:
+        self.sender: asyncio.Task[object] | None = asyncio.current_task(loop)
+        self.fired = False
+        self.task = loop.create_task(self._watch(receive))
+
+    async def _watch(self, receive: Receive) -> None:
+        try:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+        except Exception:
+            pass  # a receive that failed counts as a hang-up
+        sender = self.sender
+        if sender is not None:
+            self.sender = None
+            self.fired = True
+            sender.cancel()
+
+    def caught(self) -> bool:
+        """True (and the cancel undone) when this watch cancelled the sender."""
+        if not self.fired:
+            return False
+        self.fired = False
+        task = asyncio.current_task()
+        # Undo our cancel only: a server's cancel on top of it still stands.
+        return task is None or task.uncancel() == 0
+
+    def stop(self) -> None:
+        self.sender = None
+        self.task.cancel()
+
+    async def stopped(self) -> None:
+        await asyncio.wait([self.task])

@@ -38,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Final
 
 import msgspec
@@ -121,11 +121,17 @@ class _Request:
         self.send_started = 0.0  # loop time the send in flight began
         self.send_timeout: asyncio.Timeout | None = None  # its deadline
 
-    async def receive(self) -> Message:
-        if self.body_done or self.answered:
-            if self.answered:
-                return {"type": "http.disconnect"}
-            return await self.receive_inner()
+    def receive(self) -> Awaitable[Message]:
+        if self.body_done and not self.answered:
+            # The server's own awaitable: a stream waiting for its client's
+            # hang-up (all of them, for as long as they are open) holds no
+            # frame of the guard's.
+            return self.receive_inner()
+        return self._receive()
+
+    async def _receive(self) -> Message:
+        if self.answered:
+            return {"type": "http.disconnect"}
         try:
             async with asyncio.timeout_at(self.body_deadline):
                 message = await self.receive_inner()

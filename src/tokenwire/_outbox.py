@@ -92,7 +92,7 @@ class Outbox:
     The producer appends without awaiting; the sender takes everything that
     piled up during its last ``send`` in one go. That is how a whole network
     read's worth of events leaves in one ASGI send. ``last_sent`` (loop time)
-    tells the keep-alive task how long the stream has been quiet.
+    tells the keep-alive timer how long the stream has been quiet.
     """
 
     __slots__ = (
@@ -224,29 +224,67 @@ class Outbox:
 
     async def wait(self) -> None:
         """Wait until there are frames to send or the stream is over."""
+        waiter = self.waiter(asyncio.get_running_loop())
+        if waiter is not None:
+            try:
+                await waiter
+            finally:
+                self._waiter = None
+
+    def waiter(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None] | None:
+        """A future done when there are frames to send or the stream is over;
+        ``None`` when that is already so. The sender awaits it directly: no
+        coroutine per wait."""
         if self.chunks or self.closed:
-            return
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            return None
+        waiter: asyncio.Future[None] = loop.create_future()
         self._waiter = waiter
-        try:
-            await waiter
-        finally:
-            self._waiter = None
+        return waiter
 
 
-async def keep_alive(outbox: Outbox, interval: float) -> None:
-    """Push an SSE comment whenever the stream has been quiet for ``interval``.
+#: Keep-alive ticks per interval: a quiet stream's comment goes out after
+#: ``interval`` to ``interval * (1 + 1/KEEPALIVE_TICKS)`` of quiet.
+KEEPALIVE_TICKS: Final = 4
 
-    One timer per stream and interval, rather than one per send: a paced
-    stream sends often, and a timer per send would cost a heap push and a
-    cancelled entry each time.
+
+class KeepAlive:
+    """Push an SSE comment to every stream that has been quiet for ``interval``.
+
+    One loop timer for all the streams of an endpoint (on one loop), ticking
+    every ``interval / KEEPALIVE_TICKS`` while any is open: a stream costs a
+    set entry, not a task, coroutine or timer of its own (10,000 slow streams
+    hold 10,000 of those), and a send costs nothing (a paced stream sends
+    often; a timer per send would cost a heap push and a cancelled entry each
+    time). ``add`` a stream's outbox when it opens, ``discard`` it when it is over.
     """
-    loop = asyncio.get_running_loop()
-    while not outbox.closed:
-        quiet = loop.time() - outbox.last_sent
-        if quiet >= interval:
-            if not outbox.chunks:
-                outbox.push(KEEPALIVE)
-            outbox.last_sent = loop.time()
-            quiet = 0.0
-        await asyncio.sleep(interval - quiet)
+
+    __slots__ = ("interval", "tick", "loop", "outboxes", "handle")
+
+    def __init__(self, interval: float, loop: asyncio.AbstractEventLoop) -> None:
+        self.interval = interval
+        self.tick = interval / KEEPALIVE_TICKS
+        self.loop = loop
+        self.outboxes: set[Outbox] = set()
+        self.handle: asyncio.TimerHandle | None = None
+
+    def add(self, outbox: Outbox) -> None:
+        self.outboxes.add(outbox)
+        if self.handle is None:
+            self.handle = self.loop.call_at(self.loop.time() + self.tick, self._fire)
+
+    def discard(self, outbox: Outbox) -> None:
+        self.outboxes.discard(outbox)
+        handle = self.handle
+        if not self.outboxes and handle is not None:
+            self.handle = None
+            handle.cancel()
+
+    def _fire(self) -> None:
+        now = self.loop.time()
+        quiet_since = now - self.interval
+        for outbox in self.outboxes:
+            if outbox.last_sent <= quiet_since and not outbox.closed:
+                if not outbox.chunks:
+                    outbox.push(KEEPALIVE)
+                outbox.last_sent = now
+        self.handle = self.loop.call_at(now + self.tick, self._fire) if self.outboxes else None

@@ -46,7 +46,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Final, Protocol, TypeAlias, cast, runtime_checkable
 
 from . import events as ev
@@ -54,6 +54,7 @@ from . import request as rq
 from ._asgi import (
     HTTP_ERROR_CODES,
     ClientDisconnected,
+    HangUp,
     Receive,
     Scope,
     Send,
@@ -63,7 +64,7 @@ from ._asgi import (
     send_json_error,
     wants_standard,
 )
-from ._outbox import Outbox, keep_alive
+from ._outbox import KeepAlive, Outbox
 from .errors import InvalidRequest, RequestTooLarge, TokenwireError
 from .request import Request
 from .writer import Writer, estimate_tokens
@@ -270,6 +271,9 @@ class StreamRecord:
 
 # --- The endpoint -------------------------------------------------------------------------
 
+#: An accepted request: what to stream, from which provider, how to encode it.
+_Accepted: TypeAlias = "tuple[Request, Provider, Encode, ResumeSession | None]"
+
 
 def _lookup_for(providers: Provider | Mapping[str, Provider] | ProviderLookup) -> ProviderLookup:
     if isinstance(providers, Provider):
@@ -315,6 +319,7 @@ class StreamEndpoint:
         self.classify = classify
         self.route = route
         self.resumption = resumption
+        self._keepalive: KeepAlive | None = None
 
     # -- ASGI entry -----------------------------------------------------------------
 
@@ -327,7 +332,11 @@ class StreamEndpoint:
             raise RuntimeError(f"StreamEndpoint serves HTTP only, not {scope['type']!r}")
         record = StreamRecord(self.route or scope.get("path", ""))
         try:
-            await self._handle(scope, receive, send, record)
+            accepted = await self._handle(scope, receive, send, record)
+            if accepted is not None:
+                # _handle's frame (the request body with it) is gone by now:
+                # an open stream keeps only what it streams from.
+                await self._stream(receive, send, record, *accepted)
         finally:
             record.ended = time.perf_counter()
             for observer in self.observers:
@@ -352,10 +361,11 @@ class StreamEndpoint:
 
     async def _handle(
         self, scope: Scope, receive: Receive, send: Send, record: StreamRecord
-    ) -> None:
+    ) -> _Accepted | None:
+        """Read and check the request; what to stream, or ``None`` once answered."""
         if scope.get("method", "POST") != "POST":
             await self._reject(send, record, 405, "use POST", headers=[(b"allow", b"POST")])
-            return
+            return None
         content_type = accept = length = None
         for name, value in scope.get("headers", ()):
             if name == b"content-type":
@@ -380,14 +390,14 @@ class StreamEndpoint:
                 f"Content-Type must be {' or '.join(accepted)}, got {essence or 'none'!r} (§7.2)",
                 headers=[(b"accept-post", ", ".join(accepted).encode())],
             )
-            return
+            return None
         record.format = ingress.name if ingress is not None else "standard"
 
         try:
             content_length = int(length) if length is not None else None
         except ValueError:
             await self._reject(send, record, 400, "Content-Length is not a number")
-            return
+            return None
         try:
             body = await read_body(receive, self.max_body_bytes, content_length)
             if ingress is None:
@@ -404,11 +414,11 @@ class StreamEndpoint:
                 await send_json_error(
                     send, 400, "invalid_request", "the request body ended early", "$"
                 )
-            return
+            return None
         except InvalidRequest as exc:
             status = 413 if isinstance(exc, RequestTooLarge) else 400
             await self._reject(send, record, status, exc.reason, path=exc.path)
-            return
+            return None
         record.request, record.model = request, request.model
 
         provider = self.lookup(request.model)
@@ -421,7 +431,7 @@ class StreamEndpoint:
                 code="model_not_found",
                 path="model",
             )
-            return
+            return None
         # A provider may refuse a request it can never serve before the stream
         # starts (the demo's token cap): a 400 naming the field, not a 200 stream.
         check = getattr(provider, "check_request", None)
@@ -430,7 +440,7 @@ class StreamEndpoint:
                 check(request)
             except InvalidRequest as exc:
                 await self._reject(send, record, 400, exc.reason, path=exc.path)
-                return
+                return None
         session: ResumeSession | None = None
         if self.resumption is not None and encode is ev.dump:
             # Only a stream answered in the standard can be resumed: the resume
@@ -448,23 +458,23 @@ class StreamEndpoint:
                     code="request_id_in_use",
                     path="metadata.request_id",
                 )
-                return
+                return None
             except InvalidRequest as exc:
                 await self._reject(send, record, 400, exc.reason, path=exc.path)
-                return
+                return None
             record.request = request
-        await self._stream(receive, send, record, request, provider, encode, session)
+        return request, provider, encode, session
 
     # -- the stream ----------------------------------------------------------------
 
-    def _open_tees(self, record: StreamRecord) -> list[Tee]:
+    def _open_tees(self, record: StreamRecord) -> Sequence[Tee]:
         tees: list[Tee] = []
         for observer in self.observers:
             with contextlib.suppress(Exception):
                 tee = observer.opened(record)
                 if tee is not None:
                     tees.append(tee)
-        return tees
+        return tees or ()  # most streams have none: no list kept for them
 
     async def _stream(
         self,
@@ -487,30 +497,59 @@ class StreamEndpoint:
         writer.note_usage(input_tokens=estimate_tokens(prompt_chars), estimated=True)
         loop = asyncio.get_running_loop()
         outbox = Outbox(loop.time())
+        tees = self._open_tees(record)
         owner: _Owner = (
-            _RequestOwns(outbox, self._open_tees(record), encode)
+            _RequestOwns(outbox, tees, encode)
             if session is None
-            else _SessionOwns(outbox, self._open_tees(record), session)
+            else _SessionOwns(outbox, tees, session, writer)
         )
         # §5.3.1: stream.start goes out at once, "the endpoint has accepted the request".
         owner.emit(writer.start())
         producer = loop.create_task(self._produce(provider, request, writer, owner, record))
-        # Done callbacks run even for a task cancelled before its first step,
-        # which runs none of its own cleanup.
-        producer.add_done_callback(lambda _task: owner.finished(writer))
+        if session is not None:
+            # Done callbacks run even for a task cancelled before its first step,
+            # which runs none of its own cleanup.
+            producer.add_done_callback(owner.finished)
         owner.adopt(producer)
-        keepalive = loop.create_task(keep_alive(outbox, self.keepalive_s))
+        keepalive = self._keepalive
+        if keepalive is None or keepalive.loop is not loop:
+            # One timer for all the endpoint's streams (per event loop).
+            keepalive = self._keepalive = KeepAlive(self.keepalive_s, loop)
+        keepalive.add(outbox)
+        hangup: HangUp | None = None
         hung_up = True
         try:
             headers = [*SSE_HEADERS, *owner.headers]
             await send({"type": "http.response.start", "status": 200, "headers": headers})
-            hung_up = await _until_disconnect(self._send_loop(send, outbox), receive)
+            # The request's own task sends; one watcher task waits for the
+            # hang-up and cancels the sending (as starlette's StreamingResponse
+            # races ``listen_for_disconnect``, with one task less per stream).
+            hangup = HangUp(receive, loop)
+            now = loop.time
+            while True:  # inline, not a coroutine of its own: one frame less per stream
+                waiter = outbox.waiter(loop)
+                if waiter is not None:
+                    await waiter
+                last = outbox.closed
+                data = outbox.take()
+                # Everything produced while the previous send was in flight leaves now.
+                await send({"type": "http.response.body", "body": data, "more_body": not last})
+                outbox.last_sent = now()
+                if last:
+                    break
+            hung_up = False
+        except asyncio.CancelledError:
+            if hangup is None or not hangup.caught():
+                raise  # not the hang-up's cancel: the server's (cleanup below)
         except OSError:
             pass  # the ASGI server reports a vanished client by failing send()
         finally:
-            keepalive.cancel()
+            keepalive.discard(outbox)
+            if hangup is not None:
+                hangup.stop()
             await owner.release(producer, record, hung_up=hung_up)
-            await asyncio.wait([keepalive])
+            if hangup is not None:
+                await hangup.stopped()
             record.events = writer.next_seq
 
     async def _produce(
@@ -571,19 +610,6 @@ class StreamEndpoint:
         finally:
             outbox.close()
 
-    @staticmethod
-    async def _send_loop(send: Send, outbox: Outbox) -> None:
-        now = asyncio.get_running_loop().time
-        while True:
-            await outbox.wait()
-            last = outbox.closed
-            data = outbox.take()
-            # Everything produced while the previous send was in flight leaves now.
-            await send({"type": "http.response.body", "body": data, "more_body": not last})
-            outbox.last_sent = now()
-            if last:
-                return
-
 
 # --- Who owns a stream's generation --------------------------------------------------------
 
@@ -596,9 +622,11 @@ class _Owner:
     when the request is over, hung up or not.
     """
 
+    __slots__ = ("outbox", "tees")
+
     headers: Sequence[tuple[bytes, bytes]] = ()
 
-    def __init__(self, outbox: Outbox, tees: list[Tee]) -> None:
+    def __init__(self, outbox: Outbox, tees: Sequence[Tee]) -> None:
         self.outbox = outbox
         self.tees = tees
 
@@ -623,8 +651,8 @@ class _Owner:
     def adopt(self, producer: asyncio.Task[None]) -> None:
         pass
 
-    def finished(self, writer: Writer) -> None:
-        """The producer's task is over (its done callback)."""
+    def finished(self, producer: asyncio.Task[None]) -> None:
+        """The producer's task is over (its done callback; resumable streams only)."""
 
     async def release(
         self, producer: asyncio.Task[None], record: StreamRecord, *, hung_up: bool
@@ -635,7 +663,9 @@ class _Owner:
 class _RequestOwns(_Owner):
     """The request owns the generation: a hang-up cancels it at once."""
 
-    def __init__(self, outbox: Outbox, tees: list[Tee], encode: Encode) -> None:
+    __slots__ = ("encode",)
+
+    def __init__(self, outbox: Outbox, tees: Sequence[Tee], encode: Encode) -> None:
         super().__init__(outbox, tees)
         self.encode = encode
 
@@ -678,10 +708,15 @@ class _SessionOwns(_Owner):
     the generation stops: its end, an explicit cancel, or the grace period.
     """
 
-    def __init__(self, outbox: Outbox, tees: list[Tee], session: ResumeSession) -> None:
+    __slots__ = ("session", "headers", "writer")
+
+    def __init__(
+        self, outbox: Outbox, tees: Sequence[Tee], session: ResumeSession, writer: Writer
+    ) -> None:
         super().__init__(outbox, tees)
         self.session = session
         self.headers = session.headers
+        self.writer = writer
 
     def emit(self, batch: list[ev.Event]) -> None:
         frames = [ev.dump(event) for event in batch]
@@ -696,7 +731,8 @@ class _SessionOwns(_Owner):
     def adopt(self, producer: asyncio.Task[None]) -> None:
         self.session.run(producer)
 
-    def finished(self, writer: Writer) -> None:
+    def finished(self, producer: asyncio.Task[None]) -> None:
+        writer = self.writer
         self.outbox.close()
         if not writer.ended:
             # "Every stream ends", the stored one too, whoever is reading.
@@ -714,36 +750,6 @@ class _SessionOwns(_Owner):
             record.disconnected = True
             self.outbox.close()
             self.session.detach()
-
-
-async def _until_disconnect(body: Awaitable[None], receive: Receive) -> bool:
-    """Run ``body`` (the sending) against the client's hang-up, as starlette's
-    ``StreamingResponse`` does: whichever ends first cancels the other.
-
-    Returns True when the client hung up first. ``body``'s own exception (an
-    ``OSError`` from a failed send) propagates.
-    """
-    sender = asyncio.ensure_future(body)
-    watcher = asyncio.ensure_future(_wait_disconnect(receive))
-    try:
-        await asyncio.wait([sender, watcher], return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in (sender, watcher):
-            task.cancel()
-        await asyncio.wait([sender, watcher])
-    if not watcher.cancelled():
-        watcher.exception()  # retrieved: a receive that failed counts as a hang-up
-    if not sender.cancelled():
-        sender.result()  # raises what the sending raised
-        return False
-    return True
-
-
-async def _wait_disconnect(receive: Receive) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:

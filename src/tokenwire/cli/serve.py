@@ -29,6 +29,7 @@ from ..gateway.config import (
     load,
 )
 from ..gateway.config_prod import bind_warning
+from ._limits import concurrent_requests, raise_open_files
 from ._ports import claim_port
 
 _LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
@@ -151,6 +152,8 @@ def command(
         address=host,
         port=port,
         interface=Interfaces.ASGI,
+        # Not granian's 1,024 requests at once per worker: as many as open files allow.
+        backpressure=concurrent_requests(raise_open_files()),
         http=HTTPModes.auto,
         # granian's Server listens with a backlog of 1024, its embedded one with 128.
         backlog=1024,
