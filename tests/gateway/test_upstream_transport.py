@@ -568,6 +568,39 @@ def test_the_provider_streams_and_returns_the_connection_to_the_pool() -> None:
     run(main())
 
 
+async def generate_until_end(provider: HTTPProvider) -> list[ev.Event]:
+    """What the server does (server.StreamEndpoint._produce): stop at stream.end, then aclose."""
+    request = build(model="m", messages="hi")
+    iterator = provider.generate(request)
+    events: list[ev.Event] = []
+    try:
+        async for event in iterator:
+            events.append(event)
+            if isinstance(event, ev.StreamEnd):
+                break
+    finally:
+        await iterator.aclose()
+    return events
+
+
+def test_a_provider_closed_at_stream_end_still_returns_its_connection() -> None:
+    # Regression: closing the generator at stream.end threw GeneratorExit through the
+    # pool's block, which dropped the connection though its body had been read to the
+    # end: every request through the gateway dialled the upstream anew.
+    async def main() -> None:
+        async with Server(answer(chunked(OPENAI_OK))) as server:
+            pool = Pool()
+            provider = provider_for(server.url, pool)
+            for _ in range(3):
+                events = await generate_until_end(provider)
+                assert isinstance(events[-1], ev.StreamEnd)
+            assert server.connections == 1
+            assert pool.stats()["opened"] == 1
+            await pool.aclose()
+
+    run(main())
+
+
 @pytest.mark.parametrize(
     ("raw", "message"),
     [

@@ -175,7 +175,13 @@ class Pool:
                 await connection.wait_head()
             yield Response(connection)
         except BaseException:
-            self._drop(connection)
+            # A consumer that stops after the body's end (the gateway closes its
+            # provider at ``stream.end``: GeneratorExit here) leaves a connection as
+            # good as a finished one; one left mid-body may have bytes in flight.
+            if connection.reusable:
+                self._release(connection)
+            else:
+                self._drop(connection)
             raise
         else:
             self._release(connection)
