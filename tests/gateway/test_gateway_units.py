@@ -9,7 +9,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import httpx
 import msgspec
 import pytest
 from tests.server.server_asgi import Exchange
@@ -117,7 +116,7 @@ def test_python_factory_errors() -> None:
     for factory in ("json:dumps", "builtins:dict"):  # fails when called / not a provider
         config = cfg.parse({"models": [{"name": "p", "provider": "python", "factory": factory}]})
         with pytest.raises(ValueError, match="model 'p'"):
-            providers.build_providers(config, httpx.AsyncClient())
+            providers.build_providers(config, providers.UpstreamClients())
 
 
 def test_missing_api_key_answers_an_error_without_calling_upstream(
@@ -136,7 +135,7 @@ def test_missing_api_key_answers_an_error_without_calling_upstream(
         }
     )
     with caplog.at_level(logging.WARNING, logger="tokenwire.gateway"):
-        built = providers.build_providers(config, httpx.AsyncClient())
+        built = providers.build_providers(config, providers.UpstreamClients())
     assert "TOKENWIRE_TEST_SURELY_UNSET" in caplog.text
 
     async def collect() -> list[ev.Event]:
@@ -392,8 +391,7 @@ def test_signalr_and_connect_models_build_their_binding_providers() -> None:
             ]
         }
     )
-    client = httpx.AsyncClient()
-    built = providers.build_providers(config, client)
+    built = providers.build_providers(config, providers.UpstreamClients())
     assert isinstance(built["copilot"], SignalRProvider)
     assert isinstance(built["cursor"], ConnectProvider)
     with pytest.raises(cfg.ConfigError, match="provider"):

@@ -816,15 +816,29 @@ def _models(**keys: Any) -> gwconfig.Config:
 
 
 def test_the_default_is_the_http11_pool_and_http2_keeps_httpx() -> None:
-    client = httpx.AsyncClient()
-    default = providers.build_providers(_models(), client)["m"]
+    clients = providers.UpstreamClients()
+    default = providers.build_providers(_models(), clients)["m"]
     assert isinstance(default, HTTPProvider)
-    assert default.pool is providers.pool_for(client) and default.client is None
-    h2 = providers.build_providers(_models(http="2"), client)["m"]
+    assert default.pool is clients.pool and default.client is None
+    # No http = "2" model yet: httpx's client is not made (nor imported, in a gateway).
+    assert clients._httpx is None
+    h2 = providers.build_providers(_models(http="2"), clients)["m"]
     assert isinstance(h2, HTTPProvider)
-    assert h2.client is client and h2.pool is None
-    explicit = providers.build_providers(_models(http="1.1"), client)["m"]
+    assert h2.client is clients.http2 and h2.pool is None
+    explicit = providers.build_providers(_models(http="1.1"), clients)["m"]
     assert isinstance(explicit, HTTPProvider) and explicit.pool is default.pool
+
+
+def test_the_http2_client_gets_the_hooks_registered_before_it_is_made() -> None:
+    clients = providers.UpstreamClients()
+    seen: list[Any] = []
+    clients.on_http2(seen.append)
+    assert seen == []
+    client = clients.http2
+    assert seen == [client] and clients.http2 is client
+    clients.on_http2(seen.append)  # registered after: called at once
+    assert seen == [client, client]
+    asyncio.run(clients.aclose())
 
 
 def test_the_http_option_is_checked() -> None:
@@ -834,15 +848,15 @@ def test_the_http_option_is_checked() -> None:
         gwconfig.parse({"models": [{"name": "d", "provider": "demo", "http": "2"}]})
 
 
-def test_closing_the_gateway_client_closes_its_pool() -> None:
+def test_closing_the_upstream_clients_closes_the_pool_and_httpx() -> None:
     async def main() -> None:
         async with Server(answer(chunked(OPENAI_OK))) as server:
-            client = providers.new_client()
-            pool = providers.pool_for(client)
-            await generate(provider_for(server.url, pool))
-            assert pool.stats()["idle"] == 1
-            await client.aclose()
-            assert pool.stats()["idle"] == 0
+            clients = providers.UpstreamClients()
+            client = clients.http2
+            await generate(provider_for(server.url, clients.pool))
+            assert clients.pool.stats()["idle"] == 1
+            await clients.aclose()
+            assert clients.pool.stats()["idle"] == 0 and client.is_closed
             await server.until(lambda: server.eofs == 1)
 
     run(main())

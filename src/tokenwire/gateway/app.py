@@ -28,7 +28,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from starlette.applications import Starlette
@@ -52,7 +52,7 @@ from .ingress import (
 )
 from .metrics import CONTENT_TYPE, Metrics
 from .production import Production, ProductionMiddleware  # production (docs/gateway.md)
-from .providers import build_providers, new_client
+from .providers import UpstreamClients, build_providers
 from .resume import ResumeEndpoint, ResumeManager, build_manager
 
 if TYPE_CHECKING:
@@ -66,9 +66,9 @@ class Gateway:
     the resume manager (``[resume]``, docs/scaling.md) and its route (``streams``).
 
     ``log_content`` overrides ``config.server.log_content``. ``client`` is the
-    shared upstream ``httpx.AsyncClient`` (one is made when omitted; it is
-    closed at shutdown either way). ``resume`` replaces the manager built from
-    ``config.resume``.
+    ``httpx.AsyncClient`` of the ``http = "2"`` models (one is made when one of
+    them needs it); the upstream connections are closed at shutdown either way.
+    ``resume`` replaces the manager built from ``config.resume``.
     """
 
     def __init__(
@@ -80,15 +80,15 @@ class Gateway:
         resume: ResumeManager | None = None,
     ) -> None:
         self.config = config
-        # httpx (~9 MB with h2) loads only when a model has an HTTP upstream.
-        self.client = client if client is not None else _upstream_client(config)
-        self.providers = build_providers(config, self.client)
+        # httpx (~6 MB with h2) loads only when a model asks for HTTP/2 (UpstreamClients).
+        self.upstreams = UpstreamClients(client)
+        self.upstreams.on_http2(Production.install_client_hooks)
+        self.providers = build_providers(config, self.upstreams)
         self.metrics = Metrics(self.providers)
         content = config.server.log_content if log_content is None else log_content
         # -- production: keys, limits, routing, drain, telemetry (production.py) --
         self.production = Production(config, log_content=content, registry=self.metrics.registry)
-        self.providers = self.production.wrap_providers(self.providers, self.client)
-        self.production.install_client_hooks(self.client)
+        self.providers = self.production.wrap_providers(self.providers, self.upstreams)
         self.log = self.production.request_log(log_content=content)
         # -- end production --
         self.resume = (
@@ -160,7 +160,7 @@ class Gateway:
                 await self.production.aclose()  # the drain runs before resume closes
                 await self.resume.aclose()
             finally:
-                await self.client.aclose()
+                await self.upstreams.aclose()
 
     def app(self) -> Starlette:
         """The Starlette app serving every route."""
@@ -236,30 +236,6 @@ class _GatewayApp(Starlette):
                     raise
                 return
         await super().__call__(scope, receive, send)
-
-
-class _NoUpstreamClient:
-    """The shared client's stand-in when no model (or deployment) calls an upstream over
-    HTTP: ``demo`` and ``provider = "python"`` only. Their providers never use it;
-    the production layer adds its hook, and the lifespan closes it.
-    """
-
-    def __init__(self) -> None:
-        self.event_hooks: dict[str, list[Any]] = {}
-
-    async def aclose(self) -> None:
-        pass
-
-
-def _upstream_client(config: Config) -> httpx.AsyncClient:
-    """``new_client()``, or its stand-in when nothing needs one (``_NoUpstreamClient``)."""
-    own_client = {"demo", "python"}
-    for model in config.models:
-        deployments = config.production.routing_for(model.name).deployments
-        providers = {model.provider, *(str(d.get("provider", model.provider)) for d in deployments)}
-        if providers - own_client:
-            return new_client()
-    return cast("httpx.AsyncClient", _NoUpstreamClient())
 
 
 async def _http_error(request: HTTPRequest, exc: Exception) -> Response:

@@ -38,6 +38,8 @@ from .routing import CircuitBreaker, Deployment, RetryPolicy, RoutedProvider
 if TYPE_CHECKING:
     import httpx  # only the upstream client's type: httpx loads with the first model that uses it
 
+    from .providers import UpstreamClients
+
 __all__ = ["Production", "ProductionMiddleware", "ProductionRequestLog"]
 
 _log = logging.getLogger("tokenwire.gateway")
@@ -171,7 +173,7 @@ class Production:
             self._attempts.labels(model, deployment, outcome).inc()
 
     def wrap_providers(
-        self, providers: Mapping[str, Provider], client: httpx.AsyncClient
+        self, providers: Mapping[str, Provider], clients: UpstreamClients
     ) -> dict[str, Provider]:
         """Every model's provider as a ``RoutedProvider`` (its deployments and fallbacks)."""
         from .providers import build_provider
@@ -199,7 +201,7 @@ class Production:
                 provider = providers[model.name] if not routing.deployments else None
                 if provider is None:
                     try:
-                        provider = build_provider(entry, client)
+                        provider = build_provider(entry, clients)
                     except ValueError as exc:
                         raise ValueError(f"model {model.name!r} deployments[{i}]: {exc}") from None
                 label = f"{model.name}#{i}" if routing.deployments else model.name
@@ -228,7 +230,8 @@ class Production:
         if key is not None and key.counts_tokens:
             self.spawn(self.limits.charge(key, usage.input_tokens + usage.output_tokens))
 
-    def install_client_hooks(self, client: httpx.AsyncClient) -> None:
+    @staticmethod
+    def install_client_hooks(client: httpx.AsyncClient) -> None:
         """Send the W3C trace context upstream: the stream's span, else the client's own."""
 
         async def add_traceparent(request: httpx.Request) -> None:

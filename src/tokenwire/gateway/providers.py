@@ -7,8 +7,8 @@ A provider is anything with ``generate(request) -> AsyncIterator[Event]``
 - a vendor format (``openai``, ``anthropic``, ``gemini``...): the provider of
   its ``VendorFormat.transport`` (``PROVIDERS_BY_TRANSPORT``), built with the
   format. ``http-sse`` is ``HTTPProvider``, which sends the format's request
-  with a shared ``httpx.AsyncClient`` and feeds the response body to its
-  translator; ``signalr`` and ``connect`` have providers of their own;
+  over the shared connections (``UpstreamClients``) and feeds the response
+  body to its translator; ``signalr`` and ``connect`` have providers of their own;
 - ``python``: a plugin, ``factory = "module:callable"`` called with the model's
   ``options`` as keyword arguments.
 
@@ -25,8 +25,8 @@ connection refused, reset, DNS failure,         ``internal_error``
 a malformed response
 ==============================================  ==================================
 
-httpx is imported only when something needs it (a ``http = "2"`` model,
-``new_client``, a caller's own client): the HTTP/1.1 path does without.
+The providers share their connections (``UpstreamClients``): the HTTP/1.1
+pool, and httpx only when a ``http = "2"`` model needs it (imported then).
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ import asyncio
 import contextlib
 import importlib
 import logging
-import weakref
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Final
 
@@ -60,8 +59,8 @@ __all__ = [
     "Provider",
     "build_providers",
     "load_factory",
+    "UpstreamClients",
     "new_client",
-    "pool_for",
     "status_error",
 ]
 
@@ -92,23 +91,13 @@ async def _read_bounded(response: Any, limit: int) -> bytes:
 
 
 def new_client() -> httpx.AsyncClient:
-    """The shared upstream client: HTTP/2 where the upstream offers it, a large pool.
+    """An upstream ``httpx.AsyncClient``: HTTP/2 where the upstream offers it, a large pool.
 
     Timeouts are per request (each model has its own), so none is set here.
-    Closing it also closes the HTTP/1.1 pool ``pool_for`` gives for it.
     """
     import httpx
 
-    class _GatewayClient(httpx.AsyncClient):
-        async def aclose(self) -> None:
-            try:
-                pool = _POOLS.pop(self, None)
-                if pool is not None:
-                    await pool.aclose()
-            finally:
-                await super().aclose()
-
-    return _GatewayClient(
+    return httpx.AsyncClient(
         http2=True,
         timeout=None,
         limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200),
@@ -116,17 +105,42 @@ def new_client() -> httpx.AsyncClient:
     )
 
 
-#: The HTTP/1.1 pool that goes with each shared httpx client (one per gateway).
-_POOLS: Final[weakref.WeakKeyDictionary[Any, Pool]] = weakref.WeakKeyDictionary()
+class UpstreamClients:
+    """The connections a gateway's providers share: the HTTP/1.1 ``pool``
+    (``gateway.upstream``, every ``http = "1.1"`` model) and the ``httpx`` client of
+    the ``http = "2"`` models, made when the first of them is built (httpx and h2
+    load then, ~6 MB: a gateway without such a model never imports them).
 
+    ``httpx_client`` is a caller's own client for those models (tests, embedders);
+    ``aclose`` closes it too.
+    """
 
-def pool_for(client: Any) -> Pool:
-    """The HTTP/1.1 upstream pool of the gateway whose httpx client is ``client``
-    (made on first use; ``new_client``'s ``aclose`` closes it)."""
-    pool = _POOLS.get(client)
-    if pool is None:
-        pool = _POOLS[client] = Pool(max_connections=1000, max_idle=200)
-    return pool
+    def __init__(self, httpx_client: httpx.AsyncClient | None = None) -> None:
+        self.pool = Pool(max_connections=1000, max_idle=200)
+        self._httpx = httpx_client
+        self._on_http2: list[Callable[[httpx.AsyncClient], None]] = []
+
+    @property
+    def http2(self) -> httpx.AsyncClient:
+        """The shared httpx client (made on first use, with every ``on_http2`` hook applied)."""
+        if self._httpx is None:
+            self._httpx = new_client()
+            for hook in self._on_http2:
+                hook(self._httpx)
+        return self._httpx
+
+    def on_http2(self, hook: Callable[[httpx.AsyncClient], None]) -> None:
+        """Call ``hook`` with the httpx client: now if it exists, else when it is made."""
+        self._on_http2.append(hook)
+        if self._httpx is not None:
+            hook(self._httpx)
+
+    async def aclose(self) -> None:
+        try:
+            await self.pool.aclose()
+        finally:
+            if self._httpx is not None:
+                await self._httpx.aclose()
 
 
 def _trace_headers() -> dict[str, str]:
@@ -420,7 +434,7 @@ def load_factory(spec: str) -> Callable[..., Any]:
     return target  # type: ignore[no-any-return]
 
 
-def _http_provider(model: ModelConfig, client: httpx.AsyncClient, fmt: VendorFormat) -> Provider:
+def _http_provider(model: ModelConfig, clients: UpstreamClients, fmt: VendorFormat) -> Provider:
     assert model.base_url is not None  # checked by config.parse
     api_key = model.api_key()
     missing = None
@@ -435,8 +449,8 @@ def _http_provider(model: ModelConfig, client: httpx.AsyncClient, fmt: VendorFor
     over_httpx = model.http == "2"
     return HTTPProvider(
         fmt,
-        client=client if over_httpx else None,
-        pool=None if over_httpx else pool_for(client),
+        client=clients.http2 if over_httpx else None,
+        pool=None if over_httpx else clients.pool,
         base_url=model.base_url,
         api_key=api_key,
         upstream_model=model.upstream_model,
@@ -448,13 +462,13 @@ def _http_provider(model: ModelConfig, client: httpx.AsyncClient, fmt: VendorFor
     )
 
 
-def _signalr_provider(model: ModelConfig, client: httpx.AsyncClient, fmt: VendorFormat) -> Provider:
+def _signalr_provider(model: ModelConfig, clients: UpstreamClients, fmt: VendorFormat) -> Provider:
     from .signalr_provider import SignalRProvider
 
     return SignalRProvider(model_name=model.name, options=dict(model.options), vendor=fmt)
 
 
-def _connect_provider(model: ModelConfig, client: httpx.AsyncClient, fmt: VendorFormat) -> Provider:
+def _connect_provider(model: ModelConfig, clients: UpstreamClients, fmt: VendorFormat) -> Provider:
     from .connect_provider import ConnectProvider
 
     opts: dict[str, Any] = {
@@ -471,7 +485,7 @@ def _connect_provider(model: ModelConfig, client: httpx.AsyncClient, fmt: Vendor
 
 #: ``VendorFormat.transport`` -> how a model of that format is served.
 PROVIDERS_BY_TRANSPORT: Final[
-    dict[Transport, Callable[[ModelConfig, httpx.AsyncClient, VendorFormat], Provider]]
+    dict[Transport, Callable[[ModelConfig, UpstreamClients, VendorFormat], Provider]]
 ] = {
     "http-sse": _http_provider,
     "signalr": _signalr_provider,
@@ -479,7 +493,7 @@ PROVIDERS_BY_TRANSPORT: Final[
 }
 
 
-def build_provider(model: ModelConfig, client: httpx.AsyncClient) -> Provider:
+def build_provider(model: ModelConfig, clients: UpstreamClients) -> Provider:
     """The provider for one configured model. Raises ``ValueError`` for a bad plugin."""
     if model.provider == "demo":
         return DemoModel(delay_ms=model.delay_ms)
@@ -495,11 +509,11 @@ def build_provider(model: ModelConfig, client: httpx.AsyncClient) -> Provider:
         return provider
     if model.provider in translate.registry:
         fmt = translate.get(model.provider)
-        return PROVIDERS_BY_TRANSPORT[fmt.transport](model, client, fmt)
+        return PROVIDERS_BY_TRANSPORT[fmt.transport](model, clients, fmt)
     raise ValueError(f"unknown provider {model.provider!r}")
 
 
-def build_providers(config: Config, client: httpx.AsyncClient) -> dict[str, Provider]:
+def build_providers(config: Config, clients: UpstreamClients) -> dict[str, Provider]:
     """Model name -> provider for every configured model (``demo`` included).
 
     Raises ``ValueError`` naming the model when a plugin cannot be loaded.
@@ -507,7 +521,7 @@ def build_providers(config: Config, client: httpx.AsyncClient) -> dict[str, Prov
     providers: dict[str, Provider] = {}
     for model in config.models:
         try:
-            providers[model.name] = build_provider(model, client)
+            providers[model.name] = build_provider(model, clients)
         except ValueError as exc:
             raise ValueError(f"model {model.name!r}: {exc}") from None
     return providers
