@@ -215,18 +215,16 @@ def test_chat_builder_sends_reasoning_content_only_when_asked() -> None:
 
 
 def test_send_reasoning_is_a_model_key_the_provider_passes_to_the_builder() -> None:
-    import httpx
-
     from tokenwire.gateway import config
-    from tokenwire.gateway.providers import build_provider
+    from tokenwire.gateway.providers import UpstreamClients, build_provider
 
     entry = {"name": "local", "provider": "openai", "base_url": "http://up/v1"}
     on = config.parse({"models": [{**entry, "send_reasoning": True}]}).models[0]
     off = config.parse({"models": [entry]}).models[0]
     req = history_request([{"type": x.REASONING, "text": "Thinking."}])
-    client = httpx.AsyncClient()
+    clients = UpstreamClients()
     for model, sent in ((on, True), (off, False)):
-        provider = build_provider(model, client)
+        provider = build_provider(model, clients)
         options = provider._options()  # type: ignore[attr-defined]
         body = json.loads(chat_request(req, **options).body)
         assert ("reasoning_content" in body["messages"][1]) is sent
