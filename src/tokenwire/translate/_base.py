@@ -17,7 +17,7 @@ a failure half-way through a frame keeps every event already stamped (their
 from __future__ import annotations
 
 import collections
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any, ClassVar, Final
 
 import msgspec
@@ -191,7 +191,15 @@ class StreamTranslator:
             return []
         out: list[ev.Event] = []
         self.out = out
-        self._run(self._frames, data)
+        try:
+            frames = self._frames(data)
+        except ProtocolError as exc:  # the framing itself (an eager split)
+            self._fail(exc.code, exc.message)
+            return out
+        except Exception as exc:
+            self._fail("internal_error", f"translation failed: {exc!r}")
+            return out
+        self._run(frames)
         return out
 
     def fail(self, code: str, message: str) -> list[ev.Event]:
@@ -210,7 +218,15 @@ class StreamTranslator:
             return []
         out: list[ev.Event] = []
         self.out = out
-        self._run(lambda _: self._final_frames(), b"")
+        try:
+            frames = self._final_frames()
+        except ProtocolError as exc:
+            self._fail(exc.code, exc.message)
+            return out
+        except Exception as exc:
+            self._fail("internal_error", f"translation failed: {exc!r}")
+            return out
+        self._run(frames)
         if not self.writer.ended:
             try:
                 self._on_eof()
@@ -220,13 +236,13 @@ class StreamTranslator:
                 self._fail("internal_error", f"translation failed: {exc!r}")
         return out
 
-    def _run(self, split: Callable[[bytes], Iterable[Any]], data: bytes) -> None:
+    def _run(self, frames: Iterable[Any]) -> None:
         # The one batch loop. Exceptions are caught per frame, so one bad
         # vendor event cannot lose the events already translated from the chunk.
         writer = self.writer
         on_frame = self._on_frame
         try:
-            for frame in split(data):
+            for frame in frames:
                 try:
                     on_frame(frame)
                 except ProtocolError as exc:
@@ -235,7 +251,7 @@ class StreamTranslator:
                     self._fail("internal_error", f"translation failed: {exc!r}")
                 if writer.ended:
                     break
-        except ProtocolError as exc:  # the framing itself (raised while splitting)
+        except ProtocolError as exc:  # the framing itself (raised by a lazy split)
             self._fail(exc.code, exc.message)
         except Exception as exc:
             self._fail("internal_error", f"translation failed: {exc!r}")
@@ -269,39 +285,6 @@ class SSETranslator(StreamTranslator):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._decoder = sse.Decoder(max_event_bytes=self.max_event_bytes)
-
-    def feed(self, data: bytes) -> list[ev.Event]:
-        """Translate the next bytes of the vendor body. Never raises.
-
-        ``StreamTranslator.feed`` and ``_run`` in one call: the SSE decoder
-        returns a list, so the frames are split before the loop, not inside
-        it (issue 14: one upstream chunk, one frame, is the common case).
-        """
-        writer = self.writer
-        if writer.ended:
-            return []
-        out: list[ev.Event] = []
-        self.out = out
-        try:
-            try:
-                frames = self._decoder.feed(data)
-            except FramingError as exc:
-                raise FramingError(f"upstream framing: {exc.message}") from None
-            on_frame = self._on_frame
-            for frame in frames:
-                try:
-                    on_frame(frame)
-                except ProtocolError as exc:
-                    self._fail(exc.code, exc.message)
-                except Exception as exc:  # a translator bug must still end the stream cleanly
-                    self._fail("internal_error", f"translation failed: {exc!r}")
-                if writer.ended:
-                    break
-        except ProtocolError as exc:  # the framing itself
-            self._fail(exc.code, exc.message)
-        except Exception as exc:
-            self._fail("internal_error", f"translation failed: {exc!r}")
-        return out
 
     def _frames(self, data: bytes) -> Iterable[sse.Message]:
         try:
