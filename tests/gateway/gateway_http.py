@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from typing import Any
 
@@ -92,3 +93,29 @@ def read_until(sock: socket.socket, count: int, needle: bytes, timeout: float = 
             break
         seen += chunk
     return seen
+
+
+class StreamReader(threading.Thread):
+    """Reads one ``/v1/stream`` reply to its end in a thread; ``events`` grows as they arrive."""
+
+    def __init__(self, url: str, model: str, timeout: float = 60.0) -> None:
+        super().__init__(daemon=True)
+        self.url, self.model, self.timeout = url, model, timeout
+        self.events: list[ev.Event] = []
+        self.failure: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            with httpx.Client(base_url=self.url, timeout=self.timeout) as client:
+                with client.stream(
+                    "POST",
+                    "/v1/stream",
+                    content=msgspec.json.encode(body(self.model, "hi")),
+                    headers={"content-type": MEDIA},
+                ) as response:
+                    decoder = tokenwire.sse.Decoder()
+                    for chunk in response.iter_bytes():
+                        for message in decoder.feed(chunk):
+                            self.events.append(ev.parse(message.event, message.data))
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            self.failure = exc

@@ -14,18 +14,15 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import msgspec
 import pytest
-from tests.gateway.gateway_http import MEDIA, body
+from tests.gateway.gateway_http import StreamReader
 
-import tokenwire
 from tokenwire import events as ev
 from tokenwire.testing.processes import ServedProcess, children, gateway_config, serve_gateway
 
@@ -81,34 +78,8 @@ def _borrow_fd(pid: int, fd: int) -> socket.socket:
     return socket.socket(fileno=dup)
 
 
-class Reader(threading.Thread):
-    """Reads one ``/v1/stream`` reply to its end; ``events`` grows as they arrive."""
-
-    def __init__(self, url: str, model: str) -> None:
-        super().__init__(daemon=True)
-        self.url, self.model = url, model
-        self.events: list[ev.Event] = []
-        self.failure: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            with httpx.Client(base_url=self.url, timeout=60.0) as client:
-                with client.stream(
-                    "POST",
-                    "/v1/stream",
-                    content=msgspec.json.encode(body(self.model, "hi")),
-                    headers={"content-type": MEDIA},
-                ) as response:
-                    decoder = tokenwire.sse.Decoder()
-                    for chunk in response.iter_bytes():
-                        for message in decoder.feed(chunk):
-                            self.events.append(ev.parse(message.event, message.data))
-        except BaseException as exc:  # noqa: BLE001 - reported by the test
-            self.failure = exc
-
-
 def _demo_stream(url: str) -> list[ev.Event]:
-    reader = Reader(url, "demo")
+    reader = StreamReader(url, "demo")
     reader.run()
     assert reader.failure is None
     return reader.events
@@ -160,7 +131,7 @@ def test_sigterm_lets_an_in_flight_stream_finish_then_exits_0() -> None:
     with _serving(
         {"demo": {"provider": "demo", "delay_ms": 50}}, shutdown_timeout_s=60.0
     ) as served:
-        reader = Reader(served.url, "demo")
+        reader = StreamReader(served.url, "demo")
         reader.start()
         _wait(lambda: len(reader.events) >= 3)
         assert served.proc is not None
@@ -178,7 +149,7 @@ def test_sigterm_lets_an_in_flight_stream_finish_then_exits_0() -> None:
 def test_the_drain_time_over_ends_a_stream_with_error_and_stream_end_and_exits_0() -> None:
     models = {"slow": {"provider": "demo", "delay_ms": 1000}}
     with _serving(models, drain_s=0.5, shutdown_timeout_s=60.0) as served:
-        reader = Reader(served.url, "slow")
+        reader = StreamReader(served.url, "slow")
         reader.start()
         _wait(lambda: len(reader.events) >= 2)
         assert served.proc is not None
@@ -202,7 +173,7 @@ def test_a_hung_stream_is_ended_after_the_shutdown_timeout(mode: str) -> None:
         }
     }
     with _serving(models, drain_s=0.2, shutdown_timeout_s=1.0) as served:
-        reader = Reader(served.url, "stuck")
+        reader = StreamReader(served.url, "stuck")
         reader.start()
         _wait(lambda: len(reader.events) >= 2)
         assert served.proc is not None
@@ -218,7 +189,7 @@ def test_a_hung_stream_is_ended_after_the_shutdown_timeout(mode: str) -> None:
 def test_a_second_signal_ends_the_process_at_once() -> None:
     models = {"slow": {"provider": "demo", "delay_ms": 1000}}
     with _serving(models, drain_s=600.0, shutdown_timeout_s=600.0) as served:
-        reader = Reader(served.url, "slow")
+        reader = StreamReader(served.url, "slow")
         reader.start()
         _wait(lambda: len(reader.events) >= 2)
         assert served.proc is not None

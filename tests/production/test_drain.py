@@ -4,19 +4,17 @@
 from __future__ import annotations
 
 import signal
-import threading
 import time
 from pathlib import Path
 
 import httpx
 import msgspec
-from tests.gateway.gateway_http import MEDIA, body
+from tests.gateway.gateway_http import MEDIA, StreamReader, body
 from tests.production.conftest import start, table
 from tests.resume.redis_proc import RedisServer
 from tests.resume.resume_http import events_of as resume_events_of
 from tests.resume.resume_http import new_id, payload, read_part, resume
 
-import tokenwire
 from tokenwire import events as ev
 from tokenwire.gateway.drain import Drain
 
@@ -32,32 +30,6 @@ def _recorder(name: str, record_dir: Path, **options: object) -> str:
         },
         array=True,
     )
-
-
-class Reader(threading.Thread):
-    """Reads one stream to its end, counting the events as they come."""
-
-    def __init__(self, url: str, model: str) -> None:
-        super().__init__(daemon=True)
-        self.url, self.model = url, model
-        self.events: list[ev.Event] = []
-        self.failure: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            with httpx.Client(base_url=self.url, timeout=30.0) as client:
-                with client.stream(
-                    "POST",
-                    "/v1/stream",
-                    content=msgspec.json.encode(body(self.model, "hi")),
-                    headers={"content-type": MEDIA},
-                ) as response:
-                    decoder = tokenwire.sse.Decoder()
-                    for chunk in response.iter_bytes():
-                        for message in decoder.feed(chunk):
-                            self.events.append(ev.parse(message.event, message.data))
-        except BaseException as exc:  # noqa: BLE001 - reported by the test
-            self.failure = exc
 
 
 def _wait(predicate: object, timeout: float = 20.0) -> None:
@@ -79,7 +51,7 @@ def test_sigterm_lets_streams_finish_then_ends_the_rest(tmp_path: Path) -> None:
     )
     gateway = start(tmp_path, config)
     try:
-        quick, endless = Reader(gateway.url, "quick"), Reader(gateway.url, "endless")
+        quick, endless = StreamReader(gateway.url, "quick"), StreamReader(gateway.url, "endless")
         quick.start()
         endless.start()
         _wait(lambda: len(quick.events) >= 2 and len(endless.events) >= 2)
