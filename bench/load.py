@@ -419,7 +419,7 @@ def slow_section(run: Run, args: argparse.Namespace) -> list[str]:
     table = md_table(columns, [row])
     who = (
         "the worker is `tokenwire serve`'s own process (`--workers 1`: granian's embedded "
-        "server, no supervisor, no child; the run checks it is alone)"
+        "server, no supervisor, no child: the run found one process)"
         if one
         else "the worker is the process that serves (granian's last-spawned process), the "
         "tree adds granian's supervisor, which serves nothing"
