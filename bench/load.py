@@ -57,6 +57,8 @@ class Run:
     #: §5.3.6 error code -> streams that ended with it (a valid stream, but not a full one).
     errors: dict[str, int] = field(default_factory=dict)
     peak_open: int = 0
+    #: Processes in the gateway's tree (1: `--workers 1` serves in its own process).
+    processes: int = 0
     rss_idle_mib: float = 0.0
     rss_peak_mib: float = 0.0
     #: Slow run: the whole process tree's RSS (supervisor included), idle and with all open.
@@ -326,7 +328,8 @@ async def slow_run(args: argparse.Namespace) -> Run:
             env["TOKENWIRE_MEMPROBE_OUT"] = str(out)
         with tb.serve_gateway(config, env=env) as gw:
             tree = gw.pids()
-            worker = tree[-1]
+            worker = tree[-1]  # --workers 1: the one process (granian's embedded server)
+            run.processes = len(tree)
             # Warm the worker up (imports, first-request setup) before its idle RSS.
             await lg.stream_concurrently(
                 gw.port, lg.standard_request(gw.port, "demo", extensions=extensions), 50
@@ -387,32 +390,39 @@ BREAKDOWN = "Where the bytes of an open stream go"
 def slow_section(run: Run, args: argparse.Namespace) -> list[str]:
     """The slow run's lines of the "## load" section."""
     ok = "yes" if not run.bad_streams else f"**no: {len(run.bad_streams)} bad**"
-    table = md_table(
-        [
-            "run",
-            "open at once (peak)",
-            "all open after (s)",
-            "wall (s)",
-            "worker RSS idle -> all open (MiB)",
-            "KiB per open stream",
-            "whole tree (supervisor + worker) idle -> all open (MiB)",
-            "connect retries",
-            "every seq once, in order",
-        ],
-        [
-            [
-                f"{run.streams:,} demo streams x {args.slow_tokens} deltas, "
-                f"{args.slow_delay_ms:g} ms apart",
-                f"{run.peak_open:,}",
-                f"{run.open_s:.1f}",
-                f"{run.wall_s:.1f}",
-                f"{run.rss_idle_mib:.1f} -> {run.rss_peak_mib:.1f}",
-                f"**{run.kib_per_open:.1f}**",
-                f"{run.tree_idle_mib:.1f} -> {run.tree_peak_mib:.1f}",
-                f"{run.retries}",
-                ok,
-            ]
-        ],
+    one = run.processes == 1
+    columns = [
+        "run",
+        "open at once (peak)",
+        "all open after (s)",
+        "wall (s)",
+        "worker RSS idle -> all open (MiB)",
+        "KiB per open stream",
+        "whole tree (supervisor + worker) idle -> all open (MiB)",
+        "connect retries",
+        "every seq once, in order",
+    ]
+    row = [
+        f"{run.streams:,} demo streams x {args.slow_tokens} deltas, "
+        f"{args.slow_delay_ms:g} ms apart",
+        f"{run.peak_open:,}",
+        f"{run.open_s:.1f}",
+        f"{run.wall_s:.1f}",
+        f"{run.rss_idle_mib:.1f} -> {run.rss_peak_mib:.1f}",
+        f"**{run.kib_per_open:.1f}**",
+        f"{run.tree_idle_mib:.1f} -> {run.tree_peak_mib:.1f}",
+        f"{run.retries}",
+        ok,
+    ]
+    if one:  # the worker is the whole tree
+        del columns[6], row[6]
+    table = md_table(columns, [row])
+    who = (
+        "the worker is `tokenwire serve`'s own process (`--workers 1`: granian's embedded "
+        "server, no supervisor, no child: the run found one process)"
+        if one
+        else "the worker is the process that serves (granian's last-spawned process), the "
+        "tree adds granian's supervisor, which serves nothing"
     )
     return [
         "### Slow streams held open at once",
@@ -423,9 +433,9 @@ def slow_section(run: Run, args: argparse.Namespace) -> list[str]:
         "response head), retrying a failed connect at most "
         f"{CONNECT_TRIES} times. A stream is open from its response head to its last chunk. "
         "*KiB per open stream*: (the worker's RSS in the 0.1 s sample with the most streams "
-        "open - its RSS idle after a warm-up) / streams open in that sample; the worker is "
-        "the process that serves (granian's last-spawned process), the tree adds granian's "
-        "supervisor, which serves nothing. Client and gateway raise their open-file soft "
+        f"open - its RSS idle after a warm-up) / streams open in that sample; {who}. "
+        "Without TLS it serves HTTP/1.1 only (granian's `http1` mode; "
+        "`[server] cleartext_http2` off). Client and gateway raise their open-file soft "
         "limit to the hard limit (`tokenwire serve` does so itself). Every body is decoded "
         "afterwards: seq 0..n-1 once, in order, `stream.end` last, lifecycle validator passes.",
         "",
@@ -441,8 +451,9 @@ def slow_summary(run: Run) -> str:
         f"slow: {run.streams:,} streams, peak open {run.peak_open:,} "
         f"(all open after {run.open_s:.1f} s), wall {run.wall_s:.1f} s, "
         f"worker RSS {run.rss_idle_mib:.1f} -> {run.rss_peak_mib:.1f} MiB = "
-        f"{run.kib_per_open:.1f} KiB per open stream; whole tree {run.tree_idle_mib:.1f} -> "
-        f"{run.tree_peak_mib:.1f} MiB; connect retries {run.retries}; every seq once: {ok}"
+        f"{run.kib_per_open:.1f} KiB per open stream; processes {run.processes}, whole tree "
+        f"{run.tree_idle_mib:.1f} -> {run.tree_peak_mib:.1f} MiB; connect retries "
+        f"{run.retries}; every seq once: {ok}"
     )
 
 

@@ -41,12 +41,18 @@ def gateway_available() -> bool:
 
 
 @pytest.fixture(scope="session")
-def gateway() -> Iterator[ServerProcess]:
-    """``tokenwire serve`` with the built-in demo model, as a subprocess."""
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """``tokenwire serve`` with the built-in demo model, as a subprocess.
+
+    It also speaks cleartext HTTP/2 (prior knowledge), which ``tokenwire serve``
+    serves only when asked: the client's HTTP/2 path is tested over it.
+    """
     if not gateway_available():
         unavailable("the gateway (tokenwire.cli.serve) is not in this tree yet")
+    config = tmp_path_factory.mktemp("gateway") / "gateway.toml"
+    config.write_text("[server]\ncleartext_http2 = true\n")
     port = free_port()
-    server = ServerProcess(gateway_argv(port), port).start()
+    server = ServerProcess(gateway_argv(port, config), port).start()
     try:
         yield server
     finally:

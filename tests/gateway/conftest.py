@@ -192,7 +192,7 @@ def gateway_config(record_dir: Path, upstreams: Upstreams) -> str:
 def gateway(
     tmp_path_factory: pytest.TempPathFactory, record_dir: Path, upstreams: Upstreams
 ) -> Iterator[Gateway]:
-    """The session's ``tokenwire serve`` process (HTTP/1.1 and h2c on 127.0.0.1)."""
+    """The session's ``tokenwire serve`` process (HTTP/1.1 on 127.0.0.1)."""
     workdir = tmp_path_factory.mktemp("gateway")
     with Gateway(workdir, config=gateway_config(record_dir, upstreams)) as gw:
         yield gw

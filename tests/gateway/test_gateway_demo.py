@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -347,10 +348,10 @@ def test_delay_extension_is_clamped_and_validated() -> None:
 def test_paced_stream_sleeps_between_events(monkeypatch: pytest.MonkeyPatch) -> None:
     sleeps: list[float] = []
 
-    async def fake_sleep(seconds: float) -> None:
+    async def fake_pause(seconds: float) -> None:
         sleeps.append(seconds)
 
-    monkeypatch.setattr(demo.asyncio, "sleep", fake_sleep)
+    monkeypatch.setattr(demo, "_pause", fake_pause)  # the paced stream's sleep
     request = rq.build(
         model="demo",
         messages="pace me",
@@ -371,3 +372,22 @@ def test_unpaced_long_reply_yields_to_the_loop(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(demo.asyncio, "sleep", fake_sleep)
     _stream(rq.build(model="demo", messages="long", extensions={demo.EXTENSION: {"tokens": 300}}))
     assert len(sleeps) == 300 // 64 and set(sleeps) == {0}
+
+
+def test_a_cancelled_pause_is_left_alone_by_its_timer() -> None:
+    # A paced stream cancelled mid-pause (its client hung up): the pause's timer
+    # still fires, on a done future, and must not raise in the event loop.
+    async def run() -> list[dict[str, object]]:
+        loop = asyncio.get_running_loop()
+        problems: list[dict[str, object]] = []
+        loop.set_exception_handler(lambda _loop, context: problems.append(context))
+        pause = asyncio.ensure_future(demo._pause(0.01))
+        await asyncio.sleep(0)
+        pause.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await pause
+        assert pause.cancelled()
+        await asyncio.wait_for(demo._pause(0.02), 10)  # its timer comes after the first's
+        return problems
+
+    assert asyncio.run(run()) == []

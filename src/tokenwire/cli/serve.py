@@ -2,7 +2,9 @@
 
 Runs the gateway on granian (Rust HTTP/1.1 and HTTP/2 server, ASGI interface).
 With ``--certfile``/``--keyfile`` it serves TLS 1.3 and negotiates HTTP/2 by
-ALPN (§3: HTTP/2 SHOULD be preferred, TLS 1.3 is required in production).
+ALPN (§3: HTTP/2 SHOULD be preferred, TLS 1.3 is required in production);
+without TLS it serves HTTP/1.1 only, unless ``[server] cleartext_http2`` asks
+for h2c too (``http_mode``).
 With ``--workers 1`` (the default) the gateway runs in this process, on
 granian's embedded server (``cli/_one_process.py``); with more, granian's
 supervisor forks the workers, and settings reach them through environment
@@ -15,11 +17,12 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ..gateway.config import (
+    CLEARTEXT_HTTP2_WITH_TLS,
     CONFIG_ENV,
     LOG_CONTENT_ENV,
     TIMEOUT_ENV,
@@ -31,6 +34,9 @@ from ..gateway.config import (
 from ..gateway.config_prod import bind_warning
 from ._limits import concurrent_requests, raise_open_files
 from ._ports import claim_port
+
+if TYPE_CHECKING:
+    from granian.constants import HTTPModes
 
 _LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 
@@ -113,7 +119,7 @@ def command(
     # at their peak. Give freed pages back at once. jemalloc reads this once,
     # when granian loads; the forked workers inherit it. A user's own setting wins.
     os.environ.setdefault("_RJEM_MALLOC_CONF", _JEMALLOC_CONF)
-    from granian.constants import HTTPModes, Interfaces
+    from granian.constants import Interfaces
     from granian.http import HTTP1Settings, HTTP2Settings
     from granian.log import LogLevels
 
@@ -135,6 +141,8 @@ def command(
     keyfile = keyfile if keyfile is not None else settings.keyfile
     if (certfile is None) != (keyfile is None):
         raise click.UsageError("--certfile and --keyfile go together")
+    if certfile is not None and settings.cleartext_http2:
+        raise click.ClickException(f"server.cleartext_http2: {CLEARTEXT_HTTP2_WITH_TLS}")
 
     # Workers are separate processes: they rebuild the app from these (and
     # with one process, app_from_env reads them here).
@@ -154,7 +162,7 @@ def command(
         interface=Interfaces.ASGI,
         # Not granian's 1,024 requests at once per worker: as many as open files allow.
         backpressure=concurrent_requests(raise_open_files()),
-        http=HTTPModes.auto,
+        http=http_mode(tls=certfile is not None, cleartext_http2=settings.cleartext_http2),
         # granian's Server listens with a backlog of 1024, its embedded one with 128.
         backlog=1024,
         ssl_cert=_path(certfile),
@@ -206,6 +214,20 @@ def command(
         **options,
     )
     server.serve()
+
+
+def http_mode(*, tls: bool, cleartext_http2: bool) -> HTTPModes:
+    """granian's HTTP mode: HTTP/1.1 only without TLS, unless cleartext HTTP/2 is asked for.
+
+    §3: HTTP/2 SHOULD be preferred, and TLS is required in production: with
+    TLS, ALPN picks HTTP/2 or HTTP/1.1 (``auto``). Without TLS, HTTP/2 is only
+    spoken with prior knowledge (h2c), which no browser does, and granian's
+    ``auto`` mode, which detects it, costs ~12 KiB more per connection than
+    HTTP/1.1 alone (bench/RESULTS.md, "load").
+    """
+    from granian.constants import HTTPModes
+
+    return HTTPModes.auto if tls or cleartext_http2 else HTTPModes.http1
 
 
 def _announce(config: Config, host: str, port: int, certfile: str | None) -> None:

@@ -77,6 +77,10 @@ DEFAULT_IDLE_TIMEOUT_S: Final = 60.0
 DEFAULT_SHUTDOWN_TIMEOUT_S: Final = 10.0
 #: A connection's kernel send buffer (SO_SNDBUF; the kernel doubles it).
 DEFAULT_SEND_BUFFER_BYTES: Final = 128 * 1024
+#: ``cleartext_http2`` with TLS: there ALPN offers HTTP/2 already (§3).
+CLEARTEXT_HTTP2_WITH_TLS: Final = (
+    "only without TLS: with certfile/keyfile, HTTP/2 is offered by ALPN (remove it)"
+)
 _GUARD: Final = _guard.Limits()
 
 #: Provider kinds besides the vendor formats of ``tokenwire.translate.VENDORS``.
@@ -138,6 +142,9 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     workers: int = 1
     certfile: str | None = None
     keyfile: str | None = None
+    #: Without TLS: also serve HTTP/2 with prior knowledge (h2c). Off: HTTP/1.1
+    #: only, ~12 KiB less per connection (docs/gateway.md, "TLS and HTTP/2").
+    cleartext_http2: bool = False
     max_body_bytes: int = server.DEFAULT_MAX_BODY_BYTES
     keepalive_s: float = server.DEFAULT_KEEPALIVE_S
     log_content: bool = False
@@ -412,6 +419,8 @@ def _check_server(cfg: ServerConfig) -> None:
             raise _fail(f"server.{key}", "must be >= 1")
     if (cfg.certfile is None) != (cfg.keyfile is None):
         raise _fail("server.certfile", "certfile and keyfile go together")
+    if cfg.cleartext_http2 and cfg.certfile is not None:
+        raise _fail("server.cleartext_http2", CLEARTEXT_HTTP2_WITH_TLS)
 
 
 def _check_resume(cfg: ResumeConfig) -> None:

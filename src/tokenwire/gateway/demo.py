@@ -37,7 +37,7 @@ import hashlib
 import math
 import re
 from collections.abc import AsyncIterator, Iterator, Sequence
-from itertools import islice
+from itertools import chain, islice, repeat
 from typing import Any, Final
 
 import msgspec
@@ -241,18 +241,23 @@ def _question(messages: Sequence[Message]) -> str:
 
 def _sentences(seed: bytes, first: str, question: str) -> Iterator[str]:
     """The reply, sentence after sentence, endlessly (the pool cycles)."""
-    yield first
+    yield from _head(first, question)
+    start = seed[1] % len(_SENTENCES)
+    while True:
+        for k in range(len(_SENTENCES)):
+            yield _SENTENCES[(start + k) % len(_SENTENCES)]
+
+
+def _head(first: str, question: str) -> list[str]:
+    """The reply's own sentences, before the pool: ``first``, then the question's keywords."""
     keywords: list[str] = []
     for word in _WORD.findall(question):
         if word.lower() not in _STOPWORDS and word.lower() not in map(str.lower, keywords):
             keywords.append(word)
     keywords = keywords[:3]
     if keywords:
-        yield f"Your message mentions {_join(keywords)}."
-    start = seed[1] % len(_SENTENCES)
-    while True:
-        for k in range(len(_SENTENCES)):
-            yield _SENTENCES[(start + k) % len(_SENTENCES)]
+        return [first, f"Your message mentions {_join(keywords)}."]
+    return [first]
 
 
 def _join(words: list[str]) -> str:
@@ -261,12 +266,18 @@ def _join(words: list[str]) -> str:
     return ", ".join(words[:-1]) + " and " + words[-1]
 
 
-def _all_tokens(sentences: Iterator[str]) -> Iterator[str]:
-    """The sentences' tokens, one after the other, lazily."""
-    first = True
-    for sentence in sentences:
-        yield from tokenize(sentence if first else " " + sentence)
-        first = False
+def _pool_rotations() -> tuple[tuple[str, ...], ...]:
+    # The pool's tokens once round from each starting sentence, each sentence
+    # after a space (a pool sentence never opens a reply). Built once: every
+    # stream shares these strings instead of tokenizing the pool again.
+    tokens = [tokenize(" " + sentence) for sentence in _SENTENCES]
+    n = len(tokens)
+    return tuple(
+        tuple(token for k in range(n) for token in tokens[(start + k) % n]) for start in range(n)
+    )
+
+
+_POOL_TOKENS: Final = _pool_rotations()
 
 
 def _natural_length(sentences: Iterator[str]) -> int:
@@ -392,6 +403,11 @@ def _tool_reply(request: Request) -> Reply | None:
 
 def _sentences_for(request: Request) -> Iterator[str]:
     """The reply's sentences for a text answer, endlessly."""
+    return _sentences(*_opening(request))
+
+
+def _opening(request: Request) -> tuple[bytes, str, str]:
+    """The reply's seed, first sentence and the question it echoes."""
     seed = _seed(request)
     messages = request.messages
     last = messages[-1]
@@ -407,12 +423,24 @@ def _sentences_for(request: Request) -> Iterator[str]:
         first += "" if question.endswith(("?", ".", "!")) else "."
     else:
         first = _NO_QUESTION
-    return _sentences(seed, first, question)
+    return seed, first, question
 
 
 def _reply_tokens(request: Request) -> Iterator[str]:
-    """A text reply's tokens, lazily and endlessly (cut them with ``_length``)."""
-    return _all_tokens(_sentences_for(request))
+    """A text reply's tokens, lazily and endlessly (cut them with ``_length``).
+
+    The tokens of ``_sentences_for(request)``, each sentence after the first
+    with a leading space, held as the reply's own few tokens and an iterator
+    over the shared pool's: a stream paced over minutes keeps ~0.3 KiB of
+    them, not a chain of generators.
+    """
+    seed, first, question = _opening(request)
+    head = _head(first, question)
+    tokens = tokenize(head[0])
+    for sentence in head[1:]:
+        tokens += tokenize(" " + sentence)
+    pool = _POOL_TOKENS[seed[1] % len(_SENTENCES)]
+    return chain(tokens, chain.from_iterable(repeat(pool)))
 
 
 def _exact_tokens(request: Request) -> int | None:
@@ -740,15 +768,31 @@ class DemoModel:
         sent = 0
         for token in tokens:
             if delay:
-                await sleep(delay)
+                await _pause(delay)
             elif sent and sent % _YIELD_EVERY == 0:
                 await sleep(0)  # a long reply must not starve other streams
             sent += 1
             yield ev.ContentDelta(v=v, seq=0, index=0, role="assistant", delta=ev.Delta(text=token))
         if tool_call is not None:
             if delay:
-                await sleep(delay)
+                await _pause(delay)
             yield tool_call
         output_tokens = reply.output_tokens if reply is not None else sent
         yield ev.ContentStop(v=v, seq=0, index=0, stop_reason=stop_reason)
         yield ev.Usage(v=v, seq=0, input_tokens=input_tokens, output_tokens=output_tokens)
+
+
+def _pause(delay_s: float) -> asyncio.Future[None]:
+    """``asyncio.sleep(delay_s)`` without its coroutine frame (~0.25 KiB a paced stream holds).
+
+    Cancelling the awaiting task cancels the future; the timer then finds it done.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[None] = loop.create_future()
+    loop.call_later(delay_s, _wake, future)
+    return future
+
+
+def _wake(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
