@@ -46,7 +46,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+import types
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Mapping, Sequence
 from typing import Final, Protocol, TypeAlias, cast, runtime_checkable
 
 from . import events as ev
@@ -519,6 +520,12 @@ class StreamEndpoint:
         hangup: HangUp | None = None
         hung_up = True
         try:
+            # The producer's first step goes first: it builds and writes the
+            # upstream request, then waits for the upstream, and the response
+            # start and the watcher are made while the upstream works (off the
+            # first token's path). stream.start is queued already and still
+            # leaves first, with the response start (§5.3.1).
+            await _one_step()
             headers = [*SSE_HEADERS, *owner.headers]
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             # The request's own task sends; one watcher task waits for the
@@ -750,6 +757,12 @@ class _SessionOwns(_Owner):
             record.disconnected = True
             self.outbox.close()
             self.session.detach()
+
+
+@types.coroutine
+def _one_step() -> Generator[None, None, None]:
+    """Yield to the event loop once (``asyncio.sleep(0)`` without its checks)."""
+    yield
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:
