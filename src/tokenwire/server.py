@@ -581,7 +581,8 @@ class StreamEndpoint:
                     cls = event.__class__
                     if cls is ev.StreamStart:
                         continue  # already sent; the server owns the stream's framing
-                    if record.first_event is None:
+                    first = record.first_event is None
+                    if first:
                         record.first_event = time.perf_counter()
                     if cls is ev.ErrorEvent and record.error_code is None:
                         record.error_code = cast(ev.ErrorEvent, event).code
@@ -589,6 +590,13 @@ class StreamEndpoint:
                     emit(add(event))
                     if writer.ended:
                         break
+                    if first:
+                        # The first event leaves now, not after the rest of the
+                        # upstream's read (a short reply: all of it, and the
+                        # provider's cleanup): the sender runs before the
+                        # provider goes on. Once a stream, so later events
+                        # still leave in batches.
+                        await _one_step()
                     if outbox.full():
                         await outbox.drained()  # a slow client: backpressure
             finally:
