@@ -292,3 +292,39 @@ def test_a_body_whole_by_its_content_length_is_served_without_the_end_message() 
     assert types[0] == "stream.start" and "content.delta" in types
     assert types[-1] == "stream.end"
     assert x.messages[-1]["more_body"] is False
+
+
+class FutureReceive(Exchange):
+    """A server whose ``receive()`` returns a future (granian's do), counting the calls."""
+
+    def __init__(self, body: bytes) -> None:
+        super().__init__(body)
+        self.calls = 0
+
+    def receive(self) -> Any:  # type: ignore[override]
+        self.calls += 1
+        return asyncio.ensure_future(super().receive())
+
+
+def test_a_body_asked_for_ahead_of_the_app_reaches_it_once() -> None:
+    # The guard asks a future-returning server for the body before the app
+    # reads it; the app still gets the body, once, and streams.
+    x = FutureReceive(BODY)
+    asyncio.run(asyncio.wait_for(Guard(quick_endpoint())(x.scope, x.receive, x.send), 30))
+    assert x.status == 200
+    assert [e.type for e in x.events()][-1] == "stream.end"
+
+
+def test_an_app_that_never_reads_the_body_still_answers() -> None:
+    async def refuses(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 401, "headers": []})
+        await send({"type": "http.response.body", "body": b"no", "more_body": False})
+
+    x = FutureReceive(BODY)
+    asyncio.run(asyncio.wait_for(Guard(refuses)(x.scope, x.receive, x.send), 30))
+    assert x.status == 401 and x.body == b"no"
+    assert x.calls == 1  # the body asked for ahead, no more
+
+
+def quick_endpoint() -> StreamEndpoint:
+    return StreamEndpoint(AfterTheBodyDeadline(0.001))

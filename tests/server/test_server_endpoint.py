@@ -566,3 +566,29 @@ def test_provider_starts_before_the_response_and_stream_start_does_not_wait_for_
     assert x.status == 200
     assert [e.type for e in x.events()][:2] == ["stream.start", "content.delta"]
     assert x.events()[-1].type == "stream.end"
+
+
+class _FirstThenMany:
+    """A provider whose first read holds its first event and many more (a short reply)."""
+
+    def __init__(self, x: Exchange) -> None:
+        self.x = x
+        self.first_sent_before_second: bool | None = None
+
+    async def generate(self, request: rq.Request) -> AsyncIterator[ev.Event]:
+        while not self.x.bodies:  # the upstream works while stream.start goes out
+            await asyncio.sleep(0)
+        yield _delta("first ")
+        self.first_sent_before_second = b"first " in self.x.body
+        for i in range(50):
+            yield _delta(f"t{i} ")
+
+
+def test_the_first_event_is_sent_before_the_provider_goes_on() -> None:
+    x = Exchange(_body())
+    provider = _FirstThenMany(x)
+    x.run(StreamEndpoint(provider))
+    # The first token reaches the client without waiting for the rest of the read.
+    assert provider.first_sent_before_second is True
+    assert len(x.events()) == 1 + 51 + 3  # start, 51 deltas, stop, usage, end
+    assert tokenwire.validate(x.body).ok
