@@ -148,8 +148,12 @@ async def read_body(receive: Receive, limit: int, content_length: int | None = N
     read; otherwise the running size is checked after each chunk, so an
     oversized body is never buffered past ``limit`` plus one chunk.
 
-    Returns the body. Raises ``RequestTooLarge`` over the limit and
-    ``ClientDisconnected`` if the client leaves first.
+    Returns the body once ``more_body`` is false or, with ``content_length``,
+    once that many bytes are in: an HTTP server may hand over the whole body
+    and only then, in a message of its own, say that it ended (granian does;
+    waiting for that message costs a round trip to the server's I/O thread
+    before the request can be served). Raises ``RequestTooLarge`` over the
+    limit and ``ClientDisconnected`` if the client leaves first.
     """
     if content_length is not None and content_length > limit:
         raise RequestTooLarge(
@@ -167,7 +171,7 @@ async def read_body(receive: Receive, limit: int, content_length: int | None = N
             if size > limit:
                 raise RequestTooLarge(f"body is over the {limit}-byte limit", path="$")
             chunks.append(chunk)
-        if not message.get("more_body", False):
+        if not message.get("more_body", False) or size == content_length:
             break
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 

@@ -46,7 +46,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+import types
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Mapping, Sequence
 from typing import Final, Protocol, TypeAlias, cast, runtime_checkable
 
 from . import events as ev
@@ -519,6 +520,12 @@ class StreamEndpoint:
         hangup: HangUp | None = None
         hung_up = True
         try:
+            # The producer's first step goes first: it builds and writes the
+            # upstream request, then waits for the upstream, and the response
+            # start and the watcher are made while the upstream works (off the
+            # first token's path). stream.start is queued already and still
+            # leaves first, with the response start (§5.3.1).
+            await _one_step()
             headers = [*SSE_HEADERS, *owner.headers]
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             # The request's own task sends; one watcher task waits for the
@@ -574,7 +581,8 @@ class StreamEndpoint:
                     cls = event.__class__
                     if cls is ev.StreamStart:
                         continue  # already sent; the server owns the stream's framing
-                    if record.first_event is None:
+                    first = record.first_event is None
+                    if first:
                         record.first_event = time.perf_counter()
                     if cls is ev.ErrorEvent and record.error_code is None:
                         record.error_code = cast(ev.ErrorEvent, event).code
@@ -582,6 +590,13 @@ class StreamEndpoint:
                     emit(add(event))
                     if writer.ended:
                         break
+                    if first:
+                        # The first event leaves now, not after the rest of the
+                        # upstream's read (a short reply: all of it, and the
+                        # provider's cleanup): the sender runs before the
+                        # provider goes on. Once a stream, so later events
+                        # still leave in batches.
+                        await _one_step()
                     if outbox.full():
                         await outbox.drained()  # a slow client: backpressure
             finally:
@@ -750,6 +765,12 @@ class _SessionOwns(_Owner):
             record.disconnected = True
             self.outbox.close()
             self.session.detach()
+
+
+@types.coroutine
+def _one_step() -> Generator[None, None, None]:
+    """Yield to the event loop once (``asyncio.sleep(0)`` without its checks)."""
+    yield
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:

@@ -17,6 +17,7 @@ from tests.hostile.hostile_procs import Firehose
 from tests.server.server_asgi import Exchange
 
 from tokenwire import _outbox
+from tokenwire import events as ev
 from tokenwire._guard import Guard, Limits
 from tokenwire.gateway.app import build_app
 from tokenwire.request import MEDIA_TYPE
@@ -248,3 +249,82 @@ def test_over_the_memory_budget_every_stream_gets_the_low_water_mark() -> None:
     assert not other.full()  # back under the budget: the usual mark again
     other.close(drop=True)
     assert _outbox.BUDGET.total == 0
+
+
+# --- a body whole by its Content-Length ------------------------------------------------
+
+
+class BodyThenSilence(Exchange):
+    """A server that hands over the whole body with ``more_body`` true and only
+    says later that it ended (granian does): here, never before the hang-up."""
+
+    async def receive(self) -> dict[str, Any]:
+        if self.received == 0:
+            self.received = 1
+            return {"type": "http.request", "body": self.chunks[0], "more_body": True}
+        await self.gone.wait()
+        return {"type": "http.disconnect"}
+
+
+class AfterTheBodyDeadline:
+    """A provider that answers only once the guard's body deadline has passed."""
+
+    def __init__(self, deadline_s: float) -> None:
+        self.deadline_s = deadline_s
+
+    async def generate(self, request: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        until = loop.time() + self.deadline_s * 2
+        while loop.time() < until:  # a condition, polled: the deadline is behind us
+            await asyncio.sleep(self.deadline_s / 4)
+        yield ev.ContentDelta(v="1.0", seq=0, index=0, role="assistant", delta=ev.Delta(text="x"))
+
+
+def test_a_body_whole_by_its_content_length_is_served_without_the_end_message() -> None:
+    # Content-Length bytes are the whole body: the stream is served at once, and
+    # the body deadline no longer applies (it would cut a stream whose server
+    # never sends the closing empty message).
+    app = Guard(StreamEndpoint(AfterTheBodyDeadline(0.05)), Limits(body_timeout_s=0.05))
+    x = BodyThenSilence(BODY)
+    asyncio.run(asyncio.wait_for(app(x.scope, x.receive, x.send), 30))
+    assert x.status == 200
+    types = [e.type for e in x.events()]
+    assert types[0] == "stream.start" and "content.delta" in types
+    assert types[-1] == "stream.end"
+    assert x.messages[-1]["more_body"] is False
+
+
+class FutureReceive(Exchange):
+    """A server whose ``receive()`` returns a future (granian's do), counting the calls."""
+
+    def __init__(self, body: bytes) -> None:
+        super().__init__(body)
+        self.calls = 0
+
+    def receive(self) -> Any:  # type: ignore[override]
+        self.calls += 1
+        return asyncio.ensure_future(super().receive())
+
+
+def test_a_body_asked_for_ahead_of_the_app_reaches_it_once() -> None:
+    # The guard asks a future-returning server for the body before the app
+    # reads it; the app still gets the body, once, and streams.
+    x = FutureReceive(BODY)
+    asyncio.run(asyncio.wait_for(Guard(quick_endpoint())(x.scope, x.receive, x.send), 30))
+    assert x.status == 200
+    assert [e.type for e in x.events()][-1] == "stream.end"
+
+
+def test_an_app_that_never_reads_the_body_still_answers() -> None:
+    async def refuses(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 401, "headers": []})
+        await send({"type": "http.response.body", "body": b"no", "more_body": False})
+
+    x = FutureReceive(BODY)
+    asyncio.run(asyncio.wait_for(Guard(refuses)(x.scope, x.receive, x.send), 30))
+    assert x.status == 401 and x.body == b"no"
+    assert x.calls == 1  # the body asked for ahead, no more
+
+
+def quick_endpoint() -> StreamEndpoint:
+    return StreamEndpoint(AfterTheBodyDeadline(0.001))

@@ -200,7 +200,7 @@ def test_events_already_produced_leave_in_one_send() -> None:
     x = Exchange(_body()).run(StreamEndpoint(provider))
     assert len(x.events()) == 204
     _assert_estimated(x.events()[-2], 1, 223)  # 890 characters of "t0 " ... "t199 "
-    # stream.start alone (sent while the provider had not run yet), then
+    # stream.start (with whatever the provider's first step produced), then
     # everything the provider produced meanwhile, in one send.
     assert len(x.bodies) <= 3
     assert tokenwire.validate(x.body).ok
@@ -525,3 +525,70 @@ def test_nothing_outlives_the_request(hang_up_after: int | None) -> None:
     asyncio.run(go())
     assert left == [set()]
     assert provider.closed
+
+
+class _Upstream:
+    """A provider that "writes its upstream request" at once, then waits for an answer
+    the test gives once the client has seen the stream start."""
+
+    def __init__(self, x: Exchange) -> None:
+        self.x = x
+        self.messages_when_called: int | None = None
+        self.answer: asyncio.Event | None = None
+
+    async def generate(self, request: rq.Request) -> AsyncIterator[ev.Event]:
+        self.messages_when_called = len(self.x.messages)
+        self.answer = asyncio.Event()
+        await self.answer.wait()
+        yield _delta("late")
+
+
+def test_provider_starts_before_the_response_and_stream_start_does_not_wait_for_it() -> None:
+    x = Exchange(_body())
+    provider = _Upstream(x)
+    endpoint = StreamEndpoint(provider)
+
+    async def go() -> None:
+        task = asyncio.create_task(endpoint(x.scope, x.receive, x.send))
+        # §5.3.1: stream.start reaches the client while the provider still waits.
+        async with asyncio.timeout(30):
+            while not x.bodies:
+                await asyncio.sleep(0)
+        assert [e.type for e in x.events()] == ["stream.start"]
+        assert provider.answer is not None
+        provider.answer.set()
+        await task
+
+    asyncio.run(go())
+    # The provider's first step (an upstream request written) ran before the
+    # response started: the upstream works while the response is set up.
+    assert provider.messages_when_called == 0
+    assert x.status == 200
+    assert [e.type for e in x.events()][:2] == ["stream.start", "content.delta"]
+    assert x.events()[-1].type == "stream.end"
+
+
+class _FirstThenMany:
+    """A provider whose first read holds its first event and many more (a short reply)."""
+
+    def __init__(self, x: Exchange) -> None:
+        self.x = x
+        self.first_sent_before_second: bool | None = None
+
+    async def generate(self, request: rq.Request) -> AsyncIterator[ev.Event]:
+        while not self.x.bodies:  # the upstream works while stream.start goes out
+            await asyncio.sleep(0)
+        yield _delta("first ")
+        self.first_sent_before_second = b"first " in self.x.body
+        for i in range(50):
+            yield _delta(f"t{i} ")
+
+
+def test_the_first_event_is_sent_before_the_provider_goes_on() -> None:
+    x = Exchange(_body())
+    provider = _FirstThenMany(x)
+    x.run(StreamEndpoint(provider))
+    # The first token reaches the client without waiting for the rest of the read.
+    assert provider.first_sent_before_second is True
+    assert len(x.events()) == 1 + 51 + 3  # start, 51 deltas, stop, usage, end
+    assert tokenwire.validate(x.body).ok

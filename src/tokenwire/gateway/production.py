@@ -332,7 +332,10 @@ async def _peek_model(scope: Scope, receive: Receive, limit: int) -> tuple[Any, 
     size = 0
     more = True
     first: Any = None
-    while more:
+    # As _asgi.read_body: a body is whole once Content-Length bytes are in.
+    lengths = [v for k, v in scope.get("headers", ()) if k == b"content-length"]
+    length = int(lengths[0]) if len(lengths) == 1 and lengths[0].isdigit() else None
+    while more and size != length:
         message = await receive()
         if message["type"] != "http.request":
             first = message
@@ -354,7 +357,7 @@ async def _peek_model(scope: Scope, receive: Receive, limit: int) -> tuple[Any, 
         return await receive()
 
     model = None
-    if not more and size <= limit:
+    if (not more or size == length) and size <= limit:
         with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
             model = _model_of(body).model
     return model, replaying
