@@ -24,6 +24,8 @@ from .errors import LocalProtocolError, ProtocolError
 
 __all__ = ["MAX_SEQ", "TOOL_DELTA", "Writer", "estimate_tokens"]
 
+_NONE: frozenset[int] = frozenset()
+
 #: §8.4: a stream past 2^53 events is pathological and SHOULD be terminated.
 #: The writer keeps the last two seqs free for ``error`` and ``stream.end``.
 MAX_SEQ = 2**53
@@ -70,9 +72,12 @@ class Writer:
         self.started = False
         self.ended = False
         self.errored = False
-        self._open: set[int] = set()
-        self._stopped: set[int] = set()
-        self._tool_ids: set[str] = set()
+        # Small and rarely changed (a few blocks a stream): frozensets, replaced on
+        # change, so that a stream holds no set of its own until it needs one
+        # (issue 14: memory per open stream; an empty set is 216 bytes).
+        self._open: frozenset[int] = _NONE
+        self._stopped: frozenset[int] = _NONE
+        self._tool_ids: frozenset[str] = frozenset()
         # Usage on every exit path (docs/extensions.md): what was sent, what is
         # known without having been sent, and how much output went out.
         self.estimate_usage = estimate_usage
@@ -95,7 +100,7 @@ class Writer:
     @property
     def open_blocks(self) -> frozenset[int]:
         """Indexes of blocks that have content but no ``content.stop`` yet."""
-        return frozenset(self._open)
+        return self._open
 
     @property
     def estimated_output_tokens(self) -> int:
@@ -129,7 +134,8 @@ class Writer:
     def _use_block(self, index: int) -> None:
         if index in self._stopped:
             raise LocalProtocolError(f"§5.3.3: block {index} was already stopped")
-        self._open.add(index)
+        if index not in self._open:
+            self._open = self._open | {index}
 
     # -- events ------------------------------------------------------------
 
@@ -210,7 +216,7 @@ class Writer:
             if tail:
                 out += self._tool_delta_event(index, id, None, tail)
         self._use_block(index)
-        self._tool_ids.add(id)
+        self._tool_ids = self._tool_ids | {id}
         # The fragments already sent were counted (tool_delta): only the rest is new output.
         self._chars += len(arguments) if pending is None else len(tail)
         out.append(
@@ -228,8 +234,8 @@ class Writer:
         if index in self._stopped:
             raise LocalProtocolError(f"§5.3.3: block {index} was already stopped")
         out = self._prelude()
-        self._open.discard(index)
-        self._stopped.add(index)
+        self._open = self._open - {index}
+        self._stopped = self._stopped | {index}
         out.append(
             ev.ContentStop(v=ev.VERSION, seq=self._stamp(), index=index, stop_reason=stop_reason)
         )
