@@ -244,9 +244,69 @@ class RoutedProvider:
         task = asyncio.current_task() if drain is not None else None
         if drain is not None and task is not None:
             drain.track(task)
+        # The routing is inline (not a generator of its own that this one relays):
+        # each event passes one generator, and an open stream holds one frame less.
         try:
-            async for event in self._route(request):
-                yield event
+            last: ev.ErrorEvent | None = None
+            for route in [self, *self.fallbacks]:
+                routed = request
+                if route is not self:
+                    routed = msgspec.structs.replace(request, model=route.name)
+                label = "" if route is self else route.name
+                tried: set[int] = set()
+                for attempt in range(route.policy.retries + 1):
+                    deployment = route.pick(tried)
+                    if deployment is None or not deployment.breaker.acquire():
+                        break  # every breaker is open: on to the next fallback
+                    if attempt:
+                        delay = route.policy.delay(attempt, self.rng)
+                        if delay > 0:
+                            await self.sleep(delay)  # type: ignore[misc]
+                    tried.add(id(deployment))
+                    iterator = deployment.provider.generate(routed)
+                    try:
+                        try:
+                            first = await self._first(label, deployment, iterator)
+                        except _Failed as failed:
+                            last = failed.error
+                            if not failed.retry:
+                                yield failed.error
+                                return
+                            continue
+                        if first is None:
+                            return
+                        usage: ev.Usage | None = first if first.__class__ is ev.Usage else None
+                        yield first
+                        # Committed: a failure from here on is the client's error event.
+                        try:
+                            async for event in iterator:
+                                cls = event.__class__
+                                if cls is ev.Usage:
+                                    usage = cast(ev.Usage, event)
+                                elif cls is ev.ErrorEvent:
+                                    deployment.breaker.failure()
+                                    code = cast(ev.ErrorEvent, event).code
+                                    self._record(label, deployment, "failed", code)
+                                yield event
+                        except Exception as exc:
+                            deployment.breaker.failure()
+                            self._record(label, deployment, "failed", classify_exception(exc)[0])
+                            raise
+                        finally:
+                            if usage is not None and self.on_usage is not None:
+                                self.on_usage(usage)  # the key's token limits (production.py)
+                        return
+                    finally:
+                        aclose = getattr(iterator, "aclose", None)
+                        if aclose is not None:
+                            await aclose()
+            yield (
+                last
+                if last is not None
+                else _error(
+                    "overloaded", f"no deployment of {self.name!r} is available (circuit open)"
+                )
+            )
         except asyncio.CancelledError:
             if drain is None or task is None or not drain.cut(task):
                 raise
@@ -256,66 +316,6 @@ class RoutedProvider:
         finally:
             if drain is not None and task is not None:
                 drain.untrack(task)
-
-    async def _route(self, request: Request) -> AsyncIterator[ev.Event]:
-        last: ev.ErrorEvent | None = None
-        for route in [self, *self.fallbacks]:
-            routed = request
-            if route is not self:
-                routed = msgspec.structs.replace(request, model=route.name)
-            label = "" if route is self else route.name
-            tried: set[int] = set()
-            for attempt in range(route.policy.retries + 1):
-                deployment = route.pick(tried)
-                if deployment is None or not deployment.breaker.acquire():
-                    break  # every breaker is open: on to the next fallback
-                if attempt:
-                    delay = route.policy.delay(attempt, self.rng)
-                    if delay > 0:
-                        await self.sleep(delay)  # type: ignore[misc]
-                tried.add(id(deployment))
-                iterator = deployment.provider.generate(routed)
-                try:
-                    try:
-                        first = await self._first(label, deployment, iterator)
-                    except _Failed as failed:
-                        last = failed.error
-                        if not failed.retry:
-                            yield failed.error
-                            return
-                        continue
-                    if first is None:
-                        return
-                    usage: ev.Usage | None = first if first.__class__ is ev.Usage else None
-                    yield first
-                    # Committed: a failure from here on is the client's error event.
-                    try:
-                        async for event in iterator:
-                            cls = event.__class__
-                            if cls is ev.Usage:
-                                usage = cast(ev.Usage, event)
-                            elif cls is ev.ErrorEvent:
-                                deployment.breaker.failure()
-                                code = cast(ev.ErrorEvent, event).code
-                                self._record(label, deployment, "failed", code)
-                            yield event
-                    except Exception as exc:
-                        deployment.breaker.failure()
-                        self._record(label, deployment, "failed", classify_exception(exc)[0])
-                        raise
-                    finally:
-                        if usage is not None and self.on_usage is not None:
-                            self.on_usage(usage)  # the key's token limits (production.py)
-                    return
-                finally:
-                    aclose = getattr(iterator, "aclose", None)
-                    if aclose is not None:
-                        await aclose()
-        yield (
-            last
-            if last is not None
-            else _error("overloaded", f"no deployment of {self.name!r} is available (circuit open)")
-        )
 
     async def _first(
         self, model: str, deployment: Deployment, iterator: AsyncIterator[ev.Event]
