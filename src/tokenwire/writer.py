@@ -25,6 +25,7 @@ from .errors import LocalProtocolError, ProtocolError
 __all__ = ["MAX_SEQ", "TOOL_DELTA", "Writer", "estimate_tokens"]
 
 _NONE: frozenset[int] = frozenset()
+_NO_IDS: frozenset[str] = frozenset()
 
 #: §8.4: a stream past 2^53 events is pathological and SHOULD be terminated.
 #: The writer keeps the last two seqs free for ``error`` and ``stream.end``.
@@ -77,7 +78,7 @@ class Writer:
         # (issue 14: memory per open stream; an empty set is 216 bytes).
         self._open: frozenset[int] = _NONE
         self._stopped: frozenset[int] = _NONE
-        self._tool_ids: frozenset[str] = frozenset()
+        self._tool_ids: frozenset[str] = _NO_IDS
         # Usage on every exit path (docs/extensions.md): what was sent, what is
         # known without having been sent, and how much output went out.
         self.estimate_usage = estimate_usage

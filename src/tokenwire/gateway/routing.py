@@ -51,6 +51,8 @@ __all__ = ["CircuitBreaker", "Deployment", "RetryPolicy", "RoutedProvider"]
 RETRYABLE: Final = frozenset({"rate_limited", "overloaded", "internal_error"})
 _UPSTREAM_STATUS: Final = re.compile(r"upstream answered HTTP (\d{3})")
 
+_NOTHING_TRIED: frozenset[int] = frozenset()
+
 
 def retryable(error: ev.ErrorEvent) -> bool:
     """Whether an ``error`` event before the first token is worth another attempt.
@@ -211,7 +213,7 @@ class RoutedProvider:
         #: Set by ``Production.wrap_providers``: ends the streams left when a drain is over.
         self.drain: DrainHook | None = None
 
-    def pick(self, tried: set[int]) -> Deployment | None:
+    def pick(self, tried: frozenset[int]) -> Deployment | None:
         """A deployment by weight among the available ones, untried first; ``None``: none."""
         available = [d for d in self.deployments if d.breaker.available()]
         if not available:
@@ -253,7 +255,7 @@ class RoutedProvider:
                 if route is not self:
                     routed = msgspec.structs.replace(request, model=route.name)
                 label = "" if route is self else route.name
-                tried: set[int] = set()
+                tried = _NOTHING_TRIED  # a shared empty frozenset: no set held per stream
                 for attempt in range(route.policy.retries + 1):
                     deployment = route.pick(tried)
                     if deployment is None or not deployment.breaker.acquire():
@@ -262,7 +264,7 @@ class RoutedProvider:
                         delay = route.policy.delay(attempt, self.rng)
                         if delay > 0:
                             await self.sleep(delay)  # type: ignore[misc]
-                    tried.add(id(deployment))
+                    tried = tried | {id(deployment)}
                     iterator = deployment.provider.generate(routed)
                     try:
                         try:
