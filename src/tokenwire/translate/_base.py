@@ -17,7 +17,7 @@ a failure half-way through a frame keeps every event already stamped (their
 from __future__ import annotations
 
 import collections
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, Final
 
 import msgspec
@@ -191,15 +191,7 @@ class StreamTranslator:
             return []
         out: list[ev.Event] = []
         self.out = out
-        try:
-            frames = self._frames(data)
-        except ProtocolError as exc:  # the framing itself (an eager split)
-            self._fail(exc.code, exc.message)
-            return out
-        except Exception as exc:
-            self._fail("internal_error", f"translation failed: {exc!r}")
-            return out
-        self._run(frames)
+        self._run(self._split(self._frames, data))
         return out
 
     def fail(self, code: str, message: str) -> list[ev.Event]:
@@ -218,15 +210,7 @@ class StreamTranslator:
             return []
         out: list[ev.Event] = []
         self.out = out
-        try:
-            frames = self._final_frames()
-        except ProtocolError as exc:
-            self._fail(exc.code, exc.message)
-            return out
-        except Exception as exc:
-            self._fail("internal_error", f"translation failed: {exc!r}")
-            return out
-        self._run(frames)
+        self._run(self._split(lambda _: self._final_frames(), b""))
         if not self.writer.ended:
             try:
                 self._on_eof()
@@ -235,6 +219,17 @@ class StreamTranslator:
             except Exception as exc:  # a translator bug must still end the stream cleanly
                 self._fail("internal_error", f"translation failed: {exc!r}")
         return out
+
+    def _split(self, frames_of: Callable[[bytes], Iterable[Any]], data: bytes) -> Iterable[Any]:
+        """``frames_of(data)``; none when splitting ended the stream (an eager split's
+        framing error: a lazy one's is caught by ``_run``)."""
+        try:
+            return frames_of(data)
+        except ProtocolError as exc:
+            self._fail(exc.code, exc.message)
+        except Exception as exc:
+            self._fail("internal_error", f"translation failed: {exc!r}")
+        return ()
 
     def _run(self, frames: Iterable[Any]) -> None:
         # The one batch loop. Exceptions are caught per frame, so one bad
