@@ -44,7 +44,7 @@ from typing import Final
 import msgspec
 
 from . import mediatype
-from ._asgi import Message, Receive, Scope, Send, json_error, send_json
+from ._asgi import Message, Receive, Scope, Send, content_length_of, json_error, send_json
 from ._outbox import ACCOUNT, BUDGET, DEFAULT_STREAM_BUDGET, StreamAccount
 from .errors import TokenwireError
 
@@ -85,14 +85,6 @@ def content_type_problem(headers: list[tuple[bytes, bytes]]) -> tuple[int, str, 
     if problem is not None:
         return problem[0], "unsupported_media_type", problem[1]
     return None
-
-
-def _content_length(headers: list[tuple[bytes, bytes]]) -> int | None:
-    """The one Content-Length a request gives, as a number; else ``None`` (the app judges it)."""
-    values = [value for name, value in headers if name == b"content-length"]
-    if len(values) != 1 or not values[0].isdigit():
-        return None
-    return int(values[0])
 
 
 async def _send_error(
@@ -334,7 +326,7 @@ class Guard:
         content_length = None
         if method in _BODY_METHODS:
             headers = list(scope.get("headers", ()))
-            content_length = _content_length(headers)
+            content_length = content_length_of(headers)
             problem = content_type_problem(headers)
             if problem is not None:
                 await _send_error(send, *problem, [])

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from .. import events as ev
-from .._asgi import Receive, Scope, Send
+from .._asgi import Receive, Scope, Send, content_length_of
 from ..server import Provider, StreamRecord, Tee
 from . import auth, logs
 from .config import Config
@@ -333,8 +333,7 @@ async def _peek_model(scope: Scope, receive: Receive, limit: int) -> tuple[Any, 
     more = True
     first: Any = None
     # As _asgi.read_body: a body is whole once Content-Length bytes are in.
-    lengths = [v for k, v in scope.get("headers", ()) if k == b"content-length"]
-    length = int(lengths[0]) if len(lengths) == 1 and lengths[0].isdigit() else None
+    length = content_length_of(scope.get("headers", ()))
     while more and size != length:
         message = await receive()
         if message["type"] != "http.request":
