@@ -222,15 +222,6 @@ class Outbox:
         finally:
             self._drained = None
 
-    async def wait(self) -> None:
-        """Wait until there are frames to send or the stream is over."""
-        waiter = self.waiter(asyncio.get_running_loop())
-        if waiter is not None:
-            try:
-                await waiter
-            finally:
-                self._waiter = None
-
     def waiter(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None] | None:
         """A future done when there are frames to send or the stream is over;
         ``None`` when that is already so. The sender awaits it directly: no
