@@ -164,11 +164,16 @@ class Gateway:
 
     def app(self) -> Starlette:
         """The Starlette app serving every route."""
+        # The stream routes with a fixed path: Starlette routes them, and their
+        # POSTs also have a short way past its stack (see _GatewayApp).
+        streams: dict[str, ASGIApp] = {
+            "/v1/stream": self.stream,
+            "/v1/chat/completions": self.chat_completions,
+            "/v1/messages": self.messages,
+            "/v1/responses": self.responses,
+        }
         routes = [
-            Route("/v1/stream", self.stream, methods=["POST"]),
-            Route("/v1/chat/completions", self.chat_completions, methods=["POST"]),
-            Route("/v1/messages", self.messages, methods=["POST"]),
-            Route("/v1/responses", self.responses, methods=["POST"]),
+            *(Route(path, endpoint, methods=["POST"]) for path, endpoint in streams.items()),
             Route(self.gemini.route, WithPathParams(self.gemini), methods=["POST"]),
             Route("/v1/streams/{request_id}", self.streams, methods=["GET", "DELETE"]),
             Route("/v1/models", self.models, methods=["GET"]),
@@ -184,13 +189,6 @@ class Gateway:
             exception_handlers={HTTPException: _http_error, Exception: _server_error},
         )
         app.state.gateway = self
-        # The stream routes' POSTs skip Starlette's stack (see _GatewayApp).
-        streams = {
-            "/v1/stream": self.stream,
-            "/v1/chat/completions": self.chat_completions,
-            "/v1/messages": self.messages,
-            "/v1/responses": self.responses,
-        }
         app.streams = {
             path: ProductionMiddleware(endpoint, production=self.production)
             for path, endpoint in streams.items()
