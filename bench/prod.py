@@ -39,7 +39,7 @@ sys.path.insert(0, str(HERE))
 
 import gateway as gw  # noqa: E402 - bench/gateway.py: processes, client, throughput
 from _common import header, md_table, write_section  # noqa: E402
-from tokenwire.gateway.keys import hash_key, new_key  # noqa: E402
+from tokenwire.gateway.policy.keys import hash_key, new_key  # noqa: E402
 from tokenwire.testing.processes import loadavg  # noqa: E402
 
 KEY = new_key()

@@ -13,7 +13,7 @@ runs ``--streams`` clients at once. Each client:
 
 Afterwards every joined stream is checked: seqs 0..n without gap or repeat,
 exactly the events and text of the demo's deterministic reply
-(``tokenwire.gateway.demo.plan_reply``), ``stream.end`` last, and
+(``tokenwire.gateway.providers.demo.plan_reply``), ``stream.end`` last, and
 ``tokenwire.validate`` passes. Measured over the load phase: events/s received
 by the clients, Redis commands/s (``INFO stats`` ``total_commands_processed``
 delta; peak ``instantaneous_ops_per_sec`` sampled every 0.5 s), Redis commands
@@ -55,7 +55,7 @@ import redis.asyncio as aioredis
 import tokenwire
 from tokenwire import events as ev
 from tokenwire import request as rq
-from tokenwire.gateway.demo import plan_reply
+from tokenwire.gateway.providers.demo import plan_reply
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "RESULTS.md"

@@ -17,7 +17,7 @@ never finished a stream), and the worker's open sockets, asyncio tasks and
 upstream pool connections (counted in the worker by the ``probe`` model) are
 back where they started. (A hang-up between the upstream connect and the
 request used to strand that connection in httpx's pool for good:
-encode/httpcore#1093, worked around in ``gateway/providers.py``.)
+encode/httpcore#1093, worked around in ``gateway/providers/__init__.py``.)
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Issue 18 item 3: tool-call argument deltas are opt-in, per request.
 
 ``"tokenwire:tool_deltas": true`` turns on ``StreamTranslator.tool_deltas`` for the
-stream's translator (``gateway/providers.py``); ``_tool_delta`` then sends
+stream's translator (``gateway/providers/__init__.py``); ``_tool_delta`` then sends
 ``tokenwire.tool_delta`` events, which add up to the ``tool.call`` that follows.
 """
 

@@ -18,9 +18,9 @@ import httpx
 
 from tokenwire import events as ev
 from tokenwire import translate
-from tokenwire.gateway.logs import log_unknown_events
-from tokenwire.gateway.metrics import MAX_TYPES_PER_VENDOR, Metrics, UnknownEventTally
 from tokenwire.gateway.providers import HTTPProvider
+from tokenwire.gateway.telemetry.logs import log_unknown_events
+from tokenwire.gateway.telemetry.metrics import MAX_TYPES_PER_VENDOR, Metrics, UnknownEventTally
 from tokenwire.request import build
 from tokenwire.translate._base import MAX_UNKNOWN_TYPES, StreamTranslator
 
@@ -101,7 +101,7 @@ BODY = b"".join(
 
 
 def test_the_provider_counts_and_logs_what_its_translator_skipped(caplog: Any) -> None:
-    from tokenwire.gateway import metrics
+    from tokenwire.gateway.telemetry import metrics
 
     fmt = translate.get("anthropic")  # its translator counts the event types it skips
     transport = httpx.MockTransport(

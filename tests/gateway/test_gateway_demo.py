@@ -18,8 +18,8 @@ import tokenwire
 from tokenwire import events as ev
 from tokenwire import request as rq
 from tokenwire.errors import InvalidRequest
-from tokenwire.gateway import demo
-from tokenwire.gateway.demo import DemoModel, arguments_for, plan_reply, tokenize
+from tokenwire.gateway.providers import demo
+from tokenwire.gateway.providers.demo import DemoModel, arguments_for, plan_reply, tokenize
 from tokenwire.writer import Writer
 
 VECTORS = Path(__file__).resolve().parents[1] / "vectors" / "demo"

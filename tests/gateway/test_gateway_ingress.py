@@ -22,7 +22,7 @@ from tests.gateway.gateway_procs import Gateway
 import tokenwire
 from tokenwire import events as ev
 from tokenwire import request as rq
-from tokenwire.gateway.demo import plan_reply
+from tokenwire.gateway.providers.demo import plan_reply
 
 PROFILE = 'text/event-stream; profile="llm-stream-1.0"'
 

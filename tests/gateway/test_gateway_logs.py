@@ -11,7 +11,7 @@ import pytest
 from tests.gateway.gateway_http import body, post, request_of
 from tests.gateway.gateway_procs import Gateway
 
-from tokenwire.gateway.demo import plan_reply
+from tokenwire.gateway.providers.demo import plan_reply
 
 SECRET = "SECRET-PROMPT-4242"
 

@@ -26,7 +26,7 @@ from tests.gateway.gateway_procs import Gateway
 
 import tokenwire
 from tokenwire import events as ev
-from tokenwire.gateway.demo import plan_reply
+from tokenwire.gateway.providers.demo import plan_reply
 
 
 def _metric(client: httpx.Client, name: str, **labels: str) -> float:

@@ -18,8 +18,9 @@ from tokenwire import request as rq
 from tokenwire.errors import InvalidRequest, RequestTooLarge
 from tokenwire.gateway import app as gateway_app
 from tokenwire.gateway import config as cfg
-from tokenwire.gateway import ingress, logs, providers
-from tokenwire.gateway.metrics import Metrics
+from tokenwire.gateway import ingress, providers
+from tokenwire.gateway.telemetry import logs
+from tokenwire.gateway.telemetry.metrics import Metrics
 from tokenwire.server import StreamRecord
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -371,8 +372,8 @@ def test_app_from_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 def test_signalr_and_connect_models_build_their_binding_providers() -> None:
-    from tokenwire.gateway.connect_provider import ConnectProvider
-    from tokenwire.gateway.signalr_provider import SignalRProvider
+    from tokenwire.gateway.providers.connect import ConnectProvider
+    from tokenwire.gateway.providers.signalr import SignalRProvider
 
     config = cfg.parse(
         {

@@ -205,7 +205,7 @@ _FAILING_STARTUP = r"""
 import sys
 from granian.constants import Interfaces
 from tokenwire.cli._one_process import serve_one_process
-from tokenwire.gateway.drain import Drain
+from tokenwire.gateway.policy.drain import Drain
 
 async def app(scope, receive, send):
     assert scope["type"] == "lifespan"

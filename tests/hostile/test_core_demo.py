@@ -17,8 +17,8 @@ import pytest
 
 from tokenwire import request as rq
 from tokenwire.errors import InvalidRequest
-from tokenwire.gateway import demo
-from tokenwire.gateway.demo import DemoModel
+from tokenwire.gateway.providers import demo
+from tokenwire.gateway.providers.demo import DemoModel
 from tokenwire.server import StreamEndpoint
 from tokenwire.sse import Decoder
 

@@ -31,7 +31,7 @@ import tokenwire
 from tokenwire import events as ev
 from tokenwire import iter_events, validate
 from tokenwire import request as rq
-from tokenwire.gateway.connect_provider import ConnectProvider
+from tokenwire.gateway.providers.connect import ConnectProvider
 from tokenwire.translate import connect
 
 PROTO_FILE = Path(tokenwire.__file__).resolve().parent / "proto" / "llm_stream.proto"
@@ -351,7 +351,7 @@ def _model(name: str, server: PeerServer, **options: Any) -> str:
         "[[models]]",
         f'name = "{name}"',
         'provider = "python"',
-        'factory = "tokenwire.gateway.connect_provider:ConnectProvider"',
+        'factory = "tokenwire.gateway.providers.connect:ConnectProvider"',
         "[models.options]",
         f'model_name = "{name}"',
         "[models.options.options]",

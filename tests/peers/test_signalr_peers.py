@@ -26,7 +26,7 @@ from tests.peers.conftest import PEERS, ROOT
 from tokenwire import events as ev
 from tokenwire import iter_events, validate
 from tokenwire import request as rq
-from tokenwire.gateway.signalr_provider import SignalRProvider
+from tokenwire.gateway.providers.signalr import SignalRProvider
 from tokenwire.testing.signalr_hub import Script, SignalRHub
 
 # signalrcore subscribes to a stream's items only after its StreamInvocation is
@@ -377,7 +377,7 @@ def gateway_config(hub: SignalRHub) -> str:
 [[models]]
 name = "hub"
 provider = "python"
-factory = "tokenwire.gateway.signalr_provider:SignalRProvider"
+factory = "tokenwire.gateway.providers.signalr:SignalRProvider"
 [models.options]
 model_name = "hub"
 [models.options.options]
@@ -387,7 +387,7 @@ negotiate = true
 [[models]]
 name = "copilot"
 provider = "python"
-factory = "tokenwire.gateway.signalr_provider:SignalRProvider"
+factory = "tokenwire.gateway.providers.signalr:SignalRProvider"
 [models.options]
 model_name = "copilot"
 [models.options.options]

@@ -16,7 +16,7 @@ import pytest
 from tests.gateway.gateway_procs import Gateway
 from tests.resume.redis_proc import RedisServer, redis_binary
 
-from tokenwire.gateway.keys import hash_key, new_key
+from tokenwire.gateway.policy.keys import hash_key, new_key
 
 IN_CI = os.environ.get("CI") == "true"
 

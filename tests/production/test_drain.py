@@ -16,7 +16,7 @@ from tests.resume.resume_http import events_of as resume_events_of
 from tests.resume.resume_http import new_id, payload, read_part, resume
 
 from tokenwire import events as ev
-from tokenwire.gateway.drain import Drain
+from tokenwire.gateway.policy.drain import Drain
 
 
 def _recorder(name: str, record_dir: Path, **options: object) -> str:

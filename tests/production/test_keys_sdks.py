@@ -16,7 +16,7 @@ from tests.gateway.gateway_http import body, events_of, post, text_of
 from tests.gateway.gateway_procs import Gateway
 from tests.production.conftest import Keys, start, table
 
-from tokenwire.gateway.keys import new_key
+from tokenwire.gateway.policy.keys import new_key
 
 KEYS = Keys()
 GOOD = KEYS.add("good")

@@ -9,8 +9,8 @@ from click.testing import CliRunner
 
 from tokenwire.cli import main
 from tokenwire.gateway import config as gwconfig
-from tokenwire.gateway.config_prod import KeyConfig, bind_warning
-from tokenwire.gateway.keys import KeyRing, credential, hash_key, new_key
+from tokenwire.gateway.config.production import KeyConfig, bind_warning
+from tokenwire.gateway.policy.keys import KeyRing, credential, hash_key, new_key
 
 
 def test_a_key_is_found_by_its_hash_only() -> None:

@@ -12,9 +12,9 @@ from tests.gateway.gateway_http import body, post
 from tests.production.conftest import Keys, start, table
 from tests.resume.redis_proc import RedisServer
 
-from tokenwire.gateway.config_prod import KeyConfig
-from tokenwire.gateway.keys import KeyRecord, hash_key, new_key
-from tokenwire.gateway.limits import MemoryLimits, RedisLimits, retry_after_header
+from tokenwire.gateway.config.production import KeyConfig
+from tokenwire.gateway.policy.keys import KeyRecord, hash_key, new_key
+from tokenwire.gateway.policy.limits import MemoryLimits, RedisLimits, retry_after_header
 
 
 def _key(key_id: str = "k", **limits: float | int) -> KeyRecord:

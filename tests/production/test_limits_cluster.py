@@ -12,9 +12,9 @@ from tests.gateway.gateway_http import body, post
 from tests.production.conftest import Keys, start, table
 from tests.production.redis_cluster import RedisCluster
 
-from tokenwire.gateway.config_prod import KeyConfig
-from tokenwire.gateway.keys import KeyRecord, hash_key, new_key
-from tokenwire.gateway.limits import RedisLimits
+from tokenwire.gateway.config.production import KeyConfig
+from tokenwire.gateway.policy.keys import KeyRecord, hash_key, new_key
+from tokenwire.gateway.policy.limits import RedisLimits
 
 
 @pytest.fixture(scope="module")

@@ -188,8 +188,8 @@ def test_prompt_content_is_in_spans_only_with_log_content(
 
 
 def test_telemetry_follows_the_standard_variables() -> None:
-    from tokenwire.gateway.config_prod import TelemetryConfig
-    from tokenwire.gateway.otel import enabled
+    from tokenwire.gateway.config.production import TelemetryConfig
+    from tokenwire.gateway.telemetry.otel import enabled
 
     off = TelemetryConfig()
     assert not enabled(off, {})

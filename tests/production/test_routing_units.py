@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 from tokenwire import events as ev
 from tokenwire.gateway.context import CURRENT, RequestContext
-from tokenwire.gateway.routing import CircuitBreaker, Deployment, RetryPolicy, RoutedProvider
+from tokenwire.gateway.policy.routing import CircuitBreaker, Deployment, RetryPolicy, RoutedProvider
 from tokenwire.request import Request
 
 REQUEST = Request(version="1.0", stream=True, model="m", messages=[])

@@ -11,7 +11,7 @@ lifespan, but leaves some of what the supervisor does to its embedder; this
 module does it (docs/gateway.md, "Processes"):
 
 - **Signals.** The embedded server installs no handler. SIGTERM or SIGINT
-  starts the gateway's drain (``gateway/drain.py``) and stops the server:
+  starts the gateway's drain (``gateway/policy/drain.py``) and stops the server:
   granian stops accepting, the app's lifespan shutdown waits for the drain,
   then for the HTTP calls still answering (their last frames reach granian).
   A second signal ends the process at once.
@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .._guard import Guard
-    from ..gateway.drain import Drain
+    from ..gateway.policy.drain import Drain
 
 __all__ = ["InFlight", "serve_one_process"]
 

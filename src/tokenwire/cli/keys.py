@@ -12,7 +12,7 @@ import secrets
 
 import click
 
-from ..gateway.keys import hash_key, new_key
+from ..gateway.policy.keys import hash_key, new_key
 
 
 @click.group()

@@ -31,7 +31,7 @@ from ..gateway.config import (
     ServerConfig,
     load,
 )
-from ..gateway.config_prod import bind_warning
+from ..gateway.config.production import bind_warning
 from ._limits import concurrent_requests, raise_open_files
 from ._ports import claim_port
 

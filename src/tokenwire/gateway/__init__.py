@@ -1,9 +1,20 @@
-"""The gateway behind ``tokenwire serve`` (docs/gateway.md).
+"""The gateway behind ``tokenwire serve`` (docs/gateway.md), one package per concern.
 
-One module per job: ``config`` (the TOML file), ``demo`` (the built-in
-``demo`` model), ``providers`` (vendor upstreams over HTTP, plugins),
-``ingress`` (OpenAI and Anthropic request bodies, §7.3), ``metrics``
-(Prometheus), ``logs`` (one JSON line per request, content redacted), and
-``app`` (the Starlette app tying them to the routes). The request handling
-itself is ``tokenwire.server``.
+==================  ==========================================================
+``config/``         the TOML file: ``Config`` and its sections (``production``:
+                    keys, limits, routing, telemetry)
+``providers/``      what a model is served by: vendor upstreams over HTTP,
+                    SignalR, Connect, the built-in ``demo``, Python plugins
+``upstream/``       the HTTP/1.1 upstream client (httptools, a keep-alive pool)
+``policy/``         keys, auth refusals, limits and budgets, routing, drain
+``telemetry/``      Prometheus metrics, request logs, OpenTelemetry
+``resume/``         resumable streams and their stores (memory, Redis)
+==================  ==========================================================
+
+The top level is the app and its wiring: ``app`` (the Starlette app and its
+routes), ``ingress`` (vendor request bodies in, §7.3), ``playground`` (the
+browser page), ``production`` (the policy and telemetry layers wired around
+the providers), ``context`` (what those layers know of one request) and
+``serving`` (the app behind the request guard, per worker). The request
+handling itself is ``tokenwire.server``.
 """

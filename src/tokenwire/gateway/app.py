@@ -41,7 +41,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .._asgi import HTTP_ERROR_CODES, json_error
 from ..server import StreamEndpoint
-from . import logs, playground
+from . import playground
 from .config import CONFIG_ENV, LOG_CONTENT_ENV, Config, load
 from .ingress import (
     AnthropicMessagesIngress,
@@ -50,10 +50,11 @@ from .ingress import (
     OpenAIChatIngress,
     WithPathParams,
 )
-from .metrics import CONTENT_TYPE, Metrics
 from .production import Production, ProductionMiddleware  # production (docs/gateway.md)
 from .providers import UpstreamClients, build_providers
 from .resume import ResumeEndpoint, ResumeManager, build_manager
+from .telemetry import logs
+from .telemetry.metrics import CONTENT_TYPE, Metrics
 
 if TYPE_CHECKING:
     import httpx  # only the upstream client's type: httpx loads with the first model that uses it

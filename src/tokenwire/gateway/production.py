@@ -26,14 +26,15 @@ import msgspec
 from .. import events as ev
 from .._asgi import Receive, Scope, Send, content_length_of
 from ..server import Provider, StreamRecord, Tee
-from . import auth, logs
 from .config import Config
-from .config_prod import deployment_models
+from .config.production import deployment_models
 from .context import CURRENT, RequestContext, current
-from .drain import Drain
-from .keys import KeyRing, credential
-from .limits import Limits, build_limits, retry_after_header
-from .routing import CircuitBreaker, Deployment, RetryPolicy, RoutedProvider
+from .policy import auth
+from .policy.drain import Drain
+from .policy.keys import KeyRing, credential
+from .policy.limits import Limits, build_limits, retry_after_header
+from .policy.routing import CircuitBreaker, Deployment, RetryPolicy, RoutedProvider
+from .telemetry import logs
 
 if TYPE_CHECKING:
     import httpx  # only the upstream client's type: httpx loads with the first model that uses it
@@ -116,7 +117,7 @@ class Production:
         limits: Limits | None = None,
         clock: Callable[[], float] | None = None,
     ) -> None:
-        from . import otel
+        from .telemetry import otel
 
         settings = config.production
         self.config = config
@@ -240,7 +241,7 @@ class Production:
                 return
             value = ctx.traceparent
             if ctx.span is not None:
-                from .otel import traceparent_of
+                from .telemetry.otel import traceparent_of
 
                 value = traceparent_of(ctx.span) or value
             if value:

@@ -20,7 +20,7 @@ from .._guard import Guard, Limits
 from .config import TIMEOUT_ENV, ServerConfig
 
 if TYPE_CHECKING:
-    from .drain import Drain
+    from .policy.drain import Drain
 
 __all__ = ["app_from_env", "drain_of", "guard_limits", "skip_httpx_cli"]
 

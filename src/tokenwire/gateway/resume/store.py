@@ -21,7 +21,7 @@ import msgspec
 
 from ... import events as ev
 from ...errors import TokenwireError
-from ..logs import LOGGER_NAME
+from ..telemetry.logs import LOGGER_NAME
 
 #: §4.7: the request extension that makes a stream resumable.
 EXTENSION: Final = "tokenwire:resumable"

@@ -1,16 +1,4 @@
-"""Providers the gateway routes to: the protocol, vendor upstreams over HTTP, plugins.
-
-A provider is anything with ``generate(request) -> AsyncIterator[Event]``
-(``tokenwire.server.Provider``). The gateway builds one per configured model:
-
-- ``demo``: the built-in ``DemoModel``;
-- a vendor format (``openai``, ``anthropic``, ``gemini``...): the provider of
-  its ``VendorFormat.transport`` (``PROVIDERS_BY_TRANSPORT``), built with the
-  format. ``http-sse`` is ``HTTPProvider``, which sends the format's request
-  over the shared connections (``UpstreamClients``) and feeds the response
-  body to its translator; ``signalr`` and ``connect`` have providers of their own;
-- ``python``: a plugin, ``factory = "module:callable"`` called with the model's
-  ``options`` as keyword arguments.
+"""Vendor upstreams over HTTP: ``HTTPProvider`` and the connections it shares.
 
 Upstream failures become ``error`` events with a §5.3.6 code, decided here
 where the upstream's details are known (docs/gateway.md, "Errors"):
@@ -33,36 +21,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Final
 
-from .. import events as ev
-from .. import translate
-from ..request import Request
-from ..server import Provider
-from ..translate import Transport, VendorFormat, status_error
-from .config import Config, ModelConfig
-from .context import current
-from .demo import DemoModel
-from .logs import log_unknown_events
-from .metrics import UNKNOWN_EVENTS
-from .upstream import Pool, UpstreamError
+from ... import events as ev
+from ... import translate
+from ...request import Request
+from ...translate import VendorFormat
+from ..context import current
+from ..telemetry.logs import log_unknown_events
+from ..telemetry.metrics import UNKNOWN_EVENTS
+from ..upstream import Pool, UpstreamError
 
 if TYPE_CHECKING:
     import httpx
 
-__all__ = [
-    "PROVIDERS_BY_TRANSPORT",
-    "HTTPProvider",
-    "Provider",
-    "build_providers",
-    "load_factory",
-    "UpstreamClients",
-    "new_client",
-    "status_error",
-]
+__all__ = ["HTTPProvider", "UpstreamClients", "new_client"]
 
 _log = logging.getLogger("tokenwire.gateway")
 
@@ -151,7 +126,7 @@ def _trace_headers() -> dict[str, str]:
         return {}
     value = ctx.traceparent
     if ctx.span is not None:
-        from .otel import traceparent_of
+        from ..telemetry.otel import traceparent_of
 
         value = traceparent_of(ctx.span) or value
     if not value:
@@ -409,119 +384,3 @@ async def _reclaim_orphaned_connections(client: httpx.AsyncClient) -> None:
     for connection in orphans:
         with contextlib.suppress(Exception):
             await asyncio.shield(connection.aclose())
-
-
-def load_factory(spec: str) -> Callable[..., Any]:
-    """The callable named by ``"package.module:attribute"``.
-
-    Raises ``ValueError`` when the spec is malformed, the module cannot be
-    imported, or the attribute is missing or not callable.
-    """
-    module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute:
-        raise ValueError(f"factory must be 'module:callable', got {spec!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValueError(f"cannot import {module_name!r}: {exc}") from None
-    target: Any = module
-    for part in attribute.split("."):
-        target = getattr(target, part, None)
-        if target is None:
-            raise ValueError(f"{module_name!r} has no attribute {attribute!r}")
-    if not callable(target):
-        raise ValueError(f"{spec!r} is not callable")
-    return target  # type: ignore[no-any-return]
-
-
-def _http_provider(model: ModelConfig, clients: UpstreamClients, fmt: VendorFormat) -> Provider:
-    assert model.base_url is not None  # checked by config.parse
-    api_key = model.api_key()
-    missing = None
-    if model.api_key_env and api_key is None:
-        missing = model.api_key_env
-        _log.warning(
-            '{"msg": "missing api key", "model": "%s", "api_key_env": "%s"}',
-            model.name,
-            model.api_key_env,
-        )
-    # docs/gateway.md, "Upstream connections": http = "2" keeps httpx (HTTP/2).
-    over_httpx = model.http == "2"
-    return HTTPProvider(
-        fmt,
-        client=clients.http2 if over_httpx else None,
-        pool=None if over_httpx else clients.pool,
-        base_url=model.base_url,
-        api_key=api_key,
-        upstream_model=model.upstream_model,
-        timeout_s=model.timeout_s,
-        connect_timeout_s=model.connect_timeout_s,
-        reasoning=model.reasoning,
-        send_reasoning=model.send_reasoning,
-        missing_key=missing,
-    )
-
-
-def _signalr_provider(model: ModelConfig, clients: UpstreamClients, fmt: VendorFormat) -> Provider:
-    from .signalr_provider import SignalRProvider
-
-    return SignalRProvider(model_name=model.name, options=dict(model.options), vendor=fmt)
-
-
-def _connect_provider(model: ModelConfig, clients: UpstreamClients, fmt: VendorFormat) -> Provider:
-    from .connect_provider import ConnectProvider
-
-    opts: dict[str, Any] = {
-        "base_url": model.base_url,
-        "timeout_s": model.timeout_s,
-        "connect_timeout_s": model.connect_timeout_s,
-        "reasoning": model.reasoning,
-        **model.options,
-    }
-    if model.api_key():
-        opts["api_key"] = model.api_key()
-    return ConnectProvider(model_name=model.name, options=opts, vendor=fmt)
-
-
-#: ``VendorFormat.transport`` -> how a model of that format is served.
-PROVIDERS_BY_TRANSPORT: Final[
-    dict[Transport, Callable[[ModelConfig, UpstreamClients, VendorFormat], Provider]]
-] = {
-    "http-sse": _http_provider,
-    "signalr": _signalr_provider,
-    "connect": _connect_provider,
-}
-
-
-def build_provider(model: ModelConfig, clients: UpstreamClients) -> Provider:
-    """The provider for one configured model. Raises ``ValueError`` for a bad plugin."""
-    if model.provider == "demo":
-        return DemoModel(delay_ms=model.delay_ms)
-    if model.provider == "python":
-        assert model.factory is not None  # checked by config.parse
-        factory = load_factory(model.factory)
-        try:
-            provider = factory(**model.options)
-        except Exception as exc:
-            raise ValueError(f"{model.factory!r} failed: {exc!r}") from exc
-        if not isinstance(provider, Provider):
-            raise ValueError(f"{model.factory!r} did not return a provider (no generate method)")
-        return provider
-    if model.provider in translate.registry:
-        fmt = translate.get(model.provider)
-        return PROVIDERS_BY_TRANSPORT[fmt.transport](model, clients, fmt)
-    raise ValueError(f"unknown provider {model.provider!r}")
-
-
-def build_providers(config: Config, clients: UpstreamClients) -> dict[str, Provider]:
-    """Model name -> provider for every configured model (``demo`` included).
-
-    Raises ``ValueError`` naming the model when a plugin cannot be loaded.
-    """
-    providers: dict[str, Provider] = {}
-    for model in config.models:
-        try:
-            providers[model.name] = build_provider(model, clients)
-        except ValueError as exc:
-            raise ValueError(f"model {model.name!r}: {exc}") from None
-    return providers

@@ -28,10 +28,10 @@ from typing import Any, Final
 
 import msgspec
 
-from .. import events as ev
-from ..server import StreamRecord
-from .config_prod import TelemetryConfig
-from .context import RequestContext
+from ... import events as ev
+from ...server import StreamRecord
+from ..config.production import TelemetryConfig
+from ..context import RequestContext
 
 __all__ = ["Telemetry", "enabled", "traceparent_of"]
 

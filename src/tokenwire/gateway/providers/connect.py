@@ -38,9 +38,9 @@ from typing import Any, Final
 
 import httpx
 
-from .. import events as ev
-from ..request import Request
-from ..translate import VendorFormat, connect
+from ... import events as ev
+from ...request import Request
+from ...translate import VendorFormat, connect
 from ._options import check_known, positive_number, required_url, string_headers
 
 __all__ = ["OPTIONS", "ConnectProvider"]

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from typing import Final
 from urllib.parse import parse_qs
 
-from .config_prod import KeyConfig
+from ..config.production import KeyConfig
 
 __all__ = ["KEY_PREFIX", "KeyRecord", "KeyRing", "credential", "hash_key", "new_key"]
 

@@ -34,9 +34,9 @@ from typing import Any, Final
 
 import msgspec
 
-from .. import _guard, server
-from ..errors import TokenwireError
-from . import config_prod  # production keys (docs/gateway.md, "Production")
+from ... import _guard, server
+from ...errors import TokenwireError
+from . import production as config_prod  # production keys (docs/gateway.md, "Production")
 
 __all__ = [
     "BINDING_KEYS",

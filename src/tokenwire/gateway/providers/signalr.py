@@ -38,10 +38,10 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 from websockets.protocol import State
 
-from .. import events as ev
-from ..errors import TokenwireError
-from ..request import Request
-from ..translate import VendorFormat, signalr
+from ... import events as ev
+from ...errors import TokenwireError
+from ...request import Request
+from ...translate import VendorFormat, signalr
 from ._options import check_known, positive_number, required_url, string_headers
 
 __all__ = ["OPTIONS", "NegotiateError", "SignalRProvider"]

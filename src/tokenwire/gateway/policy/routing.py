@@ -38,12 +38,12 @@ from typing import Final, Protocol, cast
 
 import msgspec
 
-from .. import events as ev
-from .._asgi import classify_exception
-from ..errors import TokenwireError
-from ..request import Request
-from ..server import Provider
-from .context import Attempt, current
+from ... import events as ev
+from ..._asgi import classify_exception
+from ...errors import TokenwireError
+from ...request import Request
+from ...server import Provider
+from ..context import Attempt, current
 
 __all__ = ["CircuitBreaker", "Deployment", "RetryPolicy", "RoutedProvider"]
 

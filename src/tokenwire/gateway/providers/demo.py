@@ -42,9 +42,9 @@ from typing import Any, Final
 
 import msgspec
 
-from .. import events as ev
-from ..errors import InvalidRequest
-from ..request import Message, Request, Tool
+from ... import events as ev
+from ...errors import InvalidRequest
+from ...request import Message, Request, Tool
 
 __all__ = [
     "DEFAULT_TOKENS",

@@ -45,7 +45,7 @@ from typing import Any, Final, TypeVar
 
 import msgspec
 
-from ..errors import TokenwireError
+from ...errors import TokenwireError
 
 __all__ = [
     "KeyConfig",
@@ -284,7 +284,7 @@ def deployment_models(model: Any, routing: RoutingConfig) -> list[tuple[Any, flo
     No ``deployments``: the entry itself, with the entry's ``weight``. Raises
     ``ConfigProblem`` when a deployment is not a valid model entry.
     """
-    from .config import ConfigError, ModelConfig, _check_model
+    from . import ConfigError, ModelConfig, _check_model
 
     if not routing.deployments:
         return [(model, routing.weight)]

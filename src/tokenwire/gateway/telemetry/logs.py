@@ -25,8 +25,8 @@ from typing import Any, Final
 
 import msgspec
 
-from .. import events as ev
-from ..server import StreamRecord, Tee
+from ... import events as ev
+from ...server import StreamRecord, Tee
 
 __all__ = ["LOGGER_NAME", "RequestLog", "configure", "log_unknown_events"]
 

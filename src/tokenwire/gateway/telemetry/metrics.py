@@ -22,7 +22,7 @@ the model name the client sent (unbounded label values are a memory leak).
 =========================================  ======================================
 
 Unknown vendor event types are counted by the provider that owns the
-translator (``gateway/providers.py``) into ``UNKNOWN_EVENTS``, a process-wide
+translator (``gateway/providers/__init__.py``) into ``UNKNOWN_EVENTS``, a process-wide
 tally that every ``Metrics`` exposes (docs/extensions.md: never silently dropped).
 """
 
@@ -43,8 +43,8 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
-from .. import events as ev
-from ..server import StreamRecord, Tee
+from ... import events as ev
+from ...server import StreamRecord, Tee
 
 __all__ = [
     "CONTENT_TYPE",
