@@ -26,8 +26,7 @@ import msgspec
 from .. import events as ev
 from .._asgi import Receive, Scope, Send, content_length_of
 from ..server import Provider, StreamRecord, Tee
-from .config import Config
-from .config.production import deployment_models
+from .config import Config, deployment_models
 from .context import CURRENT, RequestContext, current
 from .policy import auth
 from .policy.drain import Drain

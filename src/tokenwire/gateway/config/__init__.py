@@ -442,6 +442,38 @@ def _check_resume(cfg: ResumeConfig) -> None:
         raise _fail("resume.max_bytes", "must be >= 1")
 
 
+def deployment_models(
+    model: ModelConfig, routing: config_prod.RoutingConfig
+) -> list[tuple[ModelConfig, float]]:
+    """``(ModelConfig, weight)`` of each deployment of ``model``.
+
+    No ``deployments``: the entry itself, with the entry's ``weight``. Raises
+    ``ConfigProblem`` when a deployment is not a valid model entry.
+    """
+    if not routing.deployments:
+        return [(model, routing.weight)]
+    base = msgspec.structs.asdict(model)
+    out: list[tuple[ModelConfig, float]] = []
+    for j, deployment in enumerate(routing.deployments):
+        fields = {k: v for k, v in deployment.items() if k != "weight"}
+        where = f"model {model.name!r} deployments[{j}]"
+        merged = config_prod.convert({**base, **fields}, ModelConfig, where)
+        try:
+            _check_model(j, merged)
+        except ConfigError as exc:
+            config_prod.refuse(where, str(exc).removeprefix(f"models[{j}]."))
+        out.append((merged, float(deployment.get("weight", 1.0))))
+    return out
+
+
+def attach(config: Config, production: config_prod.ProductionConfig) -> Config:
+    """``config`` with ``production`` checked and attached."""
+    config_prod.check(production, config.model_names, config.resume.url)
+    for model in config.models:
+        deployment_models(model, production.routing_for(model.name))
+    return msgspec.structs.replace(config, production=production)
+
+
 def parse(data: Mapping[str, Any]) -> Config:
     """Build a ``Config`` from a decoded TOML document (a dict).
 
@@ -496,7 +528,7 @@ def parse(data: Mapping[str, Any]) -> Config:
         demo = ModelConfig(name="demo", provider="demo")
         config = msgspec.structs.replace(config, models=[*config.models, demo])
     try:
-        config = config_prod.attach(config, production)
+        config = attach(config, production)
     except config_prod.ConfigProblem as exc:
         raise ConfigError(str(exc)) from None
     return config

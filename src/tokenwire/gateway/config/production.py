@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 import msgspec
 
@@ -53,7 +53,10 @@ __all__ = [
     "ProductionConfig",
     "RoutingConfig",
     "TelemetryConfig",
+    "bind_warning",
     "check",
+    "convert",
+    "refuse",
     "split",
 ]
 
@@ -74,9 +77,6 @@ ROUTING_KEYS: Final = frozenset(
 LIMIT_BACKENDS: Final = frozenset({"memory", "redis"})
 _KEY_ID: Final = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 _HASH: Final = re.compile(r"^sha256:[0-9a-f]{64}$")
-
-
-_C = TypeVar("_C", bound=msgspec.Struct)
 
 
 class ConfigProblem(TokenwireError, ValueError):
@@ -152,7 +152,7 @@ class ProductionConfig(msgspec.Struct, frozen=True, kw_only=True):
 _DEFAULT_ROUTING: Final = RoutingConfig()
 
 
-def _convert(value: Any, kind: type[Any], where: str) -> Any:
+def convert(value: Any, kind: type[Any], where: str) -> Any:
     try:
         return msgspec.convert(value, kind, strict=True)
     except msgspec.ValidationError as exc:
@@ -161,11 +161,11 @@ def _convert(value: Any, kind: type[Any], where: str) -> Any:
         if message:
             field = at.rstrip("`")
             joined = where + (field if field.startswith((".", "[")) or not field else f".{field}")
-            return _raise(joined, message)
-        return _raise(where, text)
+            return refuse(joined, message)
+        return refuse(where, text)
 
 
-def _raise(where: str, message: str) -> Any:
+def refuse(where: str, message: str) -> Any:
     raise ConfigProblem(f"{where}: {message}")
 
 
@@ -176,15 +176,15 @@ def split(data: Mapping[str, Any]) -> tuple[dict[str, Any], ProductionConfig]:
     """
     rest = dict(data)
     if "production" in rest:
-        _raise("production", "unknown table (the production keys live in [[keys]], [limits]...)")
-    keys = _convert(rest.pop("keys", []), list[KeyConfig], "keys")
-    limits = _convert(rest.pop("limits", {}), LimitsConfig, "limits")
-    telemetry = _convert(rest.pop("telemetry", {}), TelemetryConfig, "telemetry")
+        refuse("production", "unknown table (the production keys live in [[keys]], [limits]...)")
+    keys = convert(rest.pop("keys", []), list[KeyConfig], "keys")
+    limits = convert(rest.pop("limits", {}), LimitsConfig, "limits")
+    telemetry = convert(rest.pop("telemetry", {}), TelemetryConfig, "telemetry")
     drain_s = 30.0
     server = rest.get("server")
     if isinstance(server, Mapping) and "drain_s" in server:
         server = dict(server)
-        drain_s = _convert(server.pop("drain_s"), float, "server.drain_s")
+        drain_s = convert(server.pop("drain_s"), float, "server.drain_s")
         rest["server"] = server
     routing: dict[str, RoutingConfig] = {}
     models = rest.get("models")
@@ -195,7 +195,7 @@ def split(data: Mapping[str, Any]) -> tuple[dict[str, Any], ProductionConfig]:
                 entry = dict(entry)
                 own = {k: entry.pop(k) for k in ROUTING_KEYS & entry.keys()}
                 name = entry.get("name")
-                parsed = _convert(own, RoutingConfig, f"models[{i}]")
+                parsed = convert(own, RoutingConfig, f"models[{i}]")
                 if isinstance(name, str):
                     routing[name] = parsed
             cleaned.append(entry)
@@ -209,106 +209,73 @@ def split(data: Mapping[str, Any]) -> tuple[dict[str, Any], ProductionConfig]:
 def check(production: ProductionConfig, model_names: list[str], resume_url: str | None) -> None:
     """Cross-checks once the models are known. Raises ``ConfigProblem`` naming the key."""
     if not (math.isfinite(production.drain_s) and production.drain_s >= 0):
-        _raise("server.drain_s", "must be a number >= 0")
+        refuse("server.drain_s", "must be a number >= 0")
     seen_ids: set[str] = set()
     seen_hashes: set[str] = set()
     for i, key in enumerate(production.keys):
         where = f"keys[{i}]"
         if not _KEY_ID.match(key.id):
-            _raise(f"{where}.id", "1 to 64 of A-Z a-z 0-9 . _ : - (no braces: it is a hash tag)")
+            refuse(f"{where}.id", "1 to 64 of A-Z a-z 0-9 . _ : - (no braces: it is a hash tag)")
         if key.id in seen_ids:
-            _raise(f"{where}.id", f"duplicate key id {key.id!r}")
+            refuse(f"{where}.id", f"duplicate key id {key.id!r}")
         if not _HASH.match(key.hash):
-            _raise(f"{where}.hash", 'must be "sha256:" and 64 hex digits (tokenwire keys create)')
+            refuse(f"{where}.hash", 'must be "sha256:" and 64 hex digits (tokenwire keys create)')
         if key.hash in seen_hashes:
-            _raise(f"{where}.hash", "the same key hash is configured twice")
+            refuse(f"{where}.hash", "the same key hash is configured twice")
         seen_ids.add(key.id)
         seen_hashes.add(key.hash)
         for j, model in enumerate(key.models):
             if model not in model_names:
-                _raise(f"{where}.models[{j}]", f"unknown model {model!r}")
+                refuse(f"{where}.models[{j}]", f"unknown model {model!r}")
         for field in ("requests_per_minute", "tokens_per_minute"):
             value = getattr(key, field)
             if value is not None and not (math.isfinite(value) and value > 0):
-                _raise(f"{where}.{field}", "must be a number > 0")
+                refuse(f"{where}.{field}", "must be a number > 0")
         if key.token_budget is not None and key.token_budget < 1:
-            _raise(f"{where}.token_budget", "must be >= 1")
+            refuse(f"{where}.token_budget", "must be >= 1")
     limits = production.limits
     if limits.backend not in LIMIT_BACKENDS:
-        _raise("limits.backend", f"unknown backend {limits.backend!r} (known: memory, redis)")
+        refuse("limits.backend", f"unknown backend {limits.backend!r} (known: memory, redis)")
     if limits.backend == "redis" and not (limits.url or resume_url):
-        _raise("limits.url", 'required for backend "redis" (or set [resume] url)')
+        refuse("limits.url", 'required for backend "redis" (or set [resume] url)')
     url = limits.url or ""
     if url and not url.startswith(("redis://", "rediss://", "unix://")):
-        _raise("limits.url", "must be a redis://, rediss:// or unix:// URL")
+        refuse("limits.url", "must be a redis://, rediss:// or unix:// URL")
     if limits.cluster and limits.backend != "redis":
-        _raise("limits.cluster", 'needs backend = "redis"')
+        refuse("limits.cluster", 'needs backend = "redis"')
     if "{" in limits.prefix or "}" in limits.prefix:
-        _raise("limits.prefix", "must not contain braces (the key id is the hash tag)")
+        refuse("limits.prefix", "must not contain braces (the key id is the hash tag)")
     telemetry = production.telemetry
     if not (math.isfinite(telemetry.export_interval_s) and telemetry.export_interval_s > 0):
-        _raise("telemetry.export_interval_s", "must be a number > 0")
+        refuse("telemetry.export_interval_s", "must be a number > 0")
     for name, routing in production.routing.items():
         where = f"models[{model_names.index(name)}]" if name in model_names else name
         for j, fallback in enumerate(routing.fallbacks):
             if fallback not in model_names:
-                _raise(f"{where}.fallbacks[{j}]", f"unknown model {fallback!r}")
+                refuse(f"{where}.fallbacks[{j}]", f"unknown model {fallback!r}")
             if fallback == name:
-                _raise(f"{where}.fallbacks[{j}]", "a model cannot fall back to itself")
+                refuse(f"{where}.fallbacks[{j}]", "a model cannot fall back to itself")
         if routing.retries < 0:
-            _raise(f"{where}.retries", "must be >= 0")
+            refuse(f"{where}.retries", "must be >= 0")
         for field in ("retry_backoff_s", "retry_backoff_max_s", "breaker_cooldown_s"):
             value = getattr(routing, field)
             if not (math.isfinite(value) and value >= 0):
-                _raise(f"{where}.{field}", "must be a number >= 0")
+                refuse(f"{where}.{field}", "must be a number >= 0")
         if routing.breaker_failures < 1:
-            _raise(f"{where}.breaker_failures", "must be >= 1")
+            refuse(f"{where}.breaker_failures", "must be >= 1")
         if not (math.isfinite(routing.weight) and routing.weight > 0):
-            _raise(f"{where}.weight", "must be a number > 0")
+            refuse(f"{where}.weight", "must be a number > 0")
         for j, deployment in enumerate(routing.deployments):
             weight = deployment.get("weight", 1.0)
             if not isinstance(weight, int | float) or not weight > 0:
-                _raise(f"{where}.deployments[{j}].weight", "must be a number > 0")
+                refuse(f"{where}.deployments[{j}].weight", "must be a number > 0")
             if "name" in deployment:
-                _raise(f"{where}.deployments[{j}].name", "a deployment takes the model's name")
+                refuse(f"{where}.deployments[{j}].name", "a deployment takes the model's name")
             if "api_key" in deployment:
-                _raise(
+                refuse(
                     f"{where}.deployments[{j}].api_key",
                     "keys are never written in the config: use api_key_env",
                 )
-
-
-def deployment_models(model: Any, routing: RoutingConfig) -> list[tuple[Any, float]]:
-    """``(ModelConfig, weight)`` of each deployment of ``model`` (a ``config.ModelConfig``).
-
-    No ``deployments``: the entry itself, with the entry's ``weight``. Raises
-    ``ConfigProblem`` when a deployment is not a valid model entry.
-    """
-    from . import ConfigError, ModelConfig, _check_model
-
-    if not routing.deployments:
-        return [(model, routing.weight)]
-    base = msgspec.structs.asdict(model)
-    out: list[tuple[Any, float]] = []
-    for j, deployment in enumerate(routing.deployments):
-        fields = {k: v for k, v in deployment.items() if k != "weight"}
-        where = f"model {model.name!r} deployments[{j}]"
-        merged = _convert({**base, **fields}, ModelConfig, where)
-        try:
-            _check_model(j, merged)
-        except ConfigError as exc:
-            _raise(where, str(exc).removeprefix(f"models[{j}]."))
-        out.append((merged, float(deployment.get("weight", 1.0))))
-    return out
-
-
-def attach(config: _C, production: ProductionConfig) -> _C:
-    """``config`` (a ``config.Config``) with ``production`` checked and attached."""
-    whole: Any = config
-    check(production, whole.model_names, whole.resume.url)
-    for model in whole.models:
-        deployment_models(model, production.routing_for(model.name))
-    return msgspec.structs.replace(config, production=production)
 
 
 _LOOPBACK: Final = frozenset({"127.0.0.1", "::1", "localhost"})
