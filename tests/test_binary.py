@@ -309,3 +309,12 @@ def test_sse_vector_events_survive_the_binary_binding(name: str, evs: list[event
         body = b"".join(binary.encode_event(e, payload=payload) for e in evs)
         back = list(binary.iter_events(split_at(body, range(0, len(body), 3)), payload=payload))
         assert [msgspec.to_builtins(e) for e in back] == [msgspec.to_builtins(e) for e in evs]
+
+
+def test_frames_before_a_refusal_come_out_first_then_every_call_raises() -> None:
+    end = binary.encode_event(events.StreamEnd(v="1.0", seq=0))
+    decoder = Decoder()
+    assert [f.type for f in decoder.feed(end + b"\x05\x00\x00\x00\x00")] == [FrameType.EVENT]
+    for call in (lambda: decoder.feed(b""), decoder.close):
+        with pytest.raises(FramingError, match=f"unknown frame type 0x05 \\(at byte {len(end)}\\)"):
+            call()
