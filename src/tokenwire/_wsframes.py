@@ -12,6 +12,8 @@ the answer's code and message. ``CANCEL`` (or the socket closing) is the
 client hanging up: the route cancels the generation as it does for HTTP, and
 the channel gets an ``ERROR`` frame with code ``cancelled``.
 
+A browser page may open the socket only from the gateway's own origin (an
+``Origin`` naming another host is refused): a WebSocket has no CORS preflight.
 A connection holds at most ``max_channels`` streams at once; a channel id in
 use, a frame that is not one whole frame, or a text message ends it with an
 ``ERROR`` frame and close code 1002 (protocol error).
@@ -100,9 +102,11 @@ class FramesOverWebSocket:
         message = await receive()
         if message["type"] != "websocket.connect":
             return
-        if SUBPROTOCOL not in scope.get("subprotocols", ()):
-            # No subprotocol, no binding: refuse the handshake (403 from the server).
-            await send({"type": "websocket.close", "code": 1002})
+        if SUBPROTOCOL not in scope.get("subprotocols", ()) or not _same_origin(scope):
+            # No subprotocol, no binding; and a page of another origin may not drive a
+            # gateway the browser can reach (WebSockets have no CORS preflight, and an
+            # open gateway spends the operator's provider keys). 403 from the server.
+            await send({"type": "websocket.close", "code": 1008})
             return
         await send({"type": "websocket.accept", "subprotocol": SUBPROTOCOL})
         await _Connection(self, scope, send).run(receive)
@@ -306,6 +310,19 @@ class _Connection:
             await self.send_bytes(
                 binary.encode_error("internal_error", "the stream ended early", channel=channel)
             )
+
+
+def _same_origin(scope: Scope) -> bool:
+    """True without an ``Origin`` (not a browser) or with one naming the ``Host`` itself."""
+    origin = host = None
+    for name, value in scope.get("headers", ()):
+        if name == b"origin":
+            origin = value.decode("latin-1")
+        elif name == b"host":
+            host = value.decode("latin-1")
+    if origin is None:
+        return True
+    return host is not None and origin.partition("://")[2].rstrip("/").lower() == host.lower()
 
 
 def _error_of(status: int, body: bytes) -> tuple[str, str]:

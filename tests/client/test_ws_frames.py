@@ -255,6 +255,18 @@ def test_the_handshake_needs_the_subprotocol(gateway: ServerProcess) -> None:
         connect(f"ws://127.0.0.1:{gateway.port}/v1/ws", open_timeout=TIMEOUT)
 
 
+def test_a_page_of_another_origin_cannot_open_the_socket(gateway: ServerProcess) -> None:
+    url = f"ws://127.0.0.1:{gateway.port}/v1/ws"
+    with pytest.raises(InvalidStatus):
+        connect(url, subprotocols=[SUBPROTOCOL], origin="http://evil.example", open_timeout=TIMEOUT)  # type: ignore[list-item,arg-type]
+    same = f"http://127.0.0.1:{gateway.port}"
+    with connect(url, subprotocols=[SUBPROTOCOL], origin=same, open_timeout=TIMEOUT) as conn:  # type: ignore[list-item,arg-type]
+        conn.send(request_frame(1, model="demo", messages="from the playground"))
+        reader = Reader(conn)
+        reader.until_done({1})
+    assert "from the playground" in text_of(reader.events(1))
+
+
 def test_the_channels_are_bounded(gateway: ServerProcess) -> None:
     # 64 paced streams are open at once on one socket; the 65th is refused.
     pace = {"tokenwire:demo": {"delay_ms": 200}}
