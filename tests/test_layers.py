@@ -35,6 +35,7 @@ LAYERS: dict[str, int] = {
     "_outbox": 5,
     "_guard": 6,
     "server": 6,
+    "_wsframes": 6,
     "client": 6,
     "testing": 7,
     "gateway": 7,

@@ -20,6 +20,7 @@ export const FrameType = {
   EVENT: 0x01,
   ERROR: 0x02,
   PING: 0x03,
+  META: 0x04,
   REQUEST: 0x10,
   CANCEL: 0x11,
   RESUME: 0x12,
@@ -161,7 +162,7 @@ const utf8 = new TextDecoder("utf-8", { fatal: false });
  * client's frame type in a response.
  */
 export function responseEvent(frame: Frame): Event | null {
-  if (frame.type === FrameType.PING) return null;
+  if (frame.type === FrameType.PING || frame.type === FrameType.META) return null;
   if (frame.type === FrameType.ERROR) {
     let why = "an ERROR frame with no valid body";
     try {

@@ -79,6 +79,7 @@ class FrameType(enum.IntEnum):
     EVENT = 0x01  # server -> client: one event envelope (§5.2)
     ERROR = 0x02  # either way: a binding-level error {code, message}; the sender stops
     PING = 0x03  # either way: keep-alive; the body (at most 64 bytes) is ignored
+    META = 0x04  # server -> client: {"resume_token"...}, what HTTP puts in headers
     REQUEST = 0x10  # client -> server: an application/llm-request+json body (§4)
     CANCEL = 0x11  # client -> server: stop this stream (body empty)
     RESUME = 0x12  # client -> server: {request_id, after, token}: replay after seq `after`
@@ -90,7 +91,9 @@ _PING: Final = int(FrameType.PING)
 #: The head: the type byte and the big-endian length, read in one call.
 _HEAD: Final = struct.Struct(">BI")
 #: What a response may carry; a client's types (REQUEST, CANCEL, RESUME) in one are an error.
-RESPONSE_TYPES: Final = frozenset({FrameType.EVENT, FrameType.ERROR, FrameType.PING})
+RESPONSE_TYPES: Final = frozenset(
+    {FrameType.EVENT, FrameType.ERROR, FrameType.PING, FrameType.META}
+)
 _EXTENSION: Final = range(0x40, 0x60)
 _MAX_PING_BYTES: Final = 64
 
@@ -301,7 +304,7 @@ class Decoder(PushBuffer):
 
 
 def response_event(frame: Frame, payload: Payload) -> events.Event | None:
-    """The event a response frame carries, or ``None`` for a ``PING``.
+    """The event a response frame carries, or ``None`` for a ``PING`` or ``META``.
 
     Raises ``RemoteProtocolError`` for an ``ERROR`` frame (the binding ended),
     ``FramingError`` for a client's frame type in a response, and
@@ -311,7 +314,7 @@ def response_event(frame: Frame, payload: Payload) -> events.Event | None:
         return decode_event(frame.body, payload)
     if frame.type == FrameType.ERROR:
         raise binding_error(frame.body)
-    if frame.type == FrameType.PING:
+    if frame.type in (FrameType.PING, FrameType.META):
         return None
     raise FramingError(f"binary frame: a client's frame type 0x{frame.type:02x} in a response")
 

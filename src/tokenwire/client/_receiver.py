@@ -200,7 +200,7 @@ class Receiver:
         for frame in frames:
             if frame.type == binary.FrameType.EVENT:
                 items.append(_FrameItem("", frame.body))
-            elif frame.type != binary.FrameType.PING:
+            elif frame.type not in (binary.FrameType.PING, binary.FrameType.META):
                 try:
                     binary.response_event(frame, reader.payload)
                 except RemoteProtocolError as exc:

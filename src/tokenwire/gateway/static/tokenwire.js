@@ -466,6 +466,7 @@ var FrameType = {
   EVENT: 1,
   ERROR: 2,
   PING: 3,
+  META: 4,
   REQUEST: 16,
   CANCEL: 17,
   RESUME: 18
@@ -570,7 +571,7 @@ var FrameDecoder = class {
 };
 var utf8 = new TextDecoder("utf-8", { fatal: false });
 function responseEvent(frame) {
-  if (frame.type === FrameType.PING) return null;
+  if (frame.type === FrameType.PING || frame.type === FrameType.META) return null;
   if (frame.type === FrameType.ERROR) {
     let why = "an ERROR frame with no valid body";
     try {
