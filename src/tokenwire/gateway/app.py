@@ -155,9 +155,25 @@ class Gateway:
         """Starts the resume manager; at shutdown stops it and closes the upstream client."""
         await self.resume.start()
         await self.production.start()
+        webtransport = None
+        server = self.config.server
+        if server.webtransport_port is not None:
+            from .._wtframes import WebTransportServer
+
+            assert server.certfile is not None and server.keyfile is not None  # checked
+            webtransport = WebTransportServer(
+                self.ws,
+                host=server.host,
+                port=server.webtransport_port,
+                certfile=server.certfile,
+                keyfile=server.keyfile,
+            )
+            await webtransport.start()
         try:
             yield
         finally:
+            if webtransport is not None:
+                webtransport.close()
             try:
                 await self.production.aclose()  # the drain runs before resume closes
                 await self.resume.aclose()
@@ -174,7 +190,7 @@ class Gateway:
             "/v1/messages": self.messages,
             "/v1/responses": self.responses,
         }
-        ws = FramesOverWebSocket()
+        ws = self.ws = FramesOverWebSocket()
         routes = [
             *(Route(path, endpoint, methods=["POST"]) for path, endpoint in streams.items()),
             Route(self.gemini.route, WithPathParams(self.gemini), methods=["POST"]),
