@@ -29,6 +29,7 @@ from ..errors import InvalidRequest, RequestTooLarge
 from ..request import DEFAULT_MAX_DEPTH, Request
 from ..server import Encode
 from ..translate import VendorFormat, VendorIngress
+from .providers import passthrough
 
 __all__ = [
     "AnthropicMessagesIngress",
@@ -104,6 +105,8 @@ class FormatIngress:
         self.name = self.format.name
         self.media_types = self._ingress.media_types
         self.route = self._ingress.route
+        #: Which models pass through (set by the gateway; ``None``: every body is translated).
+        self.passthrough: passthrough.Routes | None = None
 
     def parse(self, body: bytes) -> tuple[Request, Encode]:
         """The standard request and a fresh vendor encoder. Raises ``InvalidRequest``."""
@@ -114,6 +117,16 @@ class FormatIngress:
             obj.update({name: given[name] for name in names if name in given})
         else:
             _require_stream(obj)
+        routes = self.passthrough
+        if routes is not None:
+            # providers/passthrough.py: same vendor, the body goes upstream as it came.
+            if routes.format_of(obj.get("model")) == self.name:
+                offer = passthrough.Offer.make(self.name, body, obj)
+                request, encode = passthrough.lenient(self.name, body, obj, self._ingress.parse)
+                return request, passthrough.Encoder(offer, encode)
+            passthrough.clear()
+            if routes.known(obj.get("model")):
+                passthrough.refuse_uncarried(self.name, obj)
         return self._ingress.parse(obj)
 
 
