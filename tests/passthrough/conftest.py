@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tokenwire.testing.processes import ServedProcess, gateway_config, serve_gateway
-from tokenwire.testing.upstream import FakeUpstream, RecordedRequest, Script
+from tokenwire.testing.upstream import FakeUpstream, Fault, RecordedRequest, Script
 
 #: The model name every fake sees: the client's direct calls use it, and the
 #: gateway renames its own model names to it.
@@ -33,14 +33,19 @@ class Fakes:
     def __init__(self) -> None:
         self.upstream: dict[str, FakeUpstream] = {}
         self.direct: dict[str, FakeUpstream] = {}
+        #: Upstreams that cut the connection mid-stream (after 3 events).
+        self.cut: dict[str, FakeUpstream] = {}
 
     def start(self) -> None:
         for vendor in ("anthropic", "openai-responses", "openai"):
             self.upstream[vendor] = FakeUpstream(vendor, script_for).start()
             self.direct[vendor] = FakeUpstream(vendor, script_for).start()
+            self.cut[vendor] = FakeUpstream(
+                vendor, script_for, fault=Fault(kind="cut", after_events=3)
+            ).start()
 
     def stop(self) -> None:
-        for fake in [*self.upstream.values(), *self.direct.values()]:
+        for fake in [*self.upstream.values(), *self.direct.values(), *self.cut.values()]:
             fake.stop()
 
     def last(self, vendor: str) -> tuple[RecordedRequest, RecordedRequest]:
@@ -74,6 +79,16 @@ def _models(fakes: Fakes) -> dict[str, dict[str, Any]]:
         "chat-pt": {
             "provider": "openai",
             "base_url": up["openai"].url + "/v1",
+            "upstream_model": UPSTREAM_MODEL,
+        },
+        "anthropic-cut": {
+            "provider": "anthropic",
+            "base_url": fakes.cut["anthropic"].url,
+            "upstream_model": UPSTREAM_MODEL,
+        },
+        "responses-cut": {
+            "provider": "openai-responses",
+            "base_url": fakes.cut["openai-responses"].url,
             "upstream_model": UPSTREAM_MODEL,
         },
         # Across vendors: an Anthropic or Responses body for an OpenAI Chat upstream.
