@@ -40,7 +40,7 @@ import contextlib
 import re
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 import msgspec
 
@@ -326,6 +326,8 @@ class Offer:
         "whole",
         "head",
         "frames",
+        "counting",
+        "fresh",
         "_pending",
     )
 
@@ -341,6 +343,8 @@ class Offer:
         self.whole = False  # the pending bytes go out whole (an error body, the end)
         self.head: tuple[int, list[tuple[bytes, bytes]]] | None = None
         self.frames = 0  # SSE events passed so far (Responses numbers its events)
+        self.counting = fmt == "openai-responses"
+        self.fresh = False  # bytes pushed since the last take
         self._pending = b""
 
     @classmethod
@@ -366,33 +370,47 @@ class Offer:
         self.covered = self.closed = self.whole = False
         self.head = None
         self.frames = 0
+        self.fresh = False
         self._pending = b""
 
     def discard(self) -> None:
         """Forget the bytes not sent yet (the rest of an event the upstream cut)."""
         self._pending = b""
+        self.fresh = False
 
     def push(self, data: bytes) -> None:
         if self.taken:
             self._pending += data
+            self.fresh = True
 
     def take(self) -> bytes:
         """The complete SSE events received and not yet sent (everything when ``whole``)."""
+        self.fresh = False
         data = self._pending
+        if self.whole or data.endswith(b"\n\n"):
+            # The usual case: the upstream flushed whole events (an empty line
+            # after a line end is an event boundary whatever the line ends).
+            self._pending = b""
+            if self.counting:
+                self.frames += data.count(b"\n\n")
+            return data
         if not data:
             return b""
-        if self.whole:
-            self._pending = b""
-            return data
         # Up to the last event boundary: a keep-alive comment the server adds
         # while the stream is idle must not land inside a half-sent event.
-        end = max(data.rfind(b"\n\n") + 2, data.rfind(b"\r\n\r\n") + 4, data.rfind(b"\r\r") + 2)
-        if end <= 3:
+        end = data.rfind(b"\n\n") + 2
+        if b"\r" in data:  # CRLF or CR line ends (§ sse-parsing-rules)
+            end = max(end, data.rfind(b"\r\n\r\n") + 4, data.rfind(b"\r\r") + 2)
+        if end < 2 or (end == 2 and not data.startswith((b"\n\n", b"\r\r"))):
             return b""
-        self._pending = data[end:]
-        out = data[:end] if end < len(data) else data
-        self.frames += out.count(b"\n\n") or out.count(b"\r\r")
-        return out
+        if end < len(data):
+            self._pending = data[end:]
+            data = data[:end]
+        else:
+            self._pending = b""
+        if self.counting:
+            self.frames += data.count(b"\n\n") or data.count(b"\r\r")
+        return data
 
 
 def current(fmt: str) -> Offer | None:
@@ -451,14 +469,18 @@ class Encoder:
     def __call__(self, event: ev.Event) -> bytes:
         offer = self.offer
         if offer.taken:
-            data = offer.take()
-            if event.__class__ is ev.ErrorEvent and not offer.covered and not offer.closed:
+            # The first event of a chunk carries its events out; the others find none.
+            data = offer.take() if offer.fresh else b""
+            cls = event.__class__
+            if cls is ev.ContentDelta:
+                return data
+            if cls is ev.ErrorEvent and not offer.covered and not offer.closed:
                 # An error the gateway adds (a cut, a timeout): in the vendor's shape,
                 # after the last complete event (half an event is never sent).
                 offer.closed = True
                 offer.discard()
-                data += error_frame(offer.format, event, offer.frames)
-            elif event.__class__ is ev.StreamEnd:
+                data += error_frame(offer.format, cast(ev.ErrorEvent, event), offer.frames)
+            elif cls is ev.StreamEnd:
                 offer.whole = True
                 data += offer.take()
             return data
@@ -525,13 +547,6 @@ async def generate(
         code, message = fmt.http_error(status, data)
         return ev.ErrorEvent(v=ev.VERSION, seq=0, code=code, message=message)
 
-    def chunk(data: bytes) -> list[ev.Event]:
-        push(data)
-        events = feed(data)
-        if translator.done:
-            offer.closed = True
-        return events
-
     try:
         pool = provider.pool
         if pool is None:
@@ -562,17 +577,18 @@ async def generate(
                         yield event
                     return
                 read = response.read
+                # Every event yielded in this loop is parsed from the bytes pushed.
+                offer.covered = True
                 try:
                     while pieces := await read():
                         data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
-                        events = chunk(data)
-                        offer.covered = True
-                        for event in events:
+                        push(data)
+                        for event in feed(data):
                             yield event
-                        offer.covered = False
                 finally:
                     offer.covered = False
                     if translator.done:
+                        offer.closed = True  # the upstream's own end marker is in
                         await response.drain(_DRAIN_BYTES, _DRAIN_S)
             for event in translator.close():
                 yield event
@@ -639,18 +655,16 @@ async def _over_httpx(
             compressed = "content-encoding" in response.headers
             chunks = response.aiter_bytes() if compressed else response.aiter_raw()
             feed, push = translator.feed, offer.push
+            offer.covered = True
             try:
                 async for data in chunks:
                     push(data)
-                    events = feed(data)
-                    if translator.done:
-                        offer.closed = True
-                    offer.covered = True
-                    for event in events:
+                    for event in feed(data):
                         yield event
-                    offer.covered = False
             finally:
                 offer.covered = False
+                if translator.done:
+                    offer.closed = True
                 if translator.done:
                     await _finish_body(chunks)
         for event in translator.close():
