@@ -10,6 +10,7 @@ SDK must get back the same message, server-tool blocks and all.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import anthropic
@@ -34,10 +35,29 @@ SERVER_TOOLS: list[dict[str, Any]] = [
 ]
 
 
+#: The SDK clients of this module, made once (closed by ``_close_clients``).
+_CLIENTS: dict[tuple[str, int], anthropic.Anthropic] = {}
+
+
+def _client(base_url: str, max_retries: int = 2) -> anthropic.Anthropic:
+    key = (base_url, max_retries)
+    if key not in _CLIENTS:
+        _CLIENTS[key] = anthropic.Anthropic(base_url=base_url, api_key="k", max_retries=max_retries)
+    return _CLIENTS[key]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_clients() -> Iterator[None]:
+    yield
+    for client in _CLIENTS.values():
+        client.close()
+    _CLIENTS.clear()
+
+
 def _clients(gateway: ServedProcess, fakes: Fakes) -> list[tuple[anthropic.Anthropic, str]]:
     return [
-        (anthropic.Anthropic(base_url=fakes.direct["anthropic"].url, api_key="k"), UPSTREAM_MODEL),
-        (anthropic.Anthropic(base_url=gateway.url, api_key="k"), "anthropic-pt"),
+        (_client(fakes.direct["anthropic"].url), UPSTREAM_MODEL),
+        (_client(gateway.url), "anthropic-pt"),
     ]
 
 
@@ -94,7 +114,7 @@ def test_server_tools_reach_the_upstream_and_their_blocks_come_back(
 def test_a_follow_up_turn_carries_the_server_blocks_back(
     gateway: ServedProcess, fakes: Fakes
 ) -> None:
-    client = anthropic.Anthropic(base_url=gateway.url, api_key="k")
+    client = _client(gateway.url)
     question = {"role": "user", "content": "Search, fetch and compute."}
     with client.messages.stream(
         model="anthropic-pt", max_tokens=512, tools=SERVER_TOOLS, messages=[question]
@@ -277,7 +297,7 @@ def test_across_vendors_what_cannot_be_carried_is_refused_by_name(
 def test_a_cut_mid_stream_ends_in_anthropics_own_error_event(
     gateway: ServedProcess, fakes: Fakes
 ) -> None:
-    client = anthropic.Anthropic(base_url=gateway.url, api_key="k", max_retries=0)
+    client = _client(gateway.url, max_retries=0)
     with pytest.raises(anthropic.APIStatusError) as caught:
         with client.messages.stream(
             model="anthropic-cut", max_tokens=64, messages=[{"role": "user", "content": "hi"}]

@@ -9,6 +9,7 @@ get back the same response, every item of it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -34,11 +35,28 @@ CUSTOM_TOOL: dict[str, Any] = {
 APPLY_PATCH: dict[str, Any] = {"type": "apply_patch"}
 
 
+#: The SDK clients of this module, made once (closed by ``_close_clients``).
+_CLIENTS: dict[str, openai.OpenAI] = {}
+
+
+def _client(base_url: str) -> openai.OpenAI:
+    if base_url not in _CLIENTS:
+        _CLIENTS[base_url] = openai.OpenAI(base_url=base_url, api_key="k")
+    return _CLIENTS[base_url]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_clients() -> Iterator[None]:
+    yield
+    for client in _CLIENTS.values():
+        client.close()
+    _CLIENTS.clear()
+
+
 def _clients(gateway: ServedProcess, fakes: Fakes) -> list[tuple[openai.OpenAI, str]]:
-    direct = fakes.direct["openai-responses"].url + "/v1"
     return [
-        (openai.OpenAI(base_url=direct, api_key="k"), UPSTREAM_MODEL),
-        (openai.OpenAI(base_url=gateway.url + "/v1", api_key="k"), "responses-pt"),
+        (_client(fakes.direct["openai-responses"].url + "/v1"), UPSTREAM_MODEL),
+        (_client(gateway.url + "/v1"), "responses-pt"),
     ]
 
 
