@@ -9,6 +9,10 @@ stream format (the format's reverse encoder), or in the standard when the client
 ``Accept: text/event-stream; profile="llm-stream-1.0"``. A standard body
 (``Content-Type: application/llm-request+json``) is accepted on both routes.
 
+A body for a model served only by upstreams of the route's own vendor format
+passes through (``providers/passthrough.py``): the client's body goes upstream
+and the upstream's bytes come back, the translator reading them alongside.
+
 Only streaming is served: a body without ``"stream": true`` gets 400, except on
 a route that streams by its path (Gemini's ``:streamGenerateContent``), whose path
 parameters (``{model}``) ``WithPathParams`` hands to the parser.
@@ -120,7 +124,9 @@ class FormatIngress:
         routes = self.passthrough
         if routes is not None:
             # providers/passthrough.py: same vendor, the body goes upstream as it came.
-            if routes.format_of(obj.get("model")) == self.name:
+            if routes.format_of(obj.get("model")) == self.name and passthrough.eligible(
+                self.name, obj
+            ):
                 offer = passthrough.Offer.make(self.name, body, obj)
                 request, encode = passthrough.lenient(self.name, body, obj, self._ingress.parse)
                 return request, passthrough.Encoder(offer, encode)

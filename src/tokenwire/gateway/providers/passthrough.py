@@ -61,6 +61,7 @@ __all__ = [
     "Routes",
     "clear",
     "current",
+    "eligible",
     "error_frame",
     "generate",
     "lenient",
@@ -411,6 +412,19 @@ class Offer:
         if self.counting:
             self.frames += data.count(b"\n\n") or data.count(b"\r\r")
         return data
+
+
+def eligible(fmt: str, obj: Mapping[str, Any]) -> bool:
+    """Whether a body of format ``fmt`` can pass through (its model's routes aside).
+
+    An OpenAI Chat stream reports usage only when asked (``stream_options.include_usage``):
+    without it the parallel parse would have none to charge keys and limits with,
+    so such a body is translated as before (the gateway asks for usage itself).
+    """
+    if fmt != "openai":
+        return True
+    options = obj.get("stream_options")
+    return isinstance(options, dict) and options.get("include_usage") is True
 
 
 def current(fmt: str) -> Offer | None:
