@@ -35,6 +35,8 @@ class Fakes:
         self.direct: dict[str, FakeUpstream] = {}
         #: Upstreams that cut the connection mid-stream (after 3 events).
         self.cut: dict[str, FakeUpstream] = {}
+        #: Upstreams that answer every request 529 (Anthropic's overloaded), no stream.
+        self.down: dict[str, FakeUpstream] = {}
 
     def start(self) -> None:
         for vendor in ("anthropic", "openai-responses", "openai"):
@@ -43,9 +45,17 @@ class Fakes:
             self.cut[vendor] = FakeUpstream(
                 vendor, script_for, fault=Fault(kind="cut", after_events=3)
             ).start()
+            self.down[vendor] = FakeUpstream(
+                vendor, script_for, fault=Fault(kind="status", status=529)
+            ).start()
 
     def stop(self) -> None:
-        for fake in [*self.upstream.values(), *self.direct.values(), *self.cut.values()]:
+        for fake in [
+            *self.upstream.values(),
+            *self.direct.values(),
+            *self.cut.values(),
+            *self.down.values(),
+        ]:
             fake.stop()
 
     def last(self, vendor: str) -> tuple[RecordedRequest, RecordedRequest]:
@@ -85,6 +95,18 @@ def _models(fakes: Fakes) -> dict[str, dict[str, Any]]:
             "provider": "anthropic",
             "base_url": fakes.cut["anthropic"].url,
             "upstream_model": UPSTREAM_MODEL,
+        },
+        # Overloaded: alone (its status and body reach the client) and with a fallback.
+        "anthropic-529": {
+            "provider": "anthropic",
+            "base_url": fakes.down["anthropic"].url,
+            "upstream_model": UPSTREAM_MODEL,
+        },
+        "anthropic-down": {
+            "provider": "anthropic",
+            "base_url": fakes.down["anthropic"].url,
+            "upstream_model": UPSTREAM_MODEL,
+            "fallbacks": ["anthropic-pt"],
         },
         "responses-cut": {
             "provider": "openai-responses",

@@ -319,3 +319,52 @@ def test_a_cut_mid_stream_ends_in_anthropics_own_error_event(
     assert frames[-2].startswith("event: error\ndata: ")
     assert msgspec.json.decode(frames[-2].split("data: ", 1)[1])["error"]["type"] == "api_error"
     assert raw.text.endswith("\n\n")  # whole events only: the half-received one is not sent
+
+
+def test_an_upstream_error_status_reaches_the_client_as_sent(
+    gateway: ServedProcess, fakes: Fakes
+) -> None:
+    body = {
+        "model": "anthropic-529",
+        "max_tokens": 16,
+        "stream": True,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    headers = {"anthropic-version": "2023-06-01"}
+    passed = httpx.post(gateway.url + "/v1/messages", json=body, headers=headers)
+    direct = httpx.post(
+        fakes.down["anthropic"].url + "/v1/messages",
+        json={**body, "model": UPSTREAM_MODEL},
+        headers=headers,
+    )
+    assert passed.status_code == direct.status_code == 529
+    assert passed.content == direct.content
+    assert passed.headers["content-type"] == "application/json"
+    client = _client(gateway.url, max_retries=0)
+    with pytest.raises(anthropic.APIStatusError) as caught:
+        with client.messages.stream(
+            model="anthropic-529", max_tokens=16, messages=[{"role": "user", "content": "hi"}]
+        ) as stream:
+            stream.get_final_message()
+    assert caught.value.status_code == 529
+    assert caught.value.body == msgspec.json.decode(direct.content)
+
+
+def test_a_retried_attempt_starts_clean(gateway: ServedProcess, fakes: Fakes) -> None:
+    # The first upstream answers 529; the fallback (same vendor) streams. The
+    # client gets the fallback's stream alone, and it got the SDK's body too.
+    client = _client(gateway.url, max_retries=0)
+    params: dict[str, Any] = {
+        "max_tokens": 64,
+        "tools": SERVER_TOOLS[:1],
+        "messages": [{"role": "user", "content": "Search"}],
+    }
+    with client.messages.stream(model="anthropic-down", **params) as stream:
+        message = stream.get_final_message()
+    with _client(fakes.direct["anthropic"].url).messages.stream(
+        model=UPSTREAM_MODEL, **params
+    ) as stream:
+        direct = stream.get_final_message()
+    assert message.model_dump() == direct.model_dump()
+    assert fakes.down["anthropic"].requests[-1].body == fakes.direct["anthropic"].requests[-1].body
+    _same_request(fakes)
