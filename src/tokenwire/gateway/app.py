@@ -28,7 +28,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 from starlette.applications import Starlette
@@ -52,7 +52,7 @@ from .ingress import (
     WithPathParams,
 )
 from .production import Production, ProductionMiddleware  # production (docs/gateway.md)
-from .providers import UpstreamClients, build_providers
+from .providers import UpstreamClients, build_providers, passthrough
 from .resume import ResumeEndpoint, ResumeManager, build_manager
 from .telemetry import logs
 from .telemetry.metrics import CONTENT_TYPE, Metrics
@@ -128,6 +128,10 @@ class Gateway:
         )
         gemini = GeminiIngress()
         self.gemini = StreamEndpoint(self.providers, ingress=gemini, route=gemini.route, **limits)
+        # Same-vendor passthrough (providers/passthrough.py): which models it serves.
+        routes = passthrough.Routes(config)
+        for endpoint in (self.chat_completions, self.messages, self.responses, self.gemini):
+            cast(FormatIngress, endpoint.ingress).passthrough = routes
         self.streams = ResumeEndpoint(self.resume)
 
     # -- plain routes -----------------------------------------------------------------
@@ -186,9 +190,10 @@ class Gateway:
         # POSTs also have a short way past its stack (see _GatewayApp).
         streams: dict[str, ASGIApp] = {
             "/v1/stream": self.stream,
-            "/v1/chat/completions": self.chat_completions,
-            "/v1/messages": self.messages,
-            "/v1/responses": self.responses,
+            # The vendor headers a passthrough forwards (providers/passthrough.py).
+            "/v1/chat/completions": passthrough.ForwardHeaders(self.chat_completions),
+            "/v1/messages": passthrough.ForwardHeaders(self.messages),
+            "/v1/responses": passthrough.ForwardHeaders(self.responses),
         }
         ws = self.ws = FramesOverWebSocket()
         routes = [
