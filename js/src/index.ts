@@ -26,3 +26,4 @@ export * from "./lifecycle.js";
 export * from "./http.js";
 export * from "./schema.js";
 export * from "./client.js";
+export * from "./url.js";

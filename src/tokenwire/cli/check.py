@@ -1,8 +1,10 @@
 """``tokenwire check URL``: the conformance suite, as a table, JSON and JUnit.
 
-URL is the endpoint's base URL or its stream URL (``tokenwire.client.stream_url``).
-Credentials given with ``--header`` are sent, never written: reports and saved
-exchanges carry ``[redacted]`` instead (``conformance.redact_headers``).
+URL is the endpoint's base URL, ``host:port`` or its stream URL (the one
+grammar of ``tokenwire.client.stream_url``). A gateway key comes from
+``--api-key`` or ``TOKENWIRE_API_KEY`` (``Authorization: Bearer``), any other
+credential from ``--header``; credentials are sent, never written: reports
+and saved exchanges carry ``[redacted]`` instead (``conformance.redact_headers``).
 """
 
 from __future__ import annotations
@@ -17,21 +19,22 @@ from rich.console import Console
 from rich.table import Table
 
 from ..client import stream_url
+from ..client._flow import with_api_key
 from ..conformance import PROBES, ProbeResult, Target, reachable, redact_url, run
+from ._headers import parse_header
 
 _STYLE = {"pass": "green", "fail": "bold red", "warn": "yellow", "not-exercised": "dim"}
-
-
-def _header(value: str) -> tuple[str, str]:
-    name, sep, val = value.partition(":")
-    if not sep or not name.strip():
-        raise click.BadParameter(f"{value!r} is not 'Name: value'")
-    return name.strip(), val.strip()
 
 
 @click.command()
 @click.argument("url")
 @click.option("--model", default="demo", show_default=True, help="Model to request.")
+@click.option(
+    "--api-key",
+    envvar="TOKENWIRE_API_KEY",
+    show_envvar=True,
+    help="The gateway key, sent as 'Authorization: Bearer KEY' (never written).",
+)
 @click.option(
     "--header",
     "headers",
@@ -47,6 +50,7 @@ def _header(value: str) -> tuple[str, str]:
 def command(
     url: str,
     model: str,
+    api_key: str | None,
     headers: tuple[str, ...],
     only: tuple[str, ...],
     strict: bool,
@@ -65,7 +69,8 @@ def command(
         url = stream_url(url)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="URL") from None
-    target = Target(url=url, model=model, headers=dict(map(_header, headers)), timeout_s=timeout)
+    sent = with_api_key(dict(parse_header(h) for h in headers), api_key)
+    target = Target(url=url, model=model, headers=sent, timeout_s=timeout)
     unreachable = reachable(target)
     if unreachable is not None:
         # One line instead of a table of identical failures.
