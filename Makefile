@@ -46,7 +46,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/gateway.py
 	$(BIN)/python bench/client.py
 
-# atheris harnesses for the SSE decoder and the request parser, 60 s each (not in `make test`).
+# atheris harnesses for the SSE decoder, the request parser and convert's format detection,
+# 60 s each (not in `make test`).
 fuzz: $(STAMP)
 	$(BIN)/python -m pip install -q atheris
 	$(BIN)/python fuzz/run.py --seconds 60

@@ -10,13 +10,15 @@ and saved exchanges carry ``[redacted]`` instead (``conformance.redact_headers``
 from __future__ import annotations
 
 import sys
+import textwrap
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import click
 import msgspec
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
 from rich.table import Table
+from rich.text import Text
 
 from ..client import stream_url
 from ..client._flow import with_api_key
@@ -87,7 +89,10 @@ def command(
                 results.append(result)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    console.print(_table(url, results))
+    # A table where it fits; below WIDE columns one block per probe, so that
+    # nothing is broken mid-word (issue 25: an 80-column table folded names).
+    wide = console.width >= WIDE
+    console.print(_table(url, results) if wide else _blocks(url, results, console.width))
     if save_dir:
         _save(Path(save_dir), results)
     if json_path:
@@ -103,7 +108,10 @@ def command(
 def _table(url: str, results: list[ProbeResult]) -> Table:
     table = Table(title=f"LLM-Stream conformance: {url}")
     for col in ("probe", "verdict", "draft", "level", "seen", "TTFE ms", "events/s"):
-        table.add_column(col, overflow="fold")
+        # Only "seen" wraps, at spaces: names and figures stay whole.
+        table.add_column(
+            col, no_wrap=col != "seen", overflow="fold" if col == "seen" else "ellipsis"
+        )
     for r in results:
         table.add_row(
             r.id,
@@ -115,6 +123,39 @@ def _table(url: str, results: list[ProbeResult]) -> Table:
             "" if r.events_per_s is None else f"{r.events_per_s:.0f}",
         )
     return table
+
+
+#: The narrowest terminal the table is drawn on.
+WIDE = 110
+
+
+def _blocks(url: str, results: list[ProbeResult], width: int) -> Group:
+    """The table's content for a narrow terminal: a line per probe, then what was seen.
+
+    ``seen`` wraps at spaces (and never at hyphens), indented under the probe;
+    only a word wider than the whole line would be cut.
+    """
+    ids = max((len(r.id) for r in results), default=0)
+    verdicts = max((len(r.verdict) for r in results), default=0)
+    indent = " " * (verdicts + 2)
+    parts: list[RenderableType] = [Text(f"LLM-Stream conformance: {url}", "bold")]
+    for r in results:
+        line = Text(no_wrap=False)
+        line.append(f"{r.verdict:<{verdicts}}  ", _STYLE[r.verdict])
+        line.append(f"{r.id:<{ids}}  §{r.section} {r.level.upper()}")
+        figures = []
+        if r.ttfe_ms is not None:
+            figures.append(f"TTFE {r.ttfe_ms:.1f} ms")
+        if r.events_per_s is not None:
+            figures.append(f"{r.events_per_s:.0f} events/s")
+        if figures:
+            line.append("  " + ", ".join(figures), "dim")
+        parts.append(line)
+        for row in textwrap.wrap(
+            r.seen, width=max(20, width - len(indent)), break_on_hyphens=False
+        ):
+            parts.append(Text(indent + row))
+    return Group(*parts)
 
 
 def _save(folder: Path, results: list[ProbeResult]) -> None:

@@ -575,6 +575,29 @@ def _key_hint(text: str) -> str:
     return f"{text}{hint}"
 
 
+#: A config file is a few KiB; anything past this is not one (every parser has a limit).
+MAX_CONFIG_BYTES: Final = 1 << 20
+
+
+def _decode_toml(path: str, raw: bytes) -> dict[str, Any]:
+    """The TOML document in ``raw``; a ``ConfigError`` in words for what is not one
+    (issue 25: binary and deeply nested files gave tracebacks)."""
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES} bytes: not a config file")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte {exc.start}): a config file is TOML"
+        ) from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses per nested array or inline table
+        raise ConfigError(f"{path}: invalid TOML: nested too deeply") from None
+
+
 def load(path: str | os.PathLike[str] | None) -> Config:
     """Read a TOML config file; ``None`` gives the default (``demo`` only).
 
@@ -584,11 +607,10 @@ def load(path: str | os.PathLike[str] | None) -> Config:
         return parse({})
     try:
         with open(path, "rb") as f:
-            data = tomllib.load(f)
+            raw = f.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
         raise ConfigError(f"{path}: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    data = _decode_toml(str(path), raw)
     try:
         return parse(data)
     except ConfigError as exc:
