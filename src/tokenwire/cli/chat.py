@@ -44,6 +44,7 @@ from .. import events as ev
 from ..client import SIDE_EFFECTS_EXTENSION, Client, ParsedToolCall, Response, Stream, Timeouts
 from ..errors import InvalidRequest, TokenwireError
 from ..request import Message, Request, build
+from ._detect import MAX_DEPTH, too_deep
 from ._headers import parse_header
 
 #: Tool rounds in one turn before the chat stops answering calls (a model that
@@ -85,9 +86,18 @@ class ToolBox(msgspec.Struct, frozen=True, kw_only=True):
         return result if isinstance(result, str) else json.dumps(result)
 
 
+#: The tools file is a few KiB of declarations: bounded in size and in depth.
+MAX_TOOLS_BYTES: Final = 4 << 20
+
+
 def _load_tools(path: str) -> ToolBox:
     try:
-        box = msgspec.json.decode(Path(path).read_bytes(), type=ToolBox)
+        raw = Path(path).read_bytes()
+        if len(raw) > MAX_TOOLS_BYTES:
+            raise msgspec.DecodeError(f"larger than {MAX_TOOLS_BYTES} bytes")
+        if too_deep(raw):  # msgspec would recurse with it (RecursionError)
+            raise msgspec.DecodeError(f"arrays/objects nest deeper than {MAX_DEPTH} levels")
+        box = msgspec.json.decode(raw, type=ToolBox)
         for i, tool in enumerate(box.tools):
             if not isinstance(tool.get("name"), str):
                 raise msgspec.ValidationError(f"tools[{i}].name: a string is required")

@@ -74,7 +74,7 @@ def command(
     else:
         _print(report, empty=not head)
     if not report.ok:
-        _suggest_convert(bytes(head), file.name)
+        _suggest_convert(bytes(head), getattr(file, "name", "-"))
     sys.exit(1 if failed else 0)
 
 
