@@ -17,6 +17,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 import tokenwire
@@ -176,6 +177,14 @@ def test_async_client_takes_the_key_too(
 
     text, status = asyncio.run(main())
     assert text and status == 401
+
+
+def test_with_keys_the_resume_route_asks_for_one_too(gateway: ServedProcess) -> None:
+    # docs/scaling.md: with [[keys]], /v1/streams/* needs a key like every /v1/* route.
+    url = f"{gateway.url}/v1/streams/some-request-id"
+    assert httpx.get(url, timeout=30).status_code == 401
+    keyed = httpx.get(url, headers={"Authorization": f"Bearer {KEY}"}, timeout=30)
+    assert keyed.status_code == 404  # past the key check: no such stream
 
 
 # -- did you mean ------------------------------------------------------------------------
