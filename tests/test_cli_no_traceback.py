@@ -12,8 +12,11 @@ to a closed port on 127.0.0.1 and ``serve`` stops where it would bind.
 from __future__ import annotations
 
 import socket
+import threading
 import traceback
 from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import click
@@ -299,3 +302,55 @@ def test_every_command_on_each_specimen(
     if _not_a_number(text):
         assert_no_traceback(invoke(["bench", "--events", text]), ["bench"])
     assert_no_traceback(invoke(["--", text[:200]]), ["(group)"])
+
+
+#: (status, content type, body) a hostile endpoint answers every request with.
+HOSTILE = {
+    "deep-json-400": (400, "application/json", b"[" * 60_000 + b"]" * 60_000),
+    "deep-json-error-event": (
+        200,
+        "text/event-stream",
+        b"event: error\ndata: " + b'{"a":' * 20_000 + b"1" + b"}" * 20_000 + b"\n\n",
+    ),
+    "binary-stream": (200, "text/event-stream", bytes(range(256)) * 64),
+    "empty-200": (200, "text/event-stream", b""),
+    "huge-event": (200, "text/event-stream", b"data: " + b"x" * HUGE + b"\n\n"),
+}
+
+
+@contextmanager
+def hostile(status: int, kind: str, body: bytes) -> Iterator[str]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.0"
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def _answer(self) -> None:
+            length = int(self.headers.get("content-length") or 0)
+            self.rfile.read(length)
+            self.send_response(status)
+            self.send_header("content-type", kind)
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = do_DELETE = _answer
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_chat_and_check_against_a_hostile_endpoint(name: str) -> None:
+    with hostile(*HOSTILE[name]) as url:
+        args = ["chat", "--url", url, "--timeout", "10", "hi"]
+        assert_no_traceback(invoke(args), args)
+        args = ["check", "--timeout", "10", "--only", "media-type", "--only", "envelope", url]
+        assert_no_traceback(invoke(args), args)

@@ -261,7 +261,7 @@ def _error_detail(body: bytes) -> str:
     """A short text for an error body: its JSON ``error.message`` or ``message``, else text."""
     try:
         obj = msgspec.json.decode(body)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):  # a hostile body nested too deeply too
         return body[:200].decode("utf-8", "replace").strip()
     if isinstance(obj, dict):
         inner = obj.get("error", obj)
