@@ -192,8 +192,11 @@ _CLOSE: Final = frozenset(b"]}")
 def too_deep(raw: bytes, limit: int = MAX_DEPTH) -> bool:
     """True when the JSON text ``raw`` nests arrays/objects deeper than ``limit``.
 
-    One pass, linear in ``raw`` (brackets inside strings do not count).
+    One pass, linear in ``raw`` (brackets inside strings do not count); none at
+    all when there are too few brackets to nest that deep (every real chunk).
     """
+    if raw.count(b"[") + raw.count(b"{") <= limit:
+        return False
     depth = 0
     in_string = escaped = False
     for byte in raw:
