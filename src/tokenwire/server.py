@@ -68,6 +68,7 @@ from ._asgi import (
     wants_standard,
 )
 from ._outbox import KeepAlive, Outbox
+from ._suggest import did_you_mean
 from .errors import InvalidRequest, RequestTooLarge, TokenwireError
 from .request import Request
 from .writer import Writer, estimate_tokens
@@ -339,6 +340,8 @@ class StreamEndpoint:
         if keepalive_s <= 0:
             raise ValueError("keepalive_s must be > 0")
         self.lookup = _lookup_for(providers)
+        #: The served names, for the unknown-model error (known for a mapping only).
+        self._served = providers if isinstance(providers, Mapping) else None
         self.ingress = ingress
         self.max_body_bytes = max_body_bytes
         self.max_depth = max_depth
@@ -370,6 +373,12 @@ class StreamEndpoint:
             for observer in self.observers:
                 with contextlib.suppress(Exception):
                     observer.closed(record)
+
+    def _served_hint(self, model: str) -> str:
+        """``: did you mean "demo"? (served: ...)`` when the served names are known."""
+        if self._served is None:
+            return ""
+        return did_you_mean(model, self._served, listing="served", quote=rq.echo)
 
     async def _reject(
         self,
@@ -459,7 +468,7 @@ class StreamEndpoint:
                 send,
                 record,
                 404,
-                f"unknown model {rq.echo(request.model)}",
+                f"unknown model {rq.echo(request.model)}{self._served_hint(request.model)}",
                 code="model_not_found",
                 path="model",
             )

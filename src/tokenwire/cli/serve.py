@@ -46,7 +46,8 @@ _LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
     "--config",
     "config_path",
     type=click.Path(exists=True, dir_okay=False),
-    help="TOML config: [server] and [[models]] (docs/gateway.md). Default: demo only.",
+    help="TOML config (docs/gateway.md): [server], [[models]] (with their routing keys), "
+    "[resume], [[keys]], [limits] and [telemetry]. Default: demo only.",
 )
 @click.option("--host", help="Address to bind. [default: config, else 127.0.0.1]")
 @click.option(

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from typing import Any, Final
@@ -35,6 +36,7 @@ from typing import Any, Final
 import msgspec
 
 from ... import _guard, server
+from ..._suggest import did_you_mean
 from ...errors import TokenwireError
 from . import production as config_prod  # production keys (docs/gateway.md, "Production")
 
@@ -493,7 +495,7 @@ def parse(data: Mapping[str, Any]) -> Config:
     try:
         data, production = config_prod.split(data)
     except config_prod.ConfigProblem as exc:
-        raise ConfigError(str(exc)) from None
+        raise ConfigError(_key_hint(str(exc))) from None
     models = data.get("models", []) or []
     if isinstance(models, list):
         models = [_lift_binding_options(i, entry) for i, entry in enumerate(models)]
@@ -516,7 +518,7 @@ def parse(data: Mapping[str, Any]) -> Config:
         where, _, message = text.rpartition(" - at `$")
         if where:
             text = f"{message.rstrip('`').lstrip('.')}: {where}"
-        raise ConfigError(text) from None
+        raise ConfigError(_key_hint(text)) from None
     _check_server(config.server)
     _check_resume(config.resume)
     seen: set[str] = set()
@@ -544,6 +546,68 @@ def parse(data: Mapping[str, Any]) -> Config:
     return config
 
 
+def _known_keys(table: str) -> list[str]:
+    """The keys a table of the file takes (production keys included), for suggestions."""
+
+    def fields(kind: Any) -> list[str]:
+        return [f.encode_name for f in msgspec.structs.fields(kind)]
+
+    production = ["keys", "limits", "telemetry"]
+    known = {
+        "": [f for f in fields(Config) if f != "production"] + production,
+        "server": fields(ServerConfig) + ["drain_s"],
+        "models": fields(ModelConfig) + fields(config_prod.RoutingConfig) + list(BINDING_KEYS),
+        "resume": fields(ResumeConfig),
+        "keys": fields(config_prod.KeyConfig),
+        "limits": fields(config_prod.LimitsConfig),
+        "telemetry": fields(config_prod.TelemetryConfig),
+    }
+    return known.get(table, [])
+
+
+_UNKNOWN_FIELD: Final = re.compile(
+    r"^(?:(?P<where>[^:]*): )?Object contains unknown field `(?P<key>[^`]*)`$"
+)
+
+
+def _key_hint(text: str) -> str:
+    """msgspec's "unknown field" error plus the key that was meant (issue 25)."""
+    m = _UNKNOWN_FIELD.match(text)
+    if m is None:
+        return text
+    where = m.group("where") or ""
+    table = re.sub(r"\[\d+\]", "", where)  # models[2] -> models
+    known = _known_keys(table)
+    # The closest key when one is close, else every key the table takes.
+    hint = did_you_mean(m.group("key"), known) or did_you_mean(
+        m.group("key"), known, listing="known keys"
+    )
+    return f"{text}{hint}"
+
+
+#: A config file is a few KiB; anything past this is not one (every parser has a limit).
+MAX_CONFIG_BYTES: Final = 1 << 20
+
+
+def _decode_toml(path: str, raw: bytes) -> dict[str, Any]:
+    """The TOML document in ``raw``; a ``ConfigError`` in words for what is not one
+    (issue 25: binary and deeply nested files gave tracebacks)."""
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES} bytes: not a config file")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte {exc.start}): a config file is TOML"
+        ) from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses per nested array or inline table
+        raise ConfigError(f"{path}: invalid TOML: nested too deeply") from None
+
+
 def load(path: str | os.PathLike[str] | None) -> Config:
     """Read a TOML config file; ``None`` gives the default (``demo`` only).
 
@@ -553,11 +617,10 @@ def load(path: str | os.PathLike[str] | None) -> Config:
         return parse({})
     try:
         with open(path, "rb") as f:
-            data = tomllib.load(f)
+            raw = f.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
         raise ConfigError(f"{path}: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    data = _decode_toml(str(path), raw)
     try:
         return parse(data)
     except ConfigError as exc:
