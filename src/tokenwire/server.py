@@ -72,6 +72,7 @@ from .writer import Writer, estimate_tokens
 
 __all__ = [
     "DEFAULT_KEEPALIVE_S",
+    "Admission",
     "DEFAULT_MAX_BODY_BYTES",
     "Encode",
     "Ingress",
@@ -195,6 +196,20 @@ class Resumption(Protocol):
         ...
 
 
+class Admission(Protocol):
+    """Admits a parsed request before it is routed (the gateway's keys, models, limits).
+
+    ``admit`` sees the request as it will be served: its ``model`` is the one
+    the provider lookup takes, so what it checks is what runs (one resolution
+    per request, every route and body type alike). It answers a refused
+    request itself (and sets ``record.status``) and returns ``False``.
+    """
+
+    async def admit(
+        self, scope: Scope, request: Request, send: Send, record: StreamRecord
+    ) -> bool: ...
+
+
 class Ingress(Protocol):
     """A vendor request format accepted on a dual-format route (§7.3).
 
@@ -308,6 +323,7 @@ class StreamEndpoint:
         classify: Callable[[BaseException], tuple[str, str]] = classify_exception,
         route: str = "",
         resumption: Resumption | None = None,
+        admission: Admission | None = None,
     ) -> None:
         if keepalive_s <= 0:
             raise ValueError("keepalive_s must be > 0")
@@ -320,6 +336,7 @@ class StreamEndpoint:
         self.classify = classify
         self.route = route
         self.resumption = resumption
+        self.admission = admission
         self._keepalive: KeepAlive | None = None
 
     # -- ASGI entry -----------------------------------------------------------------
@@ -421,6 +438,9 @@ class StreamEndpoint:
             await self._reject(send, record, status, exc.reason, path=exc.path)
             return None
         record.request, record.model = request, request.model
+        admission = self.admission
+        if admission is not None and not await admission.admit(scope, request, send, record):
+            return None
 
         provider = self.lookup(request.model)
         if provider is None:

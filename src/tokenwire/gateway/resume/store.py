@@ -21,7 +21,7 @@ import msgspec
 
 from ... import events as ev
 from ...errors import TokenwireError
-from ..telemetry.logs import LOGGER_NAME
+from ..telemetry.logs import LOGGER_NAME, bounded
 
 #: §4.7: the request extension that makes a stream resumable.
 EXTENSION: Final = "tokenwire:resumable"
@@ -62,11 +62,11 @@ _json = msgspec.json.Encoder()
 
 
 def log(level: int, msg: str, **fields: Any) -> None:
-    """One JSON line on the gateway logger, like the request log."""
+    """One JSON line on the gateway logger, like the request log (its strings cut,
+    ``telemetry.logs.bounded``: a ``request_id`` from a path can be any length)."""
     if logger.isEnabledFor(level):
-        logger.log(
-            level, _json.encode({"ts": round(time.time(), 3), "msg": msg, **fields}).decode()
-        )
+        line = bounded({"ts": round(time.time(), 3), "msg": msg, **fields})
+        logger.log(level, _json.encode(line).decode())
 
 
 # --- Errors -----------------------------------------------------------------------------
