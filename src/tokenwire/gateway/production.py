@@ -405,6 +405,19 @@ class Production:
         )
 
 
+def _query_key_as_header(scope: Scope) -> Scope:
+    """A ``?key=`` credential (older Gemini clients) as ``x-goog-api-key``, when no
+    header carries one: the routes behind bind it like any other credential
+    (a resumable stream's owner, issue 30)."""
+    headers = scope.get("headers", ())
+    if credential(headers) is not None:
+        return scope
+    key = credential(headers, scope.get("query_string", b""))
+    if not key:
+        return scope
+    return {**scope, "headers": [*headers, (b"x-goog-api-key", key.encode())]}
+
+
 def _limit_refusal(decision: Decision) -> auth.Refusal:
     if decision.limit == "unavailable":
         return auth.Refusal(503, refusal_of(decision), retry_after="1")
@@ -467,6 +480,8 @@ class ProductionMiddleware:
         try:
             path: str = scope.get("path", "")
             protected = path.startswith(_PROTECTED) and path not in _OPEN
+            if protected and b"key=" in scope.get("query_string", b""):
+                scope = _query_key_as_header(scope)
             refusal: auth.Refusal | None = None
             production = self.production
             if protected and production.drain.draining:

@@ -236,6 +236,15 @@ class Store(Protocol):
     async def housekeeping(self) -> None: ...
 
 
+def unscoped(stream_id: str) -> str:
+    """The client's ``request_id`` of a stored stream's id (``access.scoped``)."""
+    if stream_id.startswith("k:"):
+        return stream_id.split(":", 2)[2]
+    if stream_id.startswith("a:"):
+        return stream_id[2:]
+    return stream_id
+
+
 def closing_entries(
     request_id: str,
     info: StreamInfo,
@@ -252,8 +261,10 @@ def closing_entries(
     ``seen`` is the last seq the reader asking for the end already has: events
     go to a client before they are stored, so a replica that died may have
     sent more than it stored, and the end must come after what the client has
-    (§5.2.1: its seqs go on without a gap or a repeat).
+    (§5.2.1: its seqs go on without a gap or a repeat). ``request_id`` is the
+    stored id; the events echo the client's (``unscoped``).
     """
+    request_id = unscoped(request_id)
     events: list[ev.KnownEvent]
     if seen > (last.seq if last is not None else -1):
         events = [
