@@ -12,8 +12,9 @@ passed one check before any of them was charged. Now:
    (``event_tokens``: text, reasoning, tool arguments, tool deltas, one token
    per 4 characters, rounded up per event). An event that would pass the
    grant asks ``Limits.extend`` for more; when the budget has none left the
-   event is not sent and the stream ends with ``error`` (``rate_limited``)
-   and ``stream.end``;
+   event is not sent, the stream ends with ``error`` (``rate_limited``) and
+   ``stream.end``, and its whole grant counts as spent (what is left fits no
+   event);
 3. at the end, however it ends (done, failed, the client gone), the grant is
    settled: replaced by the upstream's ``usage`` when it came, else by the
    gateway's count (``Ledger.estimated``, logged as ``charge_estimated``).
@@ -142,7 +143,10 @@ class MeteredProvider:
                     if want > 0:
                         ledger.granted += await limits.extend(key, max(want, EXTEND_STEP))
                         if ledger.used + cost > ledger.granted:
-                            # The event is not sent: the budget holds exactly.
+                            # The event is not sent: the budget holds exactly. What
+                            # is left of it fits no event: spent (the next request
+                            # gets a 429, not a stream cut at its first token).
+                            ledger.used = ledger.granted
                             yield ev.ErrorEvent(
                                 v=ev.VERSION, seq=0, code="rate_limited", message=BUDGET_SPENT
                             )

@@ -1,0 +1,145 @@
+"""Budgets that cannot be dodged (issue 30), in process on the memory backend.
+
+The audit: tokens were charged only when the upstream's ``usage`` arrived, so
+a client that hung up before it was never charged (a 100-token budget gave
+200 tokens over five cut streams and still admitted more); and the check ran
+before a stream and the charge after it, so 20 concurrent requests on a
+50-token budget were all admitted (4,000 tokens). Now the request reserves at
+admission and the stream is metered as it goes (``gateway/policy/metering.py``).
+
+"Served" is counted as the client sees it: a complete stream's ``usage``
+(the demo counts exactly), a cut one's deltas (one demo token each) plus its
+prompt (one demo token, "hi"). docs/gateway.md ("Security") documents the
+bound: nothing beyond the budget in the gateway's count, which for the demo
+is never below the demo's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from tests.hostile.tenant_rig import Rig, body, deltas, error_code
+from tests.server.server_asgi import Exchange
+
+import tokenwire
+from tokenwire import events as ev
+
+#: The demo's count of the prompt "hi".
+PROMPT_TOKENS = 1
+
+
+def _served(exchange: Exchange) -> int:
+    """The tokens a client got from one exchange (see module doc)."""
+    if exchange.status != 200:
+        return 0
+    for event in tokenwire.iter_events(exchange.body):
+        if isinstance(event, ev.Usage) and not event.estimated:
+            return event.input_tokens + event.output_tokens
+    return PROMPT_TOKENS + deltas(exchange)
+
+
+def _long(tokens: int = 40, **fields: object) -> dict[str, object]:
+    # Paced (1 ms a token), so that a hang-up lands mid-stream.
+    demo = {"tokenwire:demo": {"tokens": tokens, "delay_ms": 1}}
+    return body("demo", extensions=demo, **fields)
+
+
+def test_hanging_up_does_not_dodge_the_budget() -> None:
+    rig = Rig({"cut": {"token_budget": 100}})
+
+    async def run() -> tuple[int, list[int]]:
+        served = 0
+        statuses = []
+        for _ in range(20):
+            exchange = await rig.call(
+                "/v1/stream", _long(), headers=rig.auth("cut"), hang_up_after=8
+            )
+            await rig.settled()
+            statuses.append(exchange.status)
+            served += _served(exchange)
+            if exchange.status == 429:
+                assert error_code(exchange) == "budget_exceeded"
+                break
+        return served, statuses
+
+    served, statuses = asyncio.run(run())
+    assert statuses[-1] == 429, f"never refused: {statuses}"
+    assert served <= 100, served
+
+
+def test_concurrent_requests_share_one_budget() -> None:
+    rig = Rig({"crowd": {"token_budget": 50}})
+
+    async def run() -> list[Exchange]:
+        calls = [
+            rig.call(
+                "/v1/stream",
+                _long(),
+                headers=rig.auth("crowd"),
+                # Every third client hangs up early.
+                hang_up_after=3 if i % 3 == 0 else None,
+            )
+            for i in range(20)
+        ]
+        done = await asyncio.gather(*calls)
+        await rig.settled()
+        return list(done)
+
+    exchanges = asyncio.run(run())
+    served = sum(_served(e) for e in exchanges)
+    assert served <= 50, served
+    assert any(e.status == 429 for e in exchanges)
+    assert any(e.status == 200 and deltas(e) for e in exchanges)
+
+
+def test_a_stream_past_the_budget_is_cut_with_an_error_and_an_end() -> None:
+    rig = Rig({"small": {"token_budget": 30}})
+
+    async def run() -> Exchange:
+        return await rig.call(
+            "/v1/stream", _long(200, parameters={"max_tokens": 10}), headers=rig.auth("small")
+        )
+
+    exchange = asyncio.run(run())
+    events = list(tokenwire.iter_events(exchange.body))
+    assert exchange.status == 200
+    # max_tokens reserved 10 (+ the prompt); the demo keeps to max_tokens.
+    assert isinstance(events[-1], ev.StreamEnd)
+    assert _served(exchange) <= 30
+
+
+def test_a_stream_that_outgrows_its_grant_stops_at_the_budget() -> None:
+    # The configured reserve is small: the stream asks for more as it goes,
+    # and stops exactly where the budget does, with error + stream.end.
+    rig = Rig({"small": {"token_budget": 30}}, limits={"reserve_tokens": 4})
+
+    async def run() -> tuple[Exchange, Exchange]:
+        first = await rig.call("/v1/stream", _long(200), headers=rig.auth("small"))
+        await rig.settled()
+        second = await rig.call("/v1/stream", _long(200), headers=rig.auth("small"))
+        return first, second
+
+    first, second = asyncio.run(run())
+    events = list(tokenwire.iter_events(first.body))
+    errors = [e for e in events if isinstance(e, ev.ErrorEvent)]
+    assert [e.code for e in errors] == ["rate_limited"]
+    assert "budget" in errors[0].message
+    assert isinstance(events[-1], ev.StreamEnd)
+    assert _served(first) <= 30
+    assert second.status == 429 and error_code(second) == "budget_exceeded"
+
+
+def test_a_refused_or_unserved_request_gives_its_grant_back() -> None:
+    # A 404 after admission reserved tokens: the grant goes back, and the full
+    # budget is there for the next request.
+    rig = Rig({"k": {"token_budget": 2000, "models": []}}, limits={"reserve_tokens": 1500})
+
+    async def run() -> list[int]:
+        out = []
+        for model in ("nope-1", "nope-2", "demo"):
+            exchange = await rig.call("/v1/stream", body(model), headers=rig.auth("k"))
+            await rig.settled()
+            out.append(exchange.status)
+        return out
+
+    assert asyncio.run(run()) == [404, 404, 200]
