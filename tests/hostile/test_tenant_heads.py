@@ -19,6 +19,7 @@ Bounded: one gateway, at most 32 streams on one connection, 127.0.0.1 only.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import time
@@ -28,6 +29,7 @@ import h2.config
 import h2.connection
 import h2.events
 import h2.settings
+import hyperframe.frame
 import pytest
 
 from tokenwire.gateway.config import ConfigError, parse
@@ -149,6 +151,56 @@ def test_an_hpack_amplification_is_refused_and_pins_no_memory(
     assert goaway or (statuses and set(statuses) == {"431"}), (events[:10], on_wire)
     # Unbounded, 32 streams pin 64 MB of decoded headers: here, next to nothing.
     assert grown_kib < 16 * 1024, f"+{grown_kib} KiB for {on_wire} bytes on the wire"
+
+
+def _goaway(events: list[object]) -> list[h2.events.ConnectionTerminated]:
+    return [e for e in events if isinstance(e, h2.events.ConnectionTerminated)]
+
+
+def test_a_rapid_reset_flood_still_gets_goaway(h2c_gateway: processes.ServedProcess) -> None:
+    # CVE-2023-44487: streams opened and reset at once, faster than they are served.
+    sock, conn = _h2(h2c_gateway.port)
+    head = [(":method", "GET"), (":path", "/healthz"), (":scheme", "http"), (":authority", "x")]
+    flood = b""
+    for _ in range(2000):
+        stream_id = conn.get_next_available_stream_id()
+        conn.send_headers(stream_id, head, end_stream=True)
+        conn.reset_stream(stream_id)
+        flood += conn.data_to_send()
+    try:
+        with contextlib.suppress(OSError):  # closed mid-flood: that is the defence
+            sock.sendall(flood)
+        events = _read(sock, conn, lambda evs: bool(_goaway(evs)))
+    finally:
+        sock.close()
+    assert _goaway(events), events[-5:]
+
+
+def test_a_continuation_flood_still_gets_goaway(h2c_gateway: processes.ServedProcess) -> None:
+    # CVE-2024-27316 and kin: a HEADERS frame without END_HEADERS, then CONTINUATION
+    # frames without end, each full of (empty, valid) header fields.
+    sock, conn = _h2(h2c_gateway.port)
+    head = hyperframe.frame.HeadersFrame(1)
+    head.data = conn.encoder.encode(
+        [(":method", "GET"), (":path", "/healthz"), (":scheme", "http"), (":authority", "x")]
+    )
+    head.flags.add("END_STREAM")
+    sent = 0
+    try:
+        with contextlib.suppress(OSError):  # closed mid-flood: that is the defence
+            sock.sendall(head.serialize())
+            for _ in range(4096):  # at most 64 MB, never reached
+                more = hyperframe.frame.ContinuationFrame(1)
+                more.data = b"\x00" * 16_000
+                sock.sendall(more.serialize())
+                sent += 16_009
+        events = _read(sock, conn, lambda evs: bool(_goaway(evs)))
+    finally:
+        sock.close()
+    assert _goaway(events), events[-5:]
+    # Refused mid-flood: the connection closed long before the 64 MB were sent
+    # (what got through is the kernel's socket buffers).
+    assert sent < 4096 * 16_009 // 2, sent
 
 
 def _http1(port: int, raw: bytes) -> bytes:
