@@ -17,15 +17,39 @@ is never below the demo's own.
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
+from collections.abc import Iterator
 
+import pytest
 from tests.hostile.tenant_rig import Rig, body, deltas, error_code
 from tests.server.server_asgi import Exchange
 
 import tokenwire
 from tokenwire import events as ev
+from tokenwire.gateway.telemetry.logs import LOGGER_NAME
 
 #: The demo's count of the prompt "hi".
 PROMPT_TOKENS = 1
+
+
+@pytest.fixture
+def log_lines() -> Iterator[list[str]]:
+    lines: list[str] = []
+
+    class Lines(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record.getMessage())
+
+    logger = logging.getLogger(LOGGER_NAME)
+    handler, level = Lines(logging.INFO), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield lines
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 def _served(exchange: Exchange) -> int:
@@ -143,3 +167,47 @@ def test_a_refused_or_unserved_request_gives_its_grant_back() -> None:
         return out
 
     assert asyncio.run(run()) == [404, 404, 200]
+
+
+def test_hanging_up_does_not_dodge_tokens_per_minute() -> None:
+    # The minute's bucket shared the charge-at-usage path: cut streams emptied nothing.
+    rig = Rig({"tpm": {"tokens_per_minute": 100}})
+
+    async def run() -> list[int]:
+        statuses = []
+        for _ in range(20):
+            exchange = await rig.call(
+                "/v1/stream", _long(), headers=rig.auth("tpm"), hang_up_after=8
+            )
+            await rig.settled()
+            statuses.append(exchange.status)
+            if exchange.status == 429:
+                assert "tokens per minute" in json.loads(exchange.body)["error"]["message"]
+                break
+        return statuses
+
+    statuses = asyncio.run(run())
+    assert statuses[-1] == 429, f"never refused: {statuses}"
+
+
+def test_a_cut_stream_is_charged_what_was_sent_marked_estimated(
+    log_lines: list[str],
+) -> None:
+    rig = Rig({"k": {"token_budget": 10_000}})
+
+    async def run() -> tuple[Exchange, Exchange]:
+        cut = await rig.call("/v1/stream", _long(), headers=rig.auth("k"), hang_up_after=6)
+        whole = await rig.call("/v1/stream", _long(), headers=rig.auth("k"))
+        await rig.settled()
+        return cut, whole
+
+    cut, whole = asyncio.run(run())
+    lines = [json.loads(line) for line in log_lines if '"msg":"request"' in line]
+    assert len(lines) == 2
+    cut_line, whole_line = lines
+    # The cut one: no usage came, so the gateway's count, marked as such, at least
+    # what the client got; the whole one: the demo's usage, as reported.
+    assert cut_line["charge_estimated"] is True
+    assert cut_line["charged_tokens"] >= _served(cut) > 0
+    assert "charge_estimated" not in whole_line
+    assert whole_line["charged_tokens"] == _served(whole)
