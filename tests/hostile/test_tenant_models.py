@@ -22,6 +22,11 @@ from typing import Any
 import pytest
 from tests.hostile.tenant_rig import Rig, body, served_model
 
+import tokenwire
+from tokenwire import events as ev
+from tokenwire.gateway.production import ProductionMiddleware
+from tokenwire.server import StreamEndpoint
+
 #: Configured models (all demo-served). The tenant may use two of them.
 MODELS = ("allowed", "secret", "llama3", "llama3:70b")
 TENANT = ["allowed", "llama3"]
@@ -131,3 +136,27 @@ def test_a_model_outside_the_list_is_refused_alike_whether_configured_or_not() -
 
     first, second = asyncio.run(run())
     assert first == second and first[0] == 403
+
+
+def test_a_route_without_the_admission_hook_fails_closed() -> None:
+    # A stream route added without StreamEndpoint's admission hook still cannot
+    # serve a model outside the key's list: the metered provider admits it itself.
+    rig = Rig({"tenant": {"models": TENANT, "token_budget": 1000}}, MODELS)
+    bare = ProductionMiddleware(StreamEndpoint(rig.gateway.providers), rig.gateway.production)
+    rig.app = bare  # type: ignore[assignment]
+
+    async def run() -> tuple[list[ev.Event], list[ev.Event]]:
+        refused = await rig.call("/v1/stream", body("secret"), headers=rig.auth("tenant"))
+        served = await rig.call("/v1/stream", body("allowed"), headers=rig.auth("tenant"))
+        await rig.settled()
+        return list(tokenwire.iter_events(refused.body)), list(tokenwire.iter_events(served.body))
+
+    refused, served = asyncio.run(run())
+    assert not any(isinstance(e, ev.ContentDelta) for e in refused)
+    errors = [e for e in refused if isinstance(e, ev.ErrorEvent)]
+    assert errors and "'secret'" in errors[0].message
+    assert isinstance(refused[-1], ev.StreamEnd)
+    assert any(isinstance(e, ev.ContentDelta) for e in served)
+    # ... and its tokens were metered and settled like any other stream's.
+    state = rig.gateway.production.limits._state["tenant"]  # type: ignore[attr-defined]
+    assert 0 < state[4] < 1000
