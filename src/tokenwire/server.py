@@ -309,6 +309,8 @@ class StreamEndpoint:
     in the vendor's stream format unless the client asks for the standard
     with ``Accept: text/event-stream; profile="llm-stream-1.0"``, and standard
     bodies (``application/llm-request+json``) are always accepted too.
+    ``admission`` sees each parsed request before its provider is looked up,
+    and may refuse it (the gateway's keys, models and limits: ``Admission``).
     """
 
     def __init__(
