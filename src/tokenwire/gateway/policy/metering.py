@@ -40,7 +40,8 @@ __all__ = ["BUDGET_SPENT", "Ledger", "MeteredProvider", "event_tokens", "reserva
 
 #: The message of a stream cut because its key's budget ran out.
 BUDGET_SPENT: Final = "this key's token budget is spent"
-#: The least a running stream asks for when it passes its grant.
+#: The least a running stream asks for when it passes its grant (it asks for as
+#: much again as it holds, when that is more).
 EXTEND_STEP: Final = 64
 
 
@@ -141,7 +142,11 @@ class MeteredProvider:
                 if cost:
                     want = ledger.used + cost - ledger.granted
                     if want > 0:
-                        ledger.granted += await limits.extend(key, max(want, EXTEND_STEP))
+                        # Doubling: a long stream asks O(log n) times, not every
+                        # few tokens (a Redis round trip each); the bound does not
+                        # depend on it (a grant never passes what is left).
+                        step = max(want, EXTEND_STEP, ledger.granted)
+                        ledger.granted += await limits.extend(key, step)
                         if ledger.used + cost > ledger.granted:
                             # The event is not sent: the budget holds exactly. What
                             # is left of it fits no event: spent (the next request
