@@ -83,8 +83,8 @@ def _read(sock: socket.socket, conn: h2.connection.H2Connection, until: object) 
     return events
 
 
-def test_the_server_advertises_its_head_limits(h2c_gateway: processes.ServedProcess) -> None:
-    sock, conn = _h2(h2c_gateway.port)
+def _advertised(port: int) -> dict[int, int]:
+    sock, conn = _h2(port)
     try:
         events = _read(
             sock, conn, lambda evs: any(isinstance(e, h2.events.RemoteSettingsChanged) for e in evs)
@@ -92,9 +92,23 @@ def test_the_server_advertises_its_head_limits(h2c_gateway: processes.ServedProc
     finally:
         sock.close()
     settings = next(e for e in events if isinstance(e, h2.events.RemoteSettingsChanged))
-    changed = {k: v.new_value for k, v in settings.changed_settings.items()}
+    return {k: v.new_value for k, v in settings.changed_settings.items()}
+
+
+def test_the_server_advertises_its_head_limits(h2c_gateway: processes.ServedProcess) -> None:
+    changed = _advertised(h2c_gateway.port)
     assert changed[h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS] == 100
     assert changed[h2.settings.SettingCodes.MAX_HEADER_LIST_SIZE] == 16 * 1024
+
+
+def test_the_limits_hold_with_several_workers_and_are_configurable() -> None:
+    # --workers 2 is granian's supervisor and its forked workers, not the embedded server.
+    server = {"cleartext_http2": True, "max_header_bytes": 9000, "http2_max_concurrent_streams": 7}
+    config = processes.gateway_config({}, server)
+    with processes.serve_gateway(config, workers=2) as gateway:
+        changed = _advertised(gateway.port)
+    assert changed[h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS] == 7
+    assert changed[h2.settings.SettingCodes.MAX_HEADER_LIST_SIZE] == 9000
 
 
 def test_an_hpack_amplification_is_refused_and_pins_no_memory(
