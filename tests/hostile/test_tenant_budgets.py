@@ -211,3 +211,18 @@ def test_a_cut_stream_is_charged_what_was_sent_marked_estimated(
     assert cut_line["charged_tokens"] >= _served(cut) > 0
     assert "charge_estimated" not in whole_line
     assert whole_line["charged_tokens"] == _served(whole)
+
+
+def test_a_prompt_the_rest_of_the_budget_cannot_pay_for_is_refused() -> None:
+    # The upstream reads the whole prompt: admitting it on a budget with less left
+    # would spend more than the budget before the first token.
+    rig = Rig({"k": {"token_budget": 20}})
+    long_prompt = "word " * 40  # 200 characters: 50 tokens estimated
+
+    async def run() -> tuple[int, int]:
+        refused = await rig.call("/v1/stream", body("demo", long_prompt), headers=rig.auth("k"))
+        await rig.settled()
+        served = await rig.call("/v1/stream", _long(5), headers=rig.auth("k"))
+        return refused.status, served.status
+
+    assert asyncio.run(run()) == (429, 200)  # and the short one still fits

@@ -345,6 +345,11 @@ class Production:
             result = await self.limits.reserve(key, tokens)
             if isinstance(result, Decision):
                 return _limit_refusal(result)
+            if key.budget is not None and tokens and result <= prompt:
+                # What is left of the budget cannot pay for the prompt, which the
+                # upstream reads whole: refused, and the grant goes back.
+                await self.limits.settle(key, result, 0)
+                return _limit_refusal(Decision("budget", None))
             if key.counts_tokens:
                 ctx.ledger = Ledger(key, result, prompt)
         ctx.admitted = model
