@@ -191,7 +191,8 @@ class Production:
     def wrap_providers(
         self, providers: Mapping[str, Provider], clients: UpstreamClients
     ) -> dict[str, Provider]:
-        """Every model's provider as a ``RoutedProvider`` (its deployments and fallbacks)."""
+        """Every model's provider as a ``RoutedProvider`` (its deployments and fallbacks),
+        inside a ``MeteredProvider`` when keys are configured."""
         from .providers import build_provider
 
         settings = self.config.production
@@ -450,7 +451,7 @@ class _Observer:
             return None
         production = self.production
         if production.telemetry is None:
-            return None  # the key's usage is charged by RoutedProvider, no tee needed
+            return None  # the key's tokens are metered by MeteredProvider, no tee needed
         ctx.span = production.telemetry.start(record, ctx)
         return _UsageTee(production, record, ctx)
 
