@@ -6,7 +6,8 @@ a standard body there is served by the model in the body; and a URL model with
 check and at ``:streamGenerateContent`` by the route. Now the check runs on
 the parsed request, the same object the route serves.
 
-The table: every stream route x each body type it takes x model spellings.
+The table (``tests/vectors/tenant/model-resolution.json``): every stream route x
+each body type it takes x model spellings.
 For each, the key that may use every model is served some model; the tenant's
 key must then be served that same model when its list has it, and refused
 with a 403 naming exactly that model when not.
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,48 +28,47 @@ from tokenwire import events as ev
 from tokenwire.gateway.production import ProductionMiddleware
 from tokenwire.server import StreamEndpoint
 
+VECTOR = json.loads(
+    (
+        Path(__file__).resolve().parents[1] / "vectors" / "tenant" / "model-resolution.json"
+    ).read_text()
+)
 #: Configured models (all demo-served). The tenant may use two of them.
-MODELS = ("allowed", "secret", "llama3", "llama3:70b")
-TENANT = ["allowed", "llama3"]
+MODELS = tuple(VECTOR["models"])
+TENANT = VECTOR["tenant_models"]
 STANDARD_OUT = {"accept": 'text/event-stream; profile="llm-stream-1.0"'}
-#: How each route's own vendor body names a model.
-VENDOR_BODIES: dict[str, Callable[[str], dict[str, Any]]] = {
-    "/v1/chat/completions": lambda m: {
-        "model": m,
-        "stream": True,
-        "messages": [{"role": "user", "content": "hi"}],
-    },
-    "/v1/messages": lambda m: {
-        "model": m,
-        "stream": True,
-        "max_tokens": 64,
-        "messages": [{"role": "user", "content": "hi"}],
-    },
-    "/v1/responses": lambda m: {"model": m, "stream": True, "input": "hi"},
-}
 GEMINI = "/v1beta/models/{}:streamGenerateContent"
 GEMINI_BODY = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
 
 
+def _spelled(template: Any, model: str) -> Any:
+    """``template`` with every ``"$MODEL"`` (in a string) spelled ``model``."""
+    if isinstance(template, str):
+        return template.replace("$MODEL", model)
+    if isinstance(template, dict):
+        return {k: _spelled(v, model) for k, v in template.items()}
+    if isinstance(template, list):
+        return [_spelled(v, model) for v in template]
+    return template
+
+
 def _cases() -> list[tuple[str, str, str, str, Any]]:
-    """(id, path, content type, model spelled, payload)."""
-    out: list[tuple[str, str, str, str, Any]] = []
-    for model in MODELS:
-        out.append((f"stream-std-{model}", "/v1/stream", "standard", model, body(model)))
-        for path, make in VENDOR_BODIES.items():
-            out.append((f"{path}-vendor-{model}", path, "vendor", model, make(model)))
-            out.append((f"{path}-std-{model}", path, "standard", model, body(model)))
-        # Gemini: the model is in the URL (a ':' in it kept: the route splits at
-        # the last ':' that names a method) ...
-        out.append((f"gemini-vendor-{model}", GEMINI.format(model), "vendor", model, GEMINI_BODY))
-        # ... or, with a standard body, in the body, whatever the URL says.
-        out.append(
-            (f"gemini-std-{model}", GEMINI.format("allowed"), "standard", model, body(model))
+    """(id, path, content type, model spelled, payload) for every route x spelling."""
+    return [
+        (
+            f"{route['name']}-{model}",
+            _spelled(route["path"], model),
+            route["content_type"],
+            model,
+            _spelled(route["body"], model),
         )
-    return out
+        for route in VECTOR["routes"]
+        for model in MODELS
+    ]
 
 
 CASES = _cases()
+assert len(CASES) == 9 * 4  # the routes and body types of the vector, x 4 spellings
 
 
 def test_every_route_serves_the_model_it_checked() -> None:
@@ -76,8 +76,7 @@ def test_every_route_serves_the_model_it_checked() -> None:
 
     async def run() -> list[str]:
         problems: list[str] = []
-        for case, path, kind, model, payload in CASES:
-            ctype = "application/llm-request+json" if kind == "standard" else "application/json"
+        for case, path, ctype, model, payload in CASES:
             headers = {**STANDARD_OUT, **rig.auth("ops")}
             ops = await rig.call(path, payload, headers=headers, content_type=ctype)
             served = served_model(ops)
