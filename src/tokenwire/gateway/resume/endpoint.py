@@ -27,7 +27,7 @@ import msgspec
 from ..._asgi import Receive, Scope, Send, json_error, send_json, send_json_error
 from ..._outbox import KEEPALIVE
 from ...server import CLEANUP_S, SSE_HEADERS
-from .access import allowed, credential_digest, scoped
+from .access import allowed
 from .manager import ResumeManager
 from .store import (
     CANCEL_MESSAGE,
@@ -106,7 +106,7 @@ class ResumeEndpoint:
         if not request_id:
             request_id = scope.get("path", "").rstrip("/").rpartition("/")[2]
         # From here on, the id of the caller's own stream (access.scoped).
-        request_id = scoped(credential_digest(scope.get("headers", ())), request_id)
+        request_id = self.manager.stream_id(scope.get("headers", ()), request_id)
         method = scope.get("method", "GET")
         await self.manager.start()
         if method in ("GET", "HEAD"):

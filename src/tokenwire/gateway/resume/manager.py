@@ -206,6 +206,12 @@ class ResumeManager:
             raise _conflict()
         return request, None
 
+    @staticmethod
+    def stream_id(headers: Iterable[tuple[bytes, bytes]], request_id: str) -> str:
+        """The store's id of the stream ``request_id`` of the caller with ``headers``
+        (its own namespace, ``access.scoped``)."""
+        return scoped(credential_digest(headers), request_id)
+
     # -- the registry ---------------------------------------------------------------------
 
     def cancel_local(self, request_id: str, code: str, message: str) -> bool:
