@@ -346,7 +346,7 @@ class Production:
             result = await self.limits.reserve(key, tokens)
             if isinstance(result, Decision):
                 return _limit_refusal(result)
-            if key.budget is not None and tokens and result <= prompt:
+            if key.budget is not None and tokens and result < prompt:
                 # What is left of the budget cannot pay for the prompt, which the
                 # upstream reads whole: refused, and the grant goes back.
                 await self.limits.settle(key, result, 0)
