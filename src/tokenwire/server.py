@@ -583,11 +583,17 @@ class StreamEndpoint:
             # leaves first, with the response start (§5.3.1).
             await _one_step()
             headers = [*(SSE_HEADERS if frames is None else frames.headers), *owner.headers]
-            await send({"type": "http.response.start", "status": 200, "headers": headers})
             # The request's own task sends; one watcher task waits for the
             # hang-up and cancels the sending (as starlette's StreamingResponse
             # races ``listen_for_disconnect``, with one task less per stream).
             hangup = HangUp(receive, loop)
+            status = 200
+            head = getattr(encode, "head", None)
+            if head is not None:
+                # An encoder may answer with the upstream's own status line
+                # (gateway/providers/passthrough.py: an upstream error as it was sent).
+                status, headers = await head(outbox, loop, headers)
+            await send({"type": "http.response.start", "status": status, "headers": headers})
             now = loop.time
             while True:  # inline, not a coroutine of its own: one frame less per stream
                 waiter = outbox.waiter(loop)

@@ -28,7 +28,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 from starlette.applications import Starlette
@@ -52,7 +52,7 @@ from .ingress import (
     WithPathParams,
 )
 from .production import Production, ProductionMiddleware  # production (docs/gateway.md)
-from .providers import UpstreamClients, build_providers
+from .providers import UpstreamClients, build_providers, passthrough
 from .resume import ResumeEndpoint, ResumeManager, build_manager
 from .telemetry import logs
 from .telemetry.metrics import CONTENT_TYPE, Metrics
@@ -130,6 +130,10 @@ class Gateway:
         )
         gemini = GeminiIngress()
         self.gemini = StreamEndpoint(self.providers, ingress=gemini, route=gemini.route, **limits)
+        # Same-vendor passthrough (providers/passthrough.py): which models it serves.
+        routes = passthrough.Routes(config)
+        for endpoint in (self.chat_completions, self.messages, self.responses, self.gemini):
+            cast(FormatIngress, endpoint.ingress).passthrough = routes
         self.streams = ResumeEndpoint(self.resume)
 
     # -- plain routes -----------------------------------------------------------------
@@ -158,9 +162,25 @@ class Gateway:
         """Starts the resume manager; at shutdown stops it and closes the upstream client."""
         await self.resume.start()
         await self.production.start()
+        webtransport = None
+        server = self.config.server
+        if server.webtransport_port is not None:
+            from .._wtframes import WebTransportServer
+
+            assert server.certfile is not None and server.keyfile is not None  # checked
+            webtransport = WebTransportServer(
+                self.ws,
+                host=server.host,
+                port=server.webtransport_port,
+                certfile=server.certfile,
+                keyfile=server.keyfile,
+            )
+            await webtransport.start()
         try:
             yield
         finally:
+            if webtransport is not None:
+                webtransport.close()
             try:
                 await self.production.aclose()  # the drain runs before resume closes
                 await self.resume.aclose()
@@ -173,11 +193,12 @@ class Gateway:
         # POSTs also have a short way past its stack (see _GatewayApp).
         streams: dict[str, ASGIApp] = {
             "/v1/stream": self.stream,
-            "/v1/chat/completions": self.chat_completions,
-            "/v1/messages": self.messages,
-            "/v1/responses": self.responses,
+            # The vendor headers a passthrough forwards (providers/passthrough.py).
+            "/v1/chat/completions": passthrough.ForwardHeaders(self.chat_completions),
+            "/v1/messages": passthrough.ForwardHeaders(self.messages),
+            "/v1/responses": passthrough.ForwardHeaders(self.responses),
         }
-        ws = FramesOverWebSocket()
+        ws = self.ws = FramesOverWebSocket()
         routes = [
             *(Route(path, endpoint, methods=["POST"]) for path, endpoint in streams.items()),
             Route(self.gemini.route, WithPathParams(self.gemini), methods=["POST"]),

@@ -9,6 +9,10 @@ stream format (the format's reverse encoder), or in the standard when the client
 ``Accept: text/event-stream; profile="llm-stream-1.0"``. A standard body
 (``Content-Type: application/llm-request+json``) is accepted on both routes.
 
+A body for a model served only by upstreams of the route's own vendor format
+passes through (``providers/passthrough.py``): the client's body goes upstream
+and the upstream's bytes come back, the translator reading them alongside.
+
 Only streaming is served: a body without ``"stream": true`` gets 400, except on
 a route that streams by its path (Gemini's ``:streamGenerateContent``), whose path
 parameters (``{model}``) ``WithPathParams`` hands to the parser.
@@ -29,6 +33,7 @@ from ..errors import InvalidRequest, RequestTooLarge
 from ..request import DEFAULT_MAX_DEPTH, Request
 from ..server import Encode
 from ..translate import VendorFormat, VendorIngress
+from .providers import passthrough
 
 __all__ = [
     "AnthropicMessagesIngress",
@@ -104,6 +109,8 @@ class FormatIngress:
         self.name = self.format.name
         self.media_types = self._ingress.media_types
         self.route = self._ingress.route
+        #: Which models pass through (set by the gateway; ``None``: every body is translated).
+        self.passthrough: passthrough.Routes | None = None
 
     def parse(self, body: bytes) -> tuple[Request, Encode]:
         """The standard request and a fresh vendor encoder. Raises ``InvalidRequest``."""
@@ -114,6 +121,18 @@ class FormatIngress:
             obj.update({name: given[name] for name in names if name in given})
         else:
             _require_stream(obj)
+        routes = self.passthrough
+        if routes is not None:
+            # providers/passthrough.py: same vendor, the body goes upstream as it came.
+            if routes.format_of(obj.get("model")) == self.name and passthrough.eligible(
+                self.name, obj
+            ):
+                offer = passthrough.Offer.make(self.name, body, obj)
+                request, encode = passthrough.lenient(self.name, body, obj, self._ingress.parse)
+                return request, passthrough.Encoder(offer, encode)
+            passthrough.clear()
+            if routes.known(obj.get("model")):
+                passthrough.refuse_uncarried(self.name, obj)
         return self._ingress.parse(obj)
 
 
