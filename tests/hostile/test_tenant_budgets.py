@@ -98,7 +98,7 @@ def test_concurrent_requests_share_one_budget() -> None:
         calls = [
             rig.call(
                 "/v1/stream",
-                _long(),
+                _long(parameters={"max_tokens": 4}),  # many grants at once
                 headers=rig.auth("crowd"),
                 # Every third client hangs up early.
                 hang_up_after=3 if i % 3 == 0 else None,
@@ -113,7 +113,7 @@ def test_concurrent_requests_share_one_budget() -> None:
     served = sum(_served(e) for e in exchanges)
     assert served <= 50, served
     assert any(e.status == 429 for e in exchanges)
-    assert any(e.status == 200 and deltas(e) for e in exchanges)
+    assert sum(1 for e in exchanges if e.status == 200 and deltas(e)) >= 3
 
 
 def test_a_stream_past_the_budget_is_cut_with_an_error_and_an_end() -> None:
