@@ -75,6 +75,7 @@ from .writer import Writer, estimate_tokens
 
 __all__ = [
     "DEFAULT_KEEPALIVE_S",
+    "Admission",
     "DEFAULT_MAX_BODY_BYTES",
     "Encode",
     "FRAMES",
@@ -223,6 +224,20 @@ class Resumption(Protocol):
         ...
 
 
+class Admission(Protocol):
+    """Admits a parsed request before it is routed (the gateway's keys, models, limits).
+
+    ``admit`` sees the request as it will be served: its ``model`` is the one
+    the provider lookup takes, so what it checks is what runs (one resolution
+    per request, every route and body type alike). It answers a refused
+    request itself (and sets ``record.status``) and returns ``False``.
+    """
+
+    async def admit(
+        self, scope: Scope, request: Request, send: Send, record: StreamRecord
+    ) -> bool: ...
+
+
 class Ingress(Protocol):
     """A vendor request format accepted on a dual-format route (§7.3).
 
@@ -322,6 +337,8 @@ class StreamEndpoint:
     in the vendor's stream format unless the client asks for the standard
     with ``Accept: text/event-stream; profile="llm-stream-1.0"``, and standard
     bodies (``application/llm-request+json``) are always accepted too.
+    ``admission`` sees each parsed request before its provider is looked up,
+    and may refuse it (the gateway's keys, models and limits: ``Admission``).
     """
 
     def __init__(
@@ -336,6 +353,7 @@ class StreamEndpoint:
         classify: Callable[[BaseException], tuple[str, str]] = classify_exception,
         route: str = "",
         resumption: Resumption | None = None,
+        admission: Admission | None = None,
     ) -> None:
         if keepalive_s <= 0:
             raise ValueError("keepalive_s must be > 0")
@@ -350,6 +368,7 @@ class StreamEndpoint:
         self.classify = classify
         self.route = route
         self.resumption = resumption
+        self.admission = admission
         self._keepalive: KeepAlive | None = None
 
     # -- ASGI entry -----------------------------------------------------------------
@@ -461,6 +480,9 @@ class StreamEndpoint:
             await self._reject(send, record, status, exc.reason, path=exc.path)
             return None
         record.request, record.model = request, request.model
+        admission = self.admission
+        if admission is not None and not await admission.admit(scope, request, send, record):
+            return None
 
         provider = self.lookup(request.model)
         if provider is None:

@@ -171,13 +171,17 @@ def command(
         log_level=LogLevels(log_level),
         log_access=False,
         # A request head that never completes closes its connection (slowloris).
+        # A head over max_header_bytes is refused (431), on both protocols (issue 30).
         http1_settings=HTTP1Settings(
-            header_read_timeout=_ms(settings.header_timeout_s), max_buffer_size=64 * 1024
+            header_read_timeout=_ms(settings.header_timeout_s),
+            max_buffer_size=settings.max_header_bytes,
         ),
         # HTTP/2: a peer that answers no ping within the idle timeout is dropped.
         http2_settings=HTTP2Settings(
             keep_alive_interval=_ms(settings.idle_timeout_s),
             keep_alive_timeout=max(1, math.ceil(settings.idle_timeout_s)),
+            max_headers_size=settings.max_header_bytes,
+            max_concurrent_streams=settings.http2_max_concurrent_streams,
         ),
     )
     if workers == 1:

@@ -79,6 +79,14 @@ DEFAULT_IDLE_TIMEOUT_S: Final = 60.0
 DEFAULT_SHUTDOWN_TIMEOUT_S: Final = 10.0
 #: A connection's kernel send buffer (SO_SNDBUF; the kernel doubles it).
 DEFAULT_SEND_BUFFER_BYTES: Final = 128 * 1024
+#: The largest request head: HTTP/2's decoded header list (HPACK can inflate a few
+#: bytes on the wire into this much), HTTP/1.1's request line and headers. Issue 30:
+#: granian's HTTP/2 default of 16 MiB per stream let 45 KB pin 79 MB.
+DEFAULT_MAX_HEADER_BYTES: Final = 16 * 1024
+#: hyper's least HTTP/1.1 buffer: it refuses a smaller one.
+MIN_MAX_HEADER_BYTES: Final = 8192
+#: HTTP/2 streams open at once on one connection (granian's default: 200).
+DEFAULT_HTTP2_MAX_STREAMS: Final = 100
 #: ``cleartext_http2`` with TLS: there ALPN offers HTTP/2 already (§3).
 CLEARTEXT_HTTP2_WITH_TLS: Final = (
     "only without TLS: with certfile/keyfile, HTTP/2 is offered by ALPN (remove it)"
@@ -162,6 +170,21 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     #: docs/binary.md 6.3: also serve WebTransport (HTTP/3, UDP) on this port, at
     #: ``/v1/wt``; needs certfile/keyfile, one worker and the ``webtransport`` extra.
     webtransport_port: int | None = None
+    # Request heads (docs/gateway.md, "Security"):
+    max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
+    http2_max_concurrent_streams: int = DEFAULT_HTTP2_MAX_STREAMS
+
+
+class MetricsConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[metrics]``: who may read ``GET /metrics`` (docs/gateway.md, "Security").
+
+    ``keys``: ids of ``[[keys]]`` that may; empty (the default): anyone who
+    reaches the port may, as a Prometheus scraper expects. It names every
+    model and its traffic, so an operator whose port is public sets it (or
+    keeps the port private).
+    """
+
+    keys: list[str] = []
 
 
 class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -258,6 +281,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     server: ServerConfig = ServerConfig()
     models: list[ModelConfig] = []
     resume: ResumeConfig = ResumeConfig()
+    metrics: MetricsConfig = MetricsConfig()
     #: [[keys]], [limits], [telemetry], routing keys, [server] drain_s (config_prod).
     production: config_prod.ProductionConfig = config_prod.ProductionConfig()
 
@@ -433,6 +457,10 @@ def _check_server(cfg: ServerConfig) -> None:
             raise _fail("server.webtransport_port", "WebTransport is served by one worker only")
     if cfg.cleartext_http2 and cfg.certfile is not None:
         raise _fail("server.cleartext_http2", CLEARTEXT_HTTP2_WITH_TLS)
+    if not MIN_MAX_HEADER_BYTES <= cfg.max_header_bytes <= 16 << 20:
+        raise _fail("server.max_header_bytes", f"must be from {MIN_MAX_HEADER_BYTES} to 16 MiB")
+    if cfg.http2_max_concurrent_streams < 1:
+        raise _fail("server.http2_max_concurrent_streams", "must be >= 1")
 
 
 def _check_resume(cfg: ResumeConfig) -> None:
@@ -543,6 +571,10 @@ def parse(data: Mapping[str, Any]) -> Config:
         config = attach(config, production)
     except config_prod.ConfigProblem as exc:
         raise ConfigError(str(exc)) from None
+    key_ids = {key.id for key in config.production.keys}
+    for j, key_id in enumerate(config.metrics.keys):
+        if key_id not in key_ids:
+            raise _fail(f"metrics.keys[{j}]", f"no [[keys]] entry has id {key_id!r}")
     return config
 
 

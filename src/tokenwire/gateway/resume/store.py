@@ -21,7 +21,7 @@ import msgspec
 
 from ... import events as ev
 from ...errors import TokenwireError
-from ..telemetry.logs import LOGGER_NAME
+from ..telemetry.logs import LOGGER_NAME, bounded
 
 #: §4.7: the request extension that makes a stream resumable.
 EXTENSION: Final = "tokenwire:resumable"
@@ -62,11 +62,11 @@ _json = msgspec.json.Encoder()
 
 
 def log(level: int, msg: str, **fields: Any) -> None:
-    """One JSON line on the gateway logger, like the request log."""
+    """One JSON line on the gateway logger, like the request log (its strings cut,
+    ``telemetry.logs.bounded``: a ``request_id`` from a path can be any length)."""
     if logger.isEnabledFor(level):
-        logger.log(
-            level, _json.encode({"ts": round(time.time(), 3), "msg": msg, **fields}).decode()
-        )
+        line = bounded({"ts": round(time.time(), 3), "msg": msg, **fields})
+        logger.log(level, _json.encode(line).decode())
 
 
 # --- Errors -----------------------------------------------------------------------------
@@ -236,6 +236,15 @@ class Store(Protocol):
     async def housekeeping(self) -> None: ...
 
 
+def unscoped(stream_id: str) -> str:
+    """The client's ``request_id`` of a stored stream's id (``access.scoped``)."""
+    if stream_id.startswith("k:"):
+        return stream_id.split(":", 2)[2]
+    if stream_id.startswith("a:"):
+        return stream_id[2:]
+    return stream_id
+
+
 def closing_entries(
     request_id: str,
     info: StreamInfo,
@@ -252,8 +261,10 @@ def closing_entries(
     ``seen`` is the last seq the reader asking for the end already has: events
     go to a client before they are stored, so a replica that died may have
     sent more than it stored, and the end must come after what the client has
-    (§5.2.1: its seqs go on without a gap or a repeat).
+    (§5.2.1: its seqs go on without a gap or a repeat). ``request_id`` is the
+    stored id; the events echo the client's (``unscoped``).
     """
+    request_id = unscoped(request_id)
     events: list[ev.KnownEvent]
     if seen > (last.seq if last is not None else -1):
         events = [
