@@ -19,7 +19,6 @@ from typing import Any
 
 import msgspec
 import pytest
-from tests.resume.redis_proc import RedisServer
 from tests.server.server_asgi import Exchange
 
 import tokenwire
@@ -571,16 +570,34 @@ def test_generated_request_id_and_conflict() -> None:
 # --- the Redis store (a real redis-server) ----------------------------------------------------
 
 
-def _redis(server: RedisServer, **kw: Any) -> RedisStore:
+class Target:
+    """Where a Redis store test runs: one ``redis-server``, or the Redis Cluster."""
+
+    def __init__(self, url: str, cluster: bool) -> None:
+        self.url, self.cluster = url, cluster
+
+
+@pytest.fixture(params=["redis", "redis-cluster"])
+def redis_target(request: pytest.FixtureRequest) -> Target:
+    if request.param == "redis":
+        return Target(request.getfixturevalue("redis_server").url, False)
+    return Target(request.getfixturevalue("redis_cluster").url, True)
+
+
+def _redis(target: Target, **kw: Any) -> RedisStore:
     return RedisStore(
-        server.url, owner=kw.pop("owner", "me"), prefix=f"t{uuid.uuid4().hex[:6]}", **kw
+        target.url,
+        owner=kw.pop("owner", "me"),
+        prefix=kw.pop("prefix", f"t{uuid.uuid4().hex[:6]}"),
+        cluster=target.cluster,
+        **kw,
     )
 
 
-def test_redis_store_roundtrip(redis_server: RedisServer) -> None:
+def test_redis_store_roundtrip(redis_target: Target) -> None:
     async def go() -> None:
-        store = _redis(redis_server, ttl_s=30)
-        other = RedisStore(redis_server.url, owner="other", prefix=store.prefix)
+        store = _redis(redis_target, ttl_s=30)
+        other = _redis(redis_target, owner="other", prefix=store.prefix)
         try:
             assert await store.create("r", INFO) is Created.CREATED
             assert await store.create("r", INFO) is Created.EXISTS
@@ -615,9 +632,9 @@ def test_redis_store_roundtrip(redis_server: RedisServer) -> None:
     asyncio.run(go())
 
 
-def test_redis_store_orphan_is_closed(redis_server: RedisServer) -> None:
+def test_redis_store_orphan_is_closed(redis_target: Target) -> None:
     async def go() -> None:
-        store = _redis(redis_server, lease_s=0.05)
+        store = _redis(redis_target, lease_s=0.05)
         try:
             await store.create("o", INFO)
             entries = _stream(5)
@@ -643,9 +660,9 @@ def test_redis_store_orphan_is_closed(redis_server: RedisServer) -> None:
     asyncio.run(go())
 
 
-def test_redis_store_trims_approximately(redis_server: RedisServer) -> None:
+def test_redis_store_trims_approximately(redis_target: Target) -> None:
     async def go() -> None:
-        store = _redis(redis_server, max_events_per_stream=10)
+        store = _redis(redis_target, max_events_per_stream=10)
         try:
             await store.create("t", INFO)
             entries = _stream(400)
@@ -663,15 +680,16 @@ def test_redis_store_trims_approximately(redis_server: RedisServer) -> None:
     asyncio.run(go())
 
 
-def test_redis_store_cancel_reaches_the_owner(redis_server: RedisServer) -> None:
+def test_redis_store_cancel_reaches_the_owner(redis_target: Target) -> None:
     async def go() -> None:
-        owner = _redis(redis_server, owner="a")
-        asker = RedisStore(redis_server.url, owner="b", prefix=owner.prefix)
+        owner = _redis(redis_target, owner="a")
+        asker = _redis(redis_target, owner="b", prefix=owner.prefix)
         heard: list[str] = []
         try:
             await owner.start(heard.append)
             await owner.create("c", StreamInfo("demo", 1, "a"))
-            await asyncio.sleep(0.2)  # the subscription is in place
+            async with asyncio.timeout(20):
+                await owner.listening.wait()  # the subscription is in place
             assert await asker.request_cancel("c")
             await _until(lambda: heard == ["c"])
             # A heartbeat sees the flag too (a cancel published while resubscribing).
@@ -689,9 +707,9 @@ def test_redis_store_cancel_reaches_the_owner(redis_server: RedisServer) -> None
     asyncio.run(go())
 
 
-def test_redis_store_discard(redis_server: RedisServer) -> None:
+def test_redis_store_discard(redis_target: Target) -> None:
     async def go() -> None:
-        store = _redis(redis_server)
+        store = _redis(redis_target)
         try:
             await store.create("d", INFO)
             await store.commit([Append("d", _stream(2)[:2], None, True)])
@@ -731,11 +749,11 @@ def test_the_scaling_doc_configs_parse() -> None:
         gw_config.parse(tomllib.loads(block))
 
 
-def test_redis_store_orphan_closed_after_what_the_reader_has(redis_server: RedisServer) -> None:
+def test_redis_store_orphan_closed_after_what_the_reader_has(redis_target: Target) -> None:
     # The dead replica sent seqs 0-5 to its client but stored only 0-3; the client
     # resumes after 5 and must get error + stream.end as seqs 6 and 7.
     async def go() -> None:
-        store = _redis(redis_server, lease_s=0.05)
+        store = _redis(redis_target, lease_s=0.05)
         try:
             await store.create("h", INFO)
             await store.commit([Append("h", _stream(8)[:4], None, True)])

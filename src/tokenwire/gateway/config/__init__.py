@@ -234,7 +234,8 @@ class ResumeConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     - ``max_bytes``: above this (the memory store's frames, or Redis's
       ``used_memory``) new streams are served without resume;
     - ``lease_s``: a replica's lease on the streams it generates; a stream whose
-      replica stopped renewing it is ended with an ``error`` on resume.
+      replica stopped renewing it is ended with an ``error`` on resume;
+    - ``cluster``: ``url`` is a node of a Redis Cluster (docs/scaling.md).
     """
 
     default: bool = False
@@ -245,6 +246,7 @@ class ResumeConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     max_events_per_stream: int = 100_000
     max_bytes: int = 256 << 20
     lease_s: float = 5.0
+    cluster: bool = False
 
 
 class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

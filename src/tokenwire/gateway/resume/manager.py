@@ -365,6 +365,7 @@ def build_manager(config: ResumeConfig, *, keepalive_s: float = 15.0) -> ResumeM
             ttl_s=config.ttl_s,
             lease_s=config.lease_s,
             grace_s=config.grace_s,
+            cluster=config.cluster,
         )
     else:
         store = MemoryStore(
