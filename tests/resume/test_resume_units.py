@@ -35,6 +35,7 @@ from tokenwire.gateway.resume import (
     RedisStore,
     ResumeEndpoint,
     ResumeManager,
+    StoreRefused,
     StoreUnavailable,
     StreamInfo,
     StreamNotFound,
@@ -504,11 +505,48 @@ def test_cancelled_before_it_ran() -> None:
     asyncio.run(go())
 
 
-class DownStore(MemoryStore):
-    """Creates streams, then cannot be written to: a store that went down mid-stream."""
+class RefusingStore(MemoryStore):
+    """Creates streams, then refuses every write: a record that cannot be complete."""
 
     async def commit(self, appends: Sequence[Append]) -> set[str]:
-        raise StoreUnavailable("down")
+        raise StoreRefused("OOM command not allowed")
+
+
+class OutageStore(MemoryStore):
+    """Unreachable for its first ``down`` commits (a restart, a failover), then back."""
+
+    def __init__(self, down: int) -> None:
+        super().__init__()
+        self.down = down
+        self.failed = 0
+
+    async def commit(self, appends: Sequence[Append]) -> set[str]:
+        if self.failed < self.down:
+            self.failed += 1
+            raise StoreUnavailable("down")
+        return await super().commit(appends)
+
+
+def test_events_recorded_while_the_store_is_unreachable_are_committed_once_it_is_back() -> None:
+    provider = Ticker(count=40, interval=0.005)
+
+    async def go() -> None:
+        store = OutageStore(down=3)
+        manager = ResumeManager(store, grace_s=3600.0)
+        endpoint = StreamEndpoint(provider, resumption=manager)
+        await _post(endpoint, _body("outage"), hang_up_after=2)
+        await _until(lambda: provider.outcome.get("outage") == "completed")
+        await _until(lambda: "outage" not in manager.live)
+        assert store.failed == 3
+        rest = await _get(manager, "outage")
+        await manager.aclose()
+        events = rest.events()
+        assert [e.seq for e in events] == list(range(len(events)))  # every seq, once
+        text = "".join(e.delta.text for e in events if isinstance(e, ev.ContentDelta))
+        assert text == "".join(f" t{i}" for i in range(40))
+        assert tokenwire.validate([rest.body]).ok
+
+    asyncio.run(go())
 
 
 def test_a_lost_record_stops_a_detached_generation() -> None:
@@ -517,7 +555,7 @@ def test_a_lost_record_stops_a_detached_generation() -> None:
     provider = Ticker(count=10_000)
 
     async def go() -> None:
-        manager = ResumeManager(DownStore(), grace_s=3600.0)
+        manager = ResumeManager(RefusingStore(), grace_s=3600.0)
         endpoint = StreamEndpoint(provider, resumption=manager)
         await _post(endpoint, _body("lost"), hang_up_after=3)
         await _until(lambda: "lost" in provider.outcome)
@@ -768,6 +806,51 @@ def test_redis_store_orphan_closed_after_what_the_reader_has(redis_target: Targe
             # A reader from before the hole cannot get a whole stream any more (410).
             with pytest.raises(EventsTrimmed):
                 await store.open_reader("h", 2)
+        finally:
+            await store.aclose()
+
+    asyncio.run(go())
+
+
+def test_redis_store_writes_back_what_a_failover_lost(redis_target: Target) -> None:
+    # A primary acknowledged seqs 0-9 and died having replicated only 0-6: the
+    # promoted replica lacks 7-9. The owner's next commit finds the gap and
+    # writes back the entries its session still holds, so the stream is whole.
+    async def go() -> None:
+        store = _redis(redis_target)
+        try:
+            await store.create("f", INFO)
+            entries = _stream(20)
+            assert await store.commit([Append("f", entries[:10], None, True)]) == set()
+            # The promoted replica's copy: 0-6 only (XDEL would not do: a stream
+            # remembers its last ID, which a replica that never saw 7-9 does not).
+            stream = store.keys("f")[1]
+            await store.call("DEL", stream)
+            for entry in entries[:7]:
+                await store.call(
+                    "XADD", stream, f"0-{entry.seq + 1}", "t", entry.type, "f", entry.frame
+                )
+            tail = entries[:10]
+            assert (
+                await store.commit([Append("f", entries[10:11], None, False, False, tail)]) == set()
+            )
+            # A retry of a commit that did land skips it instead of refusing it.
+            again = Append("f", entries[9:12], None, False, True, tail)
+            assert await store.commit([again]) == set()
+            rest = entries[12:]
+            assert await store.commit([Append("f", rest, "completed", False)]) == set()
+            # ...and a retried end that did land counts as done.
+            assert await store.commit([Append("f", rest[-1:], "completed", False, True)]) == set()
+            whole = (await store.open_reader("f", -1)).first
+            assert [e.seq for e in whole] == list(range(len(entries)))
+            # A gap wider than the session's replay stays a hole: a reader from before
+            # it gets 410 (EventsTrimmed), one from after it the rest.
+            await store.create("g", INFO)
+            assert await store.commit([Append("g", entries[:3], None, True)]) == set()
+            assert await store.commit([Append("g", entries[5:6], None, False)]) == set()
+            with pytest.raises(EventsTrimmed):
+                await store.open_reader("g", 1)
+            assert [e.seq for e in (await store.open_reader("g", 4)).first] == [5]
         finally:
             await store.aclose()
 

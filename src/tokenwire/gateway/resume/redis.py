@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,7 @@ from .store import (
     READ_BATCH,
     Append,
     Created,
+    Entry,
     EventsTrimmed,
     ResumeStoreError,
     StoreReader,
@@ -51,6 +53,7 @@ from .store import (
     StreamState,
     closing_entries,
     end_status,
+    log,
     stop_task,
 )
 
@@ -318,39 +321,50 @@ class RedisStore:
         created = await self._eval("create", [meta, lease], args)
         return Created.CREATED if created == 1 else Created.EXISTS
 
+    def _append(self, append: Append, entries: Sequence[Entry], retry: bool) -> list[Any]:
+        """The command writing ``entries`` of ``append`` (see ``APPEND``'s modes)."""
+        # Always the script (one command per commit all the same): its gap check
+        # catches what a failed-over or crashed Redis lost, and the session's
+        # replay fills it.
+        meta, stream, lease, _reader = self.keys(append.request_id)
+        args: list[Any] = [
+            self.owner,
+            self.max_events,
+            append.end or "",
+            self.ttl_ms,
+            self.idle_ms,
+            "1" if append.first else "0",
+            "1" if retry else "0",
+        ]
+        for entry in entries:
+            args += [f"0-{entry.seq + 1}", entry.type, entry.frame]
+        return self._script("append", [meta, stream, lease], args)
+
     async def commit(self, appends: Sequence[Append]) -> set[str]:
-        commands: list[list[Any]] = []
-        for append in appends:
-            meta, stream, lease, _reader = self.keys(append.request_id)
-            if len(append.entries) == 1 and not append.first and append.end is None:
-                # The common case of a paced stream: one event, one command.
-                entry = append.entries[0]
-                commands.append(
-                    ["XADD", stream, "NOMKSTREAM", "MAXLEN", "~", self.max_events]
-                    + [f"0-{entry.seq + 1}", "t", entry.type, "f", entry.frame]
-                )
-                continue
-            args: list[Any] = [
-                self.owner,
-                self.max_events,
-                append.end or "",
-                self.ttl_ms,
-                self.idle_ms,
-                "1" if append.first else "0",
-            ]
-            for entry in append.entries:
-                args += [f"0-{entry.seq + 1}", entry.type, entry.frame]
-            commands.append(self._script("append", [meta, stream, lease], args))
+        commands = [self._append(a, a.entries, a.retry) for a in appends]
         # Announce the ends (a DELETE may be waiting for one, on any replica).
         commands += [
             ["PUBLISH", self.ended_channel, a.request_id] for a in appends if a.end is not None
         ]
         results = (await self._pipeline(commands))[: len(appends)]
-        # A script answers 1, an XADD the new ID; nil (no stream), 0 or an error: refused.
+        # A gap: the stream lacks entries this replica committed (a primary that died
+        # before replicating them). Write back what the session still holds of them.
+        gaps = [i for i, r in enumerate(results) if r == -2]
+        if gaps:
+            again = []
+            for i in gaps:
+                append = appends[i]
+                first = append.entries[0].seq
+                replay = [e for e in append.replay if e.seq < first] + append.entries
+                again.append(self._append(append, replay, True))
+            for i, result in zip(gaps, await self._pipeline(again), strict=True):
+                results[i] = result
+            log(logging.WARNING, "resume_store_replayed", streams=len(gaps))
+        # A script answers 1, an XADD the new ID; nil (no stream), 0, -2 or an error: refused.
         return {
             a.request_id
             for a, r in zip(appends, results, strict=True)
-            if r is None or isinstance(r, Exception) or r == 0
+            if r is None or isinstance(r, Exception) or r == 0 or r == -2
         }
 
     async def open_reader(self, request_id: str, after: int) -> StoreReader:
