@@ -141,6 +141,9 @@ class RedisStore:
                 socket_timeout=socket_timeout_s,
                 socket_connect_timeout=min(socket_timeout_s, 2.0),
                 max_connections=max_connections,
+                # One quick retry (with the slot map re-read): a dead primary is then
+                # an outage at once, and the flusher keeps the events until it is over.
+                retry=Retry(NoBackoff(), 1),
                 protocol=2,
             )
             # The follow parses XREAD replies itself (see below); nothing else sends XREAD.
