@@ -41,7 +41,16 @@ class Attempt:
 class RequestContext:
     """One request's production state. ``key`` is a ``keys.KeyRecord`` or ``None``."""
 
-    __slots__ = ("key", "attempts", "traceparent", "tracestate", "span", "served_by")
+    __slots__ = (
+        "key",
+        "attempts",
+        "traceparent",
+        "tracestate",
+        "span",
+        "served_by",
+        "admission",
+        "refused",
+    )
 
     def __init__(self) -> None:
         self.key: Any = None
@@ -53,6 +62,11 @@ class RequestContext:
         self.span: Any = None
         #: The deployment that served the stream (``gen_ai.response.model`` source).
         self.served_by: str | None = None
+        #: The limit check running beside the upstream call (an ``asyncio.Task`` of an
+        #: ``auth.Refusal | None``), joined before the response starts (production.py).
+        self.admission: Any = None
+        #: Its refusal, once joined: the answer sent instead of the stream.
+        self.refused: Any = None
 
 
 CURRENT: ContextVar[RequestContext | None] = ContextVar("tokenwire_request", default=None)

@@ -7,7 +7,9 @@ and uses four seams, each a few lines there:
   (deployments, retries, fallbacks, breakers; the drain's hook);
 - ``ProductionMiddleware``: an ASGI middleware that gives each request its
   ``RequestContext``, refuses while draining, and checks the inbound key, the
-  key's models and its limits before the endpoint reads the request;
+  key's models and its limits before the endpoint reads the request (with the
+  Redis limits, the limit check runs beside the upstream connect and request
+  write instead, and is joined before the response starts: ``_Gate``);
 - ``observer``: a stream ``Observer`` ending the request's span (the key's
   usage tokens are charged by ``RoutedProvider.on_usage``);
 - ``request_log``: the request log line with ``key_id`` and ``attempts``.
@@ -52,6 +54,7 @@ _OPEN: Final = frozenset({"/v1/convert"})
 
 class _ModelOnly(msgspec.Struct):
     model: Any = None
+    extensions: Any = None
 
 
 _model_of = msgspec.json.Decoder(_ModelOnly).decode
@@ -92,6 +95,15 @@ class _UsageTee:
 
 class ProductionRequestLog(logs.RequestLog):
     """The request log line, plus ``key_id`` and the routing ``attempts`` (never the key)."""
+
+    def closed(self, record: StreamRecord) -> None:
+        ctx = current()
+        if ctx is not None and ctx.refused is not None:
+            # Refused by its limits after the endpoint began: the middleware logs
+            # the refusal, the one line of this request.
+            self._transcripts.pop(id(record), None)
+            return
+        super().closed(record)
 
     def line(self, record: StreamRecord, transcript: Any = None) -> dict[str, Any]:
         line = super().line(record, transcript)
@@ -136,6 +148,8 @@ class Production:
                 ),
             )
         )
+        #: A limit check that waits on Redis runs beside the upstream call (``_Gate``).
+        self.defer_limits = lim.backend == "redis"
         self.drain = Drain(settings.drain_s)
         self.clock = clock
         self.telemetry = (
@@ -150,7 +164,8 @@ class Production:
 
             self._attempts = Counter(
                 "tokenwire_upstream_attempts",
-                "Upstream attempts, by model, deployment and outcome (ok, retry, failed, refused).",
+                "Upstream attempts, by model, deployment and outcome "
+                "(ok, retry, error, failed, refused).",
                 ["model", "deployment", "outcome"],
                 registry=registry,
             )
@@ -297,37 +312,54 @@ class Production:
         ctx.key = key
         if scope.get("method") != "POST":
             return None, receive
-        model, receive = await _peek_model(scope, receive, self.config.server.max_body_bytes)
+        peeked, receive = await _peek_model(scope, receive, self.config.server.max_body_bytes)
+        model = peeked.model
         if isinstance(model, str) and not key.allows(model):
             return auth.Refusal(
                 403, f"this key may not use model {model!r}", code="model_not_allowed"
             ), receive
         if key.limited:
-            decision = await self.limits.check(key)
-            if decision is not None:
-                if decision.limit == "unavailable":
-                    return auth.Refusal(
-                        503, "the rate limiter is unavailable", retry_after="1"
-                    ), receive
-                if decision.limit == "budget":
-                    return auth.Refusal(
-                        429, "this key's token budget is spent", code="budget_exceeded"
-                    ), receive
-                what = "requests" if decision.limit == "requests" else "tokens"
-                return auth.Refusal(
-                    429,
-                    f"rate limit reached ({what} per minute)",
-                    retry_after=retry_after_header(decision),
-                ), receive
+            if self.defer_limits and not self._maybe_resumable(peeked):
+                # Off the first token's path: the check's round trip to Redis runs
+                # while the upstream is connected to and written; the middleware
+                # joins it before the response starts (_Gate).
+                ctx.admission = asyncio.ensure_future(self.check_limits(key))
+                return None, receive
+            return await self.check_limits(key), receive
         return None, receive
 
+    def _maybe_resumable(self, peeked: _ModelOnly) -> bool:
+        """A resumable stream is checked first: refused, it must leave no record (a
+        retry with its request_id would get 409)."""
+        if self.config.resume.default:
+            return True
+        extensions = peeked.extensions
+        return isinstance(extensions, dict) and extensions.get("tokenwire:resumable") is True
 
-async def _peek_model(scope: Scope, receive: Receive, limit: int) -> tuple[Any, Receive]:
-    """The body's top-level ``model`` (or the Gemini path's), and a receive replaying the body."""
+    async def check_limits(self, key: Any) -> auth.Refusal | None:
+        """The key's limits: ``None``, or the refusal to answer with."""
+        decision = await self.limits.check(key)
+        if decision is not None:
+            if decision.limit == "unavailable":
+                return auth.Refusal(503, "the rate limiter is unavailable", retry_after="1")
+            if decision.limit == "budget":
+                return auth.Refusal(429, "this key's token budget is spent", code="budget_exceeded")
+            what = "requests" if decision.limit == "requests" else "tokens"
+            return auth.Refusal(
+                429,
+                f"rate limit reached ({what} per minute)",
+                retry_after=retry_after_header(decision),
+            )
+        return None
+
+
+async def _peek_model(scope: Scope, receive: Receive, limit: int) -> tuple[_ModelOnly, Receive]:
+    """The body's top-level ``model`` (or the Gemini path's) and ``extensions``, and a
+    receive replaying the body."""
     path: str = scope.get("path", "")
     if path.startswith(("/v1beta/models/", "/v1alpha/models/", "/v1/models/")):
         name = path.split("/models/", 1)[1].split(":", 1)[0]
-        return name, receive
+        return _ModelOnly(model=name), receive
     parts: list[bytes] = []
     size = 0
     more = True
@@ -355,11 +387,11 @@ async def _peek_model(scope: Scope, receive: Receive, limit: int) -> tuple[Any, 
             return replay.pop(0)
         return await receive()
 
-    model = None
+    peeked = _ModelOnly()
     if (not more or size == length) and size <= limit:
         with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
-            model = _model_of(body).model
-    return model, replaying
+            peeked = _model_of(body)
+    return peeked, replaying
 
 
 class _Observer:
@@ -415,32 +447,81 @@ class ProductionMiddleware:
             elif protected and self.guarded:
                 refusal, receive = await production.admit(scope, receive, ctx)
             if refusal is not None:
-                code = refusal.code or auth.standard_code(refusal.status)
-                if production._refused is not None:
-                    production._refused.labels(str(refusal.status), code).inc()
-                ingress = auth.ingress_of(path)
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": refusal.status,
-                        "headers": auth.headers_for(ingress, refusal),
-                    }
-                )
-                await send(
-                    {"type": "http.response.body", "body": auth.error_body(ingress, refusal)}
-                )
-                _log.info(
-                    msgspec.json.encode(
-                        {
-                            "msg": "request",
-                            "route": path,
-                            "status": refusal.status,
-                            "error_code": code,
-                            "key_id": ctx.key.id if ctx.key is not None else None,
-                        }
-                    ).decode()
-                )
+                await self._refuse(send, path, refusal, ctx)
                 return
-            await self.app(scope, receive, send)
+            admission = ctx.admission
+            if admission is None:
+                await self.app(scope, receive, send)
+                return
+            gate = _Gate(send, admission, ctx)
+            try:
+                await self.app(scope, receive, gate.send)
+            except _Refused:
+                pass  # the endpoint's answer was held back: the refusal goes instead
+            finally:
+                if not admission.done():
+                    admission.cancel()  # the request ended before it needed the check
+            if ctx.refused is not None and not gate.started:
+                await self._refuse(send, path, ctx.refused, ctx)
         finally:
             CURRENT.reset(token)
+
+    async def _refuse(
+        self, send: Send, path: str, refusal: auth.Refusal, ctx: RequestContext
+    ) -> None:
+        production = self.production
+        code = refusal.code or auth.standard_code(refusal.status)
+        if production._refused is not None:
+            production._refused.labels(str(refusal.status), code).inc()
+        ingress = auth.ingress_of(path)
+        await send(
+            {
+                "type": "http.response.start",
+                "status": refusal.status,
+                "headers": auth.headers_for(ingress, refusal),
+            }
+        )
+        await send({"type": "http.response.body", "body": auth.error_body(ingress, refusal)})
+        _log.info(
+            msgspec.json.encode(
+                {
+                    "msg": "request",
+                    "route": path,
+                    "status": refusal.status,
+                    "error_code": code,
+                    "key_id": ctx.key.id if ctx.key is not None else None,
+                }
+            ).decode()
+        )
+
+
+class _Refused(OSError):
+    """Raised by ``_Gate.send`` for a refused request: an ``OSError``, which is what the
+    stream endpoint takes for a client gone, so it cancels the generation (and with it
+    the upstream request already made) and sends nothing more."""
+
+
+class _Gate:
+    """The endpoint's ``send`` while the limit check runs beside it: the response start
+    waits for the check, so no event leaves before it is reconciled. A refusal raises
+    ``_Refused`` there; the middleware then answers with the refusal instead."""
+
+    __slots__ = ("_send", "admission", "ctx", "started")
+
+    def __init__(self, send: Send, admission: asyncio.Future[Any], ctx: RequestContext) -> None:
+        self._send = send
+        self.admission = admission
+        self.ctx = ctx
+        self.started = False
+
+    async def send(self, message: Any) -> None:
+        if not self.started and message["type"] == "http.response.start":
+            try:
+                refusal = await self.admission
+            except Exception:  # noqa: BLE001 - a limiter that broke: as if unreachable
+                refusal = auth.Refusal(503, "the rate limiter is unavailable", retry_after="1")
+            if refusal is not None:
+                self.ctx.refused = refusal
+                raise _Refused("refused by the key's limits")
+            self.started = True
+        await self._send(message)
