@@ -51,6 +51,7 @@ __all__ = [
     "RESUME_BACKENDS",
     "ResumeConfig",
     "ServerConfig",
+    "drain_problem",
     "load",
     "parse",
 ]
@@ -75,6 +76,11 @@ DEFAULT_HEADER_TIMEOUT_S: Final = 10.0
 DEFAULT_IDLE_TIMEOUT_S: Final = 60.0
 #: After SIGTERM/SIGINT a worker that has not stopped within this is killed.
 DEFAULT_SHUTDOWN_TIMEOUT_S: Final = 10.0
+#: What a shutdown needs beyond ``drain_s``: sending the cut streams' ``error`` +
+#: ``stream.end`` (made as soon as they are cancelled), the resume store's last
+#: commit, the telemetry's bounded flush, stopping the server. Without
+#: ``shutdown_timeout_s`` in the file it is at least ``drain_s`` + this.
+DRAIN_MARGIN_S: Final = 2.0
 #: A connection's kernel send buffer (SO_SNDBUF; the kernel doubles it).
 DEFAULT_SEND_BUFFER_BYTES: Final = 128 * 1024
 #: ``cleartext_http2`` with TLS: there ALPN offers HTTP/2 already (§3).
@@ -273,6 +279,34 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
 
 def _fail(where: str, message: str) -> ConfigError:
     return ConfigError(f"{where}: {message}")
+
+
+def drain_problem(drain_s: float, shutdown_timeout_s: float) -> str | None:
+    """Why ``shutdown_timeout_s`` would cut a drain of ``drain_s`` short, or ``None``.
+
+    The process is ended ``shutdown_timeout_s`` after SIGTERM, whatever it is
+    doing: a stream still in its drain would stop with no ``error`` and no
+    ``stream.end``. So the drain, and what follows it, must fit.
+    """
+    need = drain_s + DRAIN_MARGIN_S
+    if shutdown_timeout_s < need:
+        return (
+            f"{shutdown_timeout_s:g} s would cut the drain (drain_s = {drain_s:g}): it must be "
+            f"at least drain_s + {DRAIN_MARGIN_S:g} = {need:g}, or drain_s smaller"
+        )
+    return None
+
+
+def _fit_shutdown(config: Config, explicit: bool) -> Config:
+    """Refuse a ``shutdown_timeout_s`` that cuts the drain; one not given is made to fit."""
+    server, drain_s = config.server, config.production.drain_s
+    problem = drain_problem(drain_s, server.shutdown_timeout_s)
+    if problem is None:
+        return config
+    if explicit:
+        raise _fail("server.shutdown_timeout_s", problem)
+    fitted = msgspec.structs.replace(server, shutdown_timeout_s=drain_s + DRAIN_MARGIN_S)
+    return msgspec.structs.replace(config, server=fitted)
 
 
 def _check_model(i: int, model: ModelConfig) -> None:
@@ -533,7 +567,8 @@ def parse(data: Mapping[str, Any]) -> Config:
         config = attach(config, production)
     except config_prod.ConfigProblem as exc:
         raise ConfigError(str(exc)) from None
-    return config
+    server = data.get("server")
+    return _fit_shutdown(config, isinstance(server, Mapping) and "shutdown_timeout_s" in server)
 
 
 def load(path: str | os.PathLike[str] | None) -> Config:
