@@ -1,5 +1,6 @@
 """Redis failing under a running gateway: a Cluster primary killed mid-stream while keys
-are being limited, and a single Redis restarted mid-stream (docs/scaling.md,
+are being limited, and a single Redis restarted mid-stream while keys are being
+limited (docs/scaling.md,
 "Redis Cluster" and "What a failover loses").
 
 The cluster (tests/production/redis_cluster.py) has three primaries with a
@@ -215,45 +216,61 @@ def test_a_primary_dies_mid_stream_while_keys_are_limited(
             b.stop()
 
 
-def test_a_single_redis_restarts_mid_stream(
+def test_a_single_redis_restarts_mid_stream_while_keys_are_limited(
     redis_bin: str, tmp_path: Path, record_dir: Path
 ) -> None:
-    # With persistence (appendonly, every write fsynced): a restart keeps the streams.
+    # With persistence (appendonly, every write fsynced): a restart keeps the streams
+    # and the counters.
     server = RedisServer(redis_bin, tmp_path, persistent=True).start()
     try:
-        gateway_a = Gateway(
-            tmp_path, config=redis_config(record_dir, server.url, lease_s=LEASE_S, grace_s=60.0)
-        )
-        gateway_b = Gateway(
-            tmp_path, config=redis_config(record_dir, server.url, lease_s=LEASE_S, grace_s=60.0)
-        )
-        start_all(gateway_a, gateway_b)
+        keys = Keys()
+        secret = keys.add(new_id("restart-key"), requests_per_minute=2)
+        headers = {"authorization": f"Bearer {secret}"}
+        resume = redis_config(record_dir, server.url, lease_s=LEASE_S, grace_s=60.0)
+
+        def limits(fail_open: bool) -> str:
+            fields = {"backend": "redis", "url": server.url, "fail_open": fail_open}
+            return table("limits", {**fields, "prefix": "test:restart"})
+
+        a = Gateway(tmp_path, config=resume + "\n" + keys.toml() + "\n" + limits(True))
+        b = Gateway(tmp_path, config=resume + "\n" + keys.toml() + "\n" + limits(False))
+        start_all(a, b)
         try:
             request_id = new_id("restart")
-            live = LiveRead(gateway_a, _body(request_id), {})
+            live = LiveRead(a, _body(request_id), headers)
             wait_for(lambda: len(live.events()) >= 5, what="the stream's first events")
+            assert _post_status(b, headers).status_code == 200  # the key's second request
             server.stop()  # SIGTERM: Redis writes its AOF and exits
             seen = len(live.events())
             wait_for(lambda: len(live.events()) >= seen + 10, what="events while Redis is down")
+            # Down: a fails open, b closed; neither hangs.
+            assert _post_status(a, headers).status_code == 200
+            assert _post_status(b, headers).status_code == 503
             part = live.stop()
             started = time.monotonic()
             server.start()
+            # The counters came back with Redis: the key's two requests still count.
+            wait_for(
+                lambda: _post_status(b, headers).status_code == 429,
+                what="the limit counted across the restart",
+            )
             last = events_of(part)[-1].seq
             assert last is not None
             wait_for(
-                lambda: _resume_status(gateway_b, request_id) == 200,
+                lambda: _resume_status(b, request_id, headers) == 200,
                 what="the stream resumable again",
             )
-            rest = _resume_whole(gateway_b, request_id, last, {})
+            rest = _resume_whole(b, request_id, last, headers)
             _check_whole(part, rest)
             assert time.monotonic() - started < 120  # nothing hung
         finally:
-            gateway_a.stop()
-            gateway_b.stop()
+            a.stop()
+            b.stop()
     finally:
         server.kill()
 
 
-def _resume_status(gateway: Gateway, request_id: str) -> int:
+def _resume_status(gateway: Gateway, request_id: str, headers: dict[str, str]) -> int:
     with gateway.client(timeout=30.0) as client:
-        return client.head(f"/v1/streams/{request_id}", headers=auth(request_id)).status_code
+        url = f"/v1/streams/{request_id}"
+        return client.head(url, headers={**auth(request_id), **headers}).status_code
