@@ -135,6 +135,12 @@ def command(
         write_timeout_s=write_timeout,
         shutdown_timeout_s=shutdown_timeout,
     )
+    if shutdown_timeout is not None:
+        from ..gateway.config import drain_problem
+
+        problem = drain_problem(config.production.drain_s, shutdown_timeout)
+        if problem is not None:
+            raise click.ClickException(f"--shutdown-timeout: {problem}")
     host = host if host is not None else settings.host
     port = port if port is not None else settings.port
     workers = workers if workers is not None else settings.workers

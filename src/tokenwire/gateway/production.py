@@ -494,6 +494,10 @@ class ProductionMiddleware:
                 refusal = auth.Refusal(
                     503, "the gateway is shutting down; retry", retry_after="1", code="draining"
                 )
+                # Read the body first: the HTTP server closes a connection whose
+                # request body was left unread, and a kept-alive one must stay open
+                # for the next request's 503, until the drain ends.
+                await _discard_body(receive, production.config.server.max_body_bytes)
             elif protected and self.guarded:
                 refusal, receive = await production.admit(scope, receive, ctx)
             elif path == "/metrics" and production.metrics_keys is not None:
@@ -504,3 +508,15 @@ class ProductionMiddleware:
             await self.app(scope, receive, send)
         finally:
             CURRENT.reset(token)
+
+
+async def _discard_body(receive: Receive, limit: int) -> None:
+    """Read and drop a request body, up to ``limit`` bytes (beyond: let the server close)."""
+    size = 0
+    while size <= limit:
+        message = await receive()
+        if message["type"] != "http.request":
+            return
+        size += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            return

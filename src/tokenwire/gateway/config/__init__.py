@@ -53,6 +53,7 @@ __all__ = [
     "RESUME_BACKENDS",
     "ResumeConfig",
     "ServerConfig",
+    "drain_problem",
     "load",
     "parse",
 ]
@@ -77,6 +78,11 @@ DEFAULT_HEADER_TIMEOUT_S: Final = 10.0
 DEFAULT_IDLE_TIMEOUT_S: Final = 60.0
 #: After SIGTERM/SIGINT a worker that has not stopped within this is killed.
 DEFAULT_SHUTDOWN_TIMEOUT_S: Final = 10.0
+#: What a shutdown needs beyond ``drain_s``: sending the cut streams' ``error`` +
+#: ``stream.end`` (made as soon as they are cancelled), the resume store's last
+#: commit, the telemetry's bounded flush, stopping the server. Without
+#: ``shutdown_timeout_s`` in the file it is at least ``drain_s`` + this.
+DRAIN_MARGIN_S: Final = 2.0
 #: A connection's kernel send buffer (SO_SNDBUF; the kernel doubles it).
 DEFAULT_SEND_BUFFER_BYTES: Final = 128 * 1024
 #: The largest request head: HTTP/2's decoded header list (HPACK can inflate a few
@@ -262,7 +268,8 @@ class ResumeConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     - ``max_bytes``: above this (the memory store's frames, or Redis's
       ``used_memory``) new streams are served without resume;
     - ``lease_s``: a replica's lease on the streams it generates; a stream whose
-      replica stopped renewing it is ended with an ``error`` on resume.
+      replica stopped renewing it is ended with an ``error`` on resume;
+    - ``cluster``: ``url`` is a node of a Redis Cluster (docs/scaling.md).
     """
 
     default: bool = False
@@ -273,6 +280,7 @@ class ResumeConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     max_events_per_stream: int = 100_000
     max_bytes: int = 256 << 20
     lease_s: float = 5.0
+    cluster: bool = False
 
 
 class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -300,6 +308,34 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
 
 def _fail(where: str, message: str) -> ConfigError:
     return ConfigError(f"{where}: {message}")
+
+
+def drain_problem(drain_s: float, shutdown_timeout_s: float) -> str | None:
+    """Why ``shutdown_timeout_s`` would cut a drain of ``drain_s`` short, or ``None``.
+
+    The process is ended ``shutdown_timeout_s`` after SIGTERM, whatever it is
+    doing: a stream still in its drain would stop with no ``error`` and no
+    ``stream.end``. So the drain, and what follows it, must fit.
+    """
+    need = drain_s + DRAIN_MARGIN_S
+    if shutdown_timeout_s < need:
+        return (
+            f"{shutdown_timeout_s:g} s would cut the drain (drain_s = {drain_s:g}): it must be "
+            f"at least drain_s + {DRAIN_MARGIN_S:g} = {need:g}, or drain_s smaller"
+        )
+    return None
+
+
+def _fit_shutdown(config: Config, explicit: bool) -> Config:
+    """Refuse a ``shutdown_timeout_s`` that cuts the drain; one not given is made to fit."""
+    server, drain_s = config.server, config.production.drain_s
+    problem = drain_problem(drain_s, server.shutdown_timeout_s)
+    if problem is None:
+        return config
+    if explicit:
+        raise _fail("server.shutdown_timeout_s", problem)
+    fitted = msgspec.structs.replace(server, shutdown_timeout_s=drain_s + DRAIN_MARGIN_S)
+    return msgspec.structs.replace(config, server=fitted)
 
 
 def _check_model(i: int, model: ModelConfig) -> None:
@@ -575,7 +611,8 @@ def parse(data: Mapping[str, Any]) -> Config:
     for j, key_id in enumerate(config.metrics.keys):
         if key_id not in key_ids:
             raise _fail(f"metrics.keys[{j}]", f"no [[keys]] entry has id {key_id!r}")
-    return config
+    server = data.get("server")
+    return _fit_shutdown(config, isinstance(server, Mapping) and "shutdown_timeout_s" in server)
 
 
 def _known_keys(table: str) -> list[str]:

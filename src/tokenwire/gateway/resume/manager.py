@@ -33,12 +33,14 @@ from .session import RECORDING, TERMINAL, UNREAD, Session
 from .store import (
     CANCEL_MESSAGE,
     COMMIT_BATCH,
+    COMMIT_RETRY_S,
     EXTENSION,
     GRACE_MESSAGE,
     HOUSEKEEPING_S,
     LOST_MESSAGE,
     MAX_REQUEST_ID,
     READER_TOUCH_S,
+    REPLAY_TAIL,
     SHUTDOWN_MESSAGE,
     TICK_S,
     Created,
@@ -82,6 +84,8 @@ class ResumeManager:
         self.lease_s = lease_s
         self.keepalive_s = keepalive_s
         self.max_pending = max_pending
+        # Only a store that can lose acknowledged writes (Redis failing over) needs a tail.
+        self.replay_tail = REPLAY_TAIL if store.kind == "redis" else 0
         self.replica = replica or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.clock = clock
         self.live: dict[str, Session] = {}
@@ -277,7 +281,14 @@ class ResumeManager:
                 try:
                     refused = await self.store.commit([a for _s, a in appends])
                 except StoreUnavailable:
-                    refused = {a.request_id for _s, a in appends}  # the store logged it
+                    # Unreachable (a restart, a failover): the events wait in their
+                    # sessions and go in the next commit, which skips what landed.
+                    for session, append in appends:
+                        session.requeue(append)
+                        if session.recording:
+                            self._dirty[session.request_id] = session
+                    await asyncio.sleep(COMMIT_RETRY_S)
+                    continue
                 except ResumeStoreError as exc:
                     log(logging.ERROR, "resume_commit_failed", error=str(exc)[:200])
                     refused = {a.request_id for _s, a in appends}
@@ -374,6 +385,7 @@ def build_manager(config: ResumeConfig, *, keepalive_s: float = 15.0) -> ResumeM
             ttl_s=config.ttl_s,
             lease_s=config.lease_s,
             grace_s=config.grace_s,
+            cluster=config.cluster,
         )
     else:
         store = MemoryStore(

@@ -48,6 +48,12 @@ FOLLOW_BLOCK_S: Final = 1.0
 READ_BATCH: Final = 512
 #: Appends per store commit (one Redis pipeline).
 COMMIT_BATCH: Final = 256
+#: The entries a session on the Redis store keeps after committing them, to write
+#: back those a failed-over Redis lost (docs/scaling.md, "What a failover loses").
+REPLAY_TAIL: Final = 64
+#: After a commit found the store unreachable, the pause before the next try (its
+#: events wait in the session, bounded by ``max_events_per_stream``).
+COMMIT_RETRY_S: Final = 0.25
 #: How often the manager checks grace periods and escalates slow cancellations.
 TICK_S: Final = 0.25
 #: How often the store's own housekeeping runs (expiry; Redis memory check).
@@ -115,12 +121,19 @@ class Append(NamedTuple):
     """Entries to add to one stream; ``end`` is its final state when it ended with them.
 
     ``first`` marks a stream's first append (the Redis store sets its idle TTL then).
+    ``retry``: an earlier commit of (some of) these may have landed or not (the
+    store was unreachable): what is stored already is skipped, not refused.
+    ``replay``: the stream's last entries committed before (the session keeps a
+    few, ``REPLAY_TAIL``), for a store that can lose acknowledged writes (a Redis
+    primary that died before replicating them): it writes back those it lacks.
     """
 
     request_id: str
     entries: list[Entry]
     end: str | None
     first: bool
+    retry: bool = False
+    replay: Sequence[Entry] = ()
 
 
 class StreamInfo(NamedTuple):
