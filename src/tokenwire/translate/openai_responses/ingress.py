@@ -16,6 +16,7 @@ from ... import events as ev
 from ... import request as rq
 from ...errors import InvalidRequest
 from .. import _extensions as x
+from .. import _lossless
 from .._contract import EncodeEvent
 from .._ingress import tool_from_function, want
 from .request import VENDOR
@@ -23,6 +24,7 @@ from .request import VENDOR
 __all__ = ["ResponsesEncoder", "parse_ingress", "request_from_vendor"]
 
 _encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder().decode
 
 # --- Request side: Responses body -> standard (§7.3 ingress) -----------------------
 
@@ -107,17 +109,74 @@ def _reasoning_part(item: dict[str, Any], path: str) -> dict[str, Any]:
     return part
 
 
+#: 1.1: input items kept whole in ``tokenwire:block_history`` (part type, key).
+_KEPT_ITEMS: Final = {
+    "mcp_approval_request": x.APPROVAL,
+    "mcp_list_tools": x.MCP,
+    "mcp_call": x.MCP,
+    "compaction": x.COMPACTION,
+}
+
+
+def _kept_part(item: dict[str, Any], path: str) -> dict[str, Any]:
+    kind = item["type"]
+    key = _KEPT_ITEMS[kind]
+    want(item.get("id"), str, f"{path}.id", "a string")
+    fields = {k: v for k, v in item.items() if k != "type"}
+    if key == x.APPROVAL:
+        return {"type": key, key: fields}
+    if key == x.MCP:
+        fields = {"kind": "list_tools" if kind == "mcp_list_tools" else "call", **fields}
+    return {"type": key, key: fields, x.VENDOR: VENDOR}
+
+
+def _client_call(item: dict[str, Any], path: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """1.1: a custom / apply_patch call item -> ``(tool call, its tool kind part)``."""
+    call_id = want(item.get("call_id"), str, f"{path}.call_id", "a string")
+    if item["type"] == "custom_tool_call":
+        name = want(item.get("name"), str, f"{path}.name", "a string")
+        raw = want(item.get("input"), str, f"{path}.input", "a string")
+        call = {"id": call_id, "name": name, "arguments": _lossless.custom_arguments(raw)}
+        kind = "custom"
+    else:
+        operation = want(item.get("operation"), dict, f"{path}.operation", "an object")
+        call = {"id": call_id, "name": "apply_patch", "arguments": _encode(operation).decode()}
+        kind = "apply_patch"
+    part: dict[str, Any] = {"type": x.TOOL_KIND, x.TOOL_KIND: kind, x.TOOL_CALL_ID: call_id}
+    if isinstance(item.get("id"), str):
+        part[x.ITEM_ID] = item["id"]
+    part[x.VENDOR] = VENDOR
+    return call, part
+
+
 def _messages(items: Any, instructions: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """``(standard messages, reasoning history)`` for ``input``."""
+    messages, history, _, _ = _messages_11(items, instructions)
+    return messages, history
+
+
+def _messages_11(
+    items: Any, instructions: Any
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """``(standard messages, reasoning history, block history, approvals)`` for ``input``."""
     messages: list[dict[str, Any]] = []
     history: list[dict[str, Any]] = []
+    blocks: list[dict[str, Any]] = []
+    answers: list[dict[str, Any]] = []
+
+    def keep(at: int, part: dict[str, Any]) -> None:
+        if blocks and blocks[-1]["message"] == at:
+            blocks[-1]["parts"].append(part)
+        else:
+            blocks.append({"message": at, "parts": [part]})
+
     if instructions is not None:
         messages.append(
             {"role": "system", "content": want(instructions, str, "instructions", "a string")}
         )
     if isinstance(items, str):
         messages.append({"role": "user", "content": items})
-        return messages, history
+        return messages, history, blocks, answers
     want(items, list, "input", "a string or an array of items")
     # The assistant message the following reasoning / function_call items join.
     open_turn: dict[str, Any] | None = None
@@ -141,12 +200,34 @@ def _messages(items: Any, instructions: Any) -> tuple[list[dict[str, Any]], list
                 open_turn = message
                 message["tool_calls"] = []
             continue
-        if kind in ("reasoning", "function_call"):
-            if open_turn is None or (kind == "reasoning" and open_turn["tool_calls"]):
+        if kind == "mcp_approval_response":
+            answer = {
+                "id": want(
+                    item.get("approval_request_id"),
+                    str,
+                    f"{path}.approval_request_id",
+                    "a string",
+                ),
+                "approve": want(item.get("approve"), bool, f"{path}.approve", "true or false"),
+            }
+            if item.get("reason") is not None:
+                answer["reason"] = want(item["reason"], str, f"{path}.reason", "a string")
+            answers.append(answer)
+            continue
+        if kind in ("reasoning", "function_call", *_KEPT_ITEMS, *_CLIENT_CALLS):
+            if open_turn is None or (
+                kind not in ("function_call", *_CLIENT_CALLS) and open_turn["tool_calls"]
+            ):
                 open_turn = {"role": "assistant", "content": "", "tool_calls": []}
                 messages.append(open_turn)
             at = len(messages) - 1
-            if kind == "reasoning":
+            if kind in _KEPT_ITEMS:
+                keep(at, _kept_part(item, path))
+            elif kind in _CLIENT_CALLS:
+                call, part = _client_call(item, path)
+                open_turn["tool_calls"].append(call)
+                keep(at, part)
+            elif kind == "reasoning":
                 part = _reasoning_part(item, path)
                 if history and history[-1]["message"] == at:
                     history[-1]["parts"].append(part)
@@ -163,7 +244,7 @@ def _messages(items: Any, instructions: Any) -> tuple[list[dict[str, Any]], list
                     }
                 )
             continue
-        if kind == "function_call_output":
+        if kind in ("function_call_output", "custom_tool_call_output", "apply_patch_call_output"):
             open_turn = None
             output = item.get("output")
             if isinstance(output, list):
@@ -180,21 +261,57 @@ def _messages(items: Any, instructions: Any) -> tuple[list[dict[str, Any]], list
     for message in messages:
         if message.get("tool_calls") == []:
             del message["tool_calls"]
-    return messages, history
+    return messages, history, blocks, answers
+
+
+_CLIENT_CALLS: Final = ("custom_tool_call", "apply_patch_call")
+#: 1.1: the tool types a client runs: JSON functions, custom tools and apply_patch.
+_CLIENT_TOOLS: Final = frozenset({"function", "custom", "apply_patch"})
 
 
 def _tools(tools: Any) -> list[dict[str, Any]] | None:
+    return _tools_11(tools)[0]
+
+
+def _tools_11(tools: Any) -> tuple[list[dict[str, Any]] | None, dict[str, Any]]:
+    """``(standard tools, tokenwire:tools)``: custom and apply_patch tools are declared
+    with their §8.2 parameters, and their kind in the extension."""
     if tools is None:
-        return None
+        return None, {}
     want(tools, list, "tools", "an array")
     out = []
+    kinds: dict[str, Any] = {}
     for i, tool in enumerate(tools):
         path = f"tools[{i}]"
         want(tool, dict, path, "a tool object")
-        if tool.get("type") != "function":
-            continue  # a hosted tool: see request_from_vendor
-        out.append(tool_from_function(tool, path))
-    return out
+        kind = tool.get("type")
+        if kind == "custom":
+            name = want(tool.get("name"), str, f"{path}.name", "a string")
+            description = tool.get("description")
+            out.append(
+                {
+                    "name": name,
+                    "description": description if isinstance(description, str) else "",
+                    "parameters": _lossless.CUSTOM_PARAMETERS,
+                }
+            )
+            spec: dict[str, Any] = {"kind": "custom"}
+            if tool.get("format") is not None:
+                spec["format"] = want(tool["format"], dict, f"{path}.format", "an object")
+            kinds[name] = spec
+        elif kind == "apply_patch":
+            out.append(
+                {
+                    "name": "apply_patch",
+                    "description": "Create, update or delete a file with a diff.",
+                    "parameters": _lossless.APPLY_PATCH_PARAMETERS,
+                }
+            )
+            kinds["apply_patch"] = {"kind": "apply_patch"}
+        elif kind == "function":
+            out.append(tool_from_function(tool, path))
+        # else: a hosted tool, see request_from_vendor
+    return out, kinds
 
 
 def request_from_vendor(body: Any) -> rq.Request:
@@ -215,7 +332,8 @@ def request_from_vendor(body: Any) -> rq.Request:
     """
     want(body, dict, "$", "a JSON object")
     model = want(body.get("model"), str, "model", "a string")
-    messages, history = _messages(body.get("input"), body.get("instructions"))
+    messages, history, blocks, answers = _messages_11(body.get("input"), body.get("instructions"))
+    tools_out, kinds = _tools_11(body.get("tools"))
     params = {
         name: body[key]
         for name, key in (
@@ -228,7 +346,7 @@ def request_from_vendor(body: Any) -> rq.Request:
     rest = {k: v for k, v in body.items() if k not in _MAPPED_FIELDS}
     tools = body.get("tools")
     if isinstance(tools, list) and any(
-        not isinstance(t, dict) or t.get("type") != "function" for t in tools
+        not isinstance(t, dict) or t.get("type") not in _CLIENT_TOOLS for t in tools
     ):
         # Hosted tools (web_search, file_search, code_interpreter...) run at
         # OpenAI: a Responses upstream gets the caller's whole list back; the
@@ -244,11 +362,17 @@ def request_from_vendor(body: Any) -> rq.Request:
         extensions[x.REASONING] = True
     if history:
         extensions[x.REASONING_HISTORY] = history
+    if kinds:
+        extensions[x.TOOLS] = kinds
+    if blocks:
+        extensions[x.BLOCK_HISTORY] = blocks
+    if answers:
+        extensions[x.APPROVALS] = answers
     metadata = body.get("metadata")
     return rq.build(
         model=model,
         messages=messages,
-        tools=_tools(body.get("tools")),
+        tools=tools_out,
         parameters=params or None,
         metadata=metadata if isinstance(metadata, dict) else None,
         extensions=extensions or None,
@@ -305,6 +429,7 @@ class ResponsesEncoder:
         self._output: list[_Out] = []
         self._refusals: set[int] = set()
         self._sealed: dict[int, dict[str, Any]] = {}  # reasoning block -> id/encrypted
+        self._kinds: dict[int, dict[str, Any]] = {}  # 1.1: tool.call block -> its tool kind
         self._usage: dict[str, Any] | None = None
         self._cached: int | None = None
         self._reasoning_tokens: int | None = None
@@ -483,7 +608,57 @@ class ResponsesEncoder:
             "response.output_text.delta", **at, delta=event.text, logprobs=[]
         )
 
+    def _client_tool(self, event: ev.ToolCall, marker: dict[str, Any]) -> bytes:
+        """1.1: a custom tool or apply_patch ``tool.call`` as the item it came as."""
+        index = len(self._output)
+        kind = marker.get(x.TOOL_KIND)
+        given = marker.get(x.ITEM_ID)
+        item: dict[str, Any]
+        if kind == "custom":
+            item = {
+                "id": given if isinstance(given, str) else self._new_id("ctc"),
+                "type": "custom_tool_call",
+                "call_id": event.id,
+                "name": event.name,
+                "input": "",
+            }
+        else:
+            item = {
+                "id": given if isinstance(given, str) else self._new_id("apc"),
+                "type": "apply_patch_call",
+                "status": "in_progress",
+                "call_id": event.id,
+                "operation": _decode(event.arguments),
+            }
+        out = _Out(item, index, item["type"])
+        out.done = True
+        self._output.append(out)
+        frames = self._frame("response.output_item.added", output_index=index, item=dict(item))
+        if kind == "custom":
+            raw = _lossless.custom_input(event.arguments)
+            at = {"item_id": item["id"], "output_index": index}
+            frames += self._frame("response.custom_tool_call_input.delta", **at, delta=raw)
+            frames += self._frame("response.custom_tool_call_input.done", **at, input=raw)
+            item["input"] = raw
+        else:
+            status = marker.get(x.STATUS)
+            item["status"] = status if isinstance(status, str) else "completed"
+        return frames + self._frame("response.output_item.done", output_index=index, item=item)
+
+    def _whole_item(self, item: dict[str, Any]) -> bytes:
+        """An item sent whole (``output_item.added`` and ``.done``): hosted tools, MCP..."""
+        index = len(self._output)
+        out = _Out(dict(item), index, "server_tool")
+        out.done = True
+        self._output.append(out)
+        return self._frame("response.output_item.added", output_index=index, item=item) + (
+            self._frame("response.output_item.done", output_index=index, item=item)
+        )
+
     def _tool_call(self, event: ev.ToolCall) -> bytes:
+        marker = self._kinds.get(event.index)
+        if marker is not None and marker.get(x.TOOL_KIND) in _lossless.KINDS:
+            return self._client_tool(event, marker)
         index = len(self._output)
         item: dict[str, Any] = {
             "id": self._new_id("fc"),
@@ -524,6 +699,22 @@ class ResponsesEncoder:
             return b""
         if body.get(x.REFUSAL) is True:
             self._refusals.add(block)
+        if x.TOOL_KIND in body:
+            self._kinds[block] = body
+            return b""
+        approval = body.get(x.APPROVAL)
+        if isinstance(approval, dict) and isinstance(approval.get("id"), str):
+            return self._whole_item({"type": "mcp_approval_request", **approval})
+        mcp = body.get(x.MCP)
+        if isinstance(mcp, dict) and mcp.get("kind") in ("list_tools", "call"):
+            kind = "mcp_list_tools" if mcp["kind"] == "list_tools" else "mcp_call"
+            fields = {k: v for k, v in mcp.items() if k not in ("kind", "call_id")}
+            return self._whole_item({"type": kind, **fields})
+        compaction = body.get(x.COMPACTION)
+        if isinstance(compaction, dict) and body.get(x.VENDOR) == VENDOR:
+            # Another vendor's compaction cannot be checked by OpenAI: dropped
+            # (docs/translation.md); its summary text, if any, is not an answer.
+            return self._whole_item({"type": "compaction", **compaction})
         if body.get(x.VENDOR) == VENDOR and (x.ITEM_ID in body or x.REDACTED in body):
             sealed = self._sealed.setdefault(block, {})
             if isinstance(body.get(x.ITEM_ID), str):
