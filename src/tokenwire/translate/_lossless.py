@@ -213,7 +213,8 @@ def block_parts(events: Iterable[ev.Event]) -> list[dict[str, Any]]:
 
     One part per ``tokenwire.block`` that carries what the next turn must send
     back (``PART_KEYS``); a tool kind part names its call
-    (``tokenwire:tool_call_id``) and the vendor item id (``tokenwire:id``).
+    (``tokenwire:tool_call_id``) and the vendor item id (``tokenwire:id``); a
+    block kept whole in the vendor's shape carries it (``tokenwire:raw``).
     """
     parts: list[dict[str, Any]] = []
     for event in events:
@@ -224,7 +225,7 @@ def block_parts(events: Iterable[ev.Event]) -> list[dict[str, Any]]:
             if key not in body:
                 continue
             part: dict[str, Any] = {"type": kind, key: body[key]}
-            for extra in (x.VENDOR, x.TOOL_CALL_ID, x.ITEM_ID):
+            for extra in (x.VENDOR, x.TOOL_CALL_ID, x.ITEM_ID, x.RAW):
                 if extra in body:
                     part[extra] = body[extra]
             parts.append(part)
