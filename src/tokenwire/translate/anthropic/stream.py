@@ -442,7 +442,7 @@ class Translator(SSETranslator):
                 for key in ("content", "encrypted_content"):
                     value = getattr(delta, key)
                     if value is not None:
-                        block.whole[key] = (block.whole.get(key) or "") + value
+                        block.whole[key] = value  # whole, as the SDK reads it (not a fragment)
             elif delta.signature:
                 block.whole["signature"] = (block.whole.get("signature") or "") + delta.signature
             return []
