@@ -375,3 +375,59 @@ def test_block_parts_are_what_follow_up_sends_back() -> None:
             },
         }
     ]
+
+
+# --- OpenAI Chat: logprobs and audio output ---------------------------------------------
+
+CHAT = ["fid-logprobs-on-text", "fid-audio-output"]
+
+
+@pytest.mark.parametrize("name", CHAT)
+def test_chat_recording_chunks_are_sdk_chunks(name: str) -> None:
+    from openai.types.chat import ChatCompletionChunk
+
+    for data in vector("openai", name)["data"]:
+        ChatCompletionChunk.model_validate(data)
+
+
+@pytest.mark.parametrize("name", CHAT)
+def test_chat_round_trip_through_the_sdk(name: str) -> None:
+    from tests.translate.test_openai import vector_body as chat_body
+    from tests.translate.test_openai_fidelity import chat_final
+
+    from tokenwire.translate.openai import ChunkEncoder
+
+    original = chat_body(vector("openai", name))
+    again = re_encode("openai", original, ChunkEncoder(model="gpt-test", include_usage=True).encode)
+    first = chat_final(original)
+    assert chat_final(again) == first
+    choice = first["choices"][0]
+    if "logprobs" in name:
+        assert [t["token"] for t in choice["logprobs"]["content"]] == ["Hello", "!"]
+    else:
+        assert choice["message"]["audio"]["id"] == "audio_abc123"
+        assert choice["message"]["audio"]["transcript"] == "Hello there."
+
+
+def test_chat_audio_id_goes_back_and_comes_in() -> None:
+    from tokenwire.translate.openai import build_request as chat_request
+    from tokenwire.translate.openai import request_from_vendor as chat_ingress
+
+    body = {
+        "model": "gpt-audio",
+        "messages": [
+            {"role": "user", "content": "Say hi."},
+            {"role": "assistant", "content": None, "audio": {"id": "audio_abc123"}},
+            {"role": "user", "content": "Again."},
+        ],
+    }
+    req = chat_ingress(body)
+    assert req.extension(x.BLOCK_HISTORY) == [
+        {"message": 1, "parts": [{"type": x.AUDIO, x.AUDIO: {"id": "audio_abc123"}}]}
+    ]
+    sent = json.loads(chat_request(req, base_url="http://up/v1").body)
+    assert sent["messages"][1] == {
+        "role": "assistant",
+        "content": "",
+        "audio": {"id": "audio_abc123"},
+    }
