@@ -431,3 +431,39 @@ def test_chat_audio_id_goes_back_and_comes_in() -> None:
         "content": "",
         "audio": {"id": "audio_abc123"},
     }
+
+
+# --- the 1.1 schema ------------------------------------------------------------------
+
+
+def test_the_11_schema_checks_the_new_fields() -> None:
+    from tokenwire import schemas
+
+    assert schemas.EXTENSIONS_SCHEMA == "tokenwire-extensions-1.1.schema.json"
+    base = {"v": "1.0", "seq": 3, "type": x.BLOCK, "index": 0}
+    good = [
+        {x.TOOL_KIND: "custom", x.TOOL_CALL_ID: "call_1"},
+        {x.APPROVAL: {"id": "mcpr_1", "name": "ask", "arguments": "{}"}},
+        {x.MCP: {"kind": "result", "call_id": "m1", "output": "A."}},
+        {x.COMPACTION: {"content": "S."}, x.VENDOR: "anthropic"},
+        {x.AUDIO: {"id": "audio_1", "data": "UklG"}},
+        {x.URL_CONTEXT: [{"url": "https://a", "status": "URL_RETRIEVAL_STATUS_SUCCESS"}]},
+    ]
+    for fields in good:
+        assert schemas.extension_error(x.BLOCK, {**base, **fields}) is None, fields
+    bad = [
+        ({x.TOOL_KIND: "shell"}, "tokenwire:tool_kind"),
+        ({x.APPROVAL: {"name": "ask"}}, "tokenwire:approval"),
+        ({x.MCP: {"kind": "ran"}}, "tokenwire:mcp"),
+        ({x.COMPACTION: {"content": "S."}}, "tokenwire:vendor"),
+        ({x.AUDIO: {"expires_at": "soon"}}, "tokenwire:audio"),
+    ]
+    for fields, where in bad:
+        error = schemas.extension_error(x.BLOCK, {**base, **fields})
+        assert error is not None and where in error, (fields, error)
+    stop = {"v": "1.0", "seq": 4, "type": x.STOP, x.RAW_STOP_REASON: "pause_turn"}
+    assert schemas.extension_error(x.STOP, {**stop, x.CONTAINER: {"id": "c1"}}) is None
+    assert schemas.extension_error(x.STOP, {**stop, x.CONTAINER: {}}) is not None
+    assert schemas.request_extensions_error({x.APPROVALS: [{"id": "a", "approve": True}]}) is None
+    assert schemas.request_extensions_error({x.APPROVALS: [{"id": "a"}]}) is not None
+    assert schemas.request_extensions_error({x.TOOLS: {"f": {"kind": "binary"}}}) is not None
