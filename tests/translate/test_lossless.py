@@ -467,3 +467,59 @@ def test_the_11_schema_checks_the_new_fields() -> None:
     assert schemas.request_extensions_error({x.APPROVALS: [{"id": "a", "approve": True}]}) is None
     assert schemas.request_extensions_error({x.APPROVALS: [{"id": "a"}]}) is not None
     assert schemas.request_extensions_error({x.TOOLS: {"f": {"kind": "binary"}}}) is not None
+
+
+# --- Gemini URL context; code execution across Gemini and Responses ---------------------
+
+
+def gemini_body(name: str) -> bytes:
+    return frame_body(vector("gemini", name))
+
+
+def test_gemini_url_context_round_trip_through_the_sdk() -> None:
+    from google.genai import types as gtypes
+    from tests.translate.test_gemini_fidelity import _sdk_chunks, reencode
+
+    for frame in vector("gemini", "url-context-metadata")["frames"]:
+        gtypes.GenerateContentResponse.model_validate(frame["data"])
+
+    def urls(body: bytes) -> list[Any]:
+        found = []
+        for response in _sdk_chunks(body):
+            for candidate in response.candidates or ():
+                if candidate.url_context_metadata is not None:
+                    found.append(candidate.url_context_metadata.model_dump(mode="json"))
+        return found
+
+    original = gemini_body("url-context-metadata")
+    assert urls(reencode(original)) == urls(original) != []
+
+
+def test_gemini_code_execution_reaches_a_responses_client_as_code_interpreter() -> None:
+    again = re_encode(
+        "gemini", gemini_body("code-execution-parts"), ResponsesEncoder(model="gpt-test").encode
+    )
+    final = responses_final(again)
+    [item] = [i for i in final["output"] if i["type"] == "code_interpreter_call"]
+    assert item["code"] == "print(2**10)"
+    assert item["outputs"] == [{"type": "logs", "logs": "1024\n"}]
+    assert item["status"] == "completed"
+
+
+def test_responses_code_interpreter_reaches_a_gemini_client_as_code_execution() -> None:
+    from tests.translate.test_gemini_fidelity import accumulate
+
+    from tokenwire.translate.gemini import EventEncoder as GeminiEncoder
+
+    body = completed_with_output(
+        frame_body(vector("openai-responses", "fid-server-tools-and-citation"))
+    )
+    t = translator("openai-responses", model="m")
+    events = t.feed(body) + t.close()
+    encoder = GeminiEncoder(model="m")
+    parts = accumulate(b"".join(encoder.encode(e) for e in events))["parts"]
+    code = [p for p in parts if "executable_code" in p or "code_execution_result" in p]
+    assert code == [
+        {"executable_code": {"code": "print(1+1)", "language": "PYTHON"}},
+        {"code_execution_result": {"outcome": "OUTCOME_OK", "output": "2\n"}},
+    ]

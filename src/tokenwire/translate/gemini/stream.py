@@ -203,6 +203,16 @@ _encode = msgspec.json.Encoder().encode
 # --- Stream side ---------------------------------------------------------------------
 
 
+def _code(name: str, value: Any) -> dict[str, Any] | None:
+    """1.1 ``tokenwire:code`` of an ``executableCode`` / ``codeExecutionResult`` part."""
+    if not isinstance(value, dict):
+        return None
+    if name == "executableCode":
+        return {"language": str(value.get("language", "PYTHON")).lower(), "code": value.get("code")}
+    outcome = "ok" if value.get("outcome") == "OUTCOME_OK" else "error"
+    return {"outcome": outcome, "output": value.get("output", "")}
+
+
 class Translator(SSETranslator):
     """Gemini ``alt=sse`` body -> standard events. See the module docstring.
 
@@ -572,8 +582,13 @@ class Translator(SSETranslator):
             if len(raw):
                 # Ran on Gemini's side: shown (tokenwire:server_tool), never executed.
                 index = self._meta_block(c)
-                server_tool = {name: _decode_any(raw)}
-                self._block_event({"index": index, x.SERVER_TOOL: server_tool, x.VENDOR: VENDOR})
+                value = _decode_any(raw)
+                server_tool = {name: value}
+                body = {"index": index, x.SERVER_TOOL: server_tool, x.VENDOR: VENDOR}
+                code = _code(name, value)
+                if code is not None:
+                    body[x.CODE] = code  # 1.1: the cross-vendor shape
+                self._block_event(body)
                 if signature:
                     self._signature(index, signature)
                 return

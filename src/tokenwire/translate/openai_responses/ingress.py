@@ -430,6 +430,7 @@ class ResponsesEncoder:
         self._refusals: set[int] = set()
         self._sealed: dict[int, dict[str, Any]] = {}  # reasoning block -> id/encrypted
         self._kinds: dict[int, dict[str, Any]] = {}  # 1.1: tool.call block -> its tool kind
+        self._code: dict[str, Any] | None = None  # 1.1: another vendor's code, awaiting its result
         self._usage: dict[str, Any] | None = None
         self._cached: int | None = None
         self._reasoning_tokens: int | None = None
@@ -645,6 +646,40 @@ class ResponsesEncoder:
             item["status"] = status if isinstance(status, str) else "completed"
         return frames + self._frame("response.output_item.done", output_index=index, item=item)
 
+    def _foreign_code(self, code: dict[str, Any]) -> bytes:
+        """1.1, cross-vendor: Gemini's code execution as a ``code_interpreter_call``
+        (the code, then its result, which completes the item)."""
+        frames = b""
+        if isinstance(code.get("code"), str):
+            frames = self._flush_code()
+            self._code = {
+                "id": self._new_id("ci"),
+                "type": "code_interpreter_call",
+                "status": "completed",
+                "code": code["code"],
+                "container_id": "",
+                "outputs": [],
+            }
+        if "output" in code:
+            item = self._code or {
+                "id": self._new_id("ci"),
+                "type": "code_interpreter_call",
+                "status": "completed",
+                "code": None,
+                "container_id": "",
+                "outputs": [],
+            }
+            item["outputs"] = [{"type": "logs", "logs": str(code.get("output") or "")}]
+            if code.get("outcome") == "error":
+                item["status"] = "failed"
+            self._code = item
+            frames += self._flush_code()
+        return frames
+
+    def _flush_code(self) -> bytes:
+        item, self._code = self._code, None
+        return self._whole_item(item) if item is not None else b""
+
     def _whole_item(self, item: dict[str, Any]) -> bytes:
         """An item sent whole (``output_item.added`` and ``.done``): hosted tools, MCP..."""
         index = len(self._output)
@@ -702,6 +737,9 @@ class ResponsesEncoder:
         if x.TOOL_KIND in body:
             self._kinds[block] = body
             return b""
+        code = body.get(x.CODE)
+        if isinstance(code, dict) and body.get(x.VENDOR) not in (None, VENDOR):
+            return self._foreign_code(code)
         approval = body.get(x.APPROVAL)
         if isinstance(approval, dict) and isinstance(approval.get("id"), str):
             return self._whole_item({"type": "mcp_approval_request", **approval})
@@ -769,7 +807,8 @@ class ResponsesEncoder:
 
     def _end(self) -> bytes:
         self._done = True
-        frames = b"".join(self._close(out) for out in self._output)
+        frames = self._flush_code()
+        frames += b"".join(self._close(out) for out in self._output)
         usage = self._usage_object()
         if self._error is not None:
             failed = self._response("failed", error=self._error, usage=usage)

@@ -196,6 +196,22 @@ _MAX_KEPT: Final = 16
 _REFUSAL_KEY: Final = 2  # block key kinds: 0 text, 1 reasoning, 2 refusal
 
 
+def _code(item: dict[str, Any]) -> dict[str, Any]:
+    """1.1 ``tokenwire:code`` of a ``code_interpreter_call``: its code and its logs."""
+    outputs = item.get("outputs")
+    logs = [
+        o.get("logs", "")
+        for o in (outputs if isinstance(outputs, list) else ())
+        if isinstance(o, dict) and o.get("type") == "logs"
+    ]
+    return {
+        "language": "python",
+        "code": item.get("code"),
+        "outcome": "error" if item.get("status") == "failed" else "ok",
+        "output": "".join(str(log) for log in logs),
+    }
+
+
 class _Call:
     """A function_call item being streamed, keyed by its output_index."""
 
@@ -431,6 +447,8 @@ class Translator(SSETranslator):
         else:
             # A hosted tool ran on OpenAI's side: shown, never executed.
             body = {x.SERVER_TOOL: whole}
+            if kind == "code_interpreter_call":
+                body[x.CODE] = _code(whole)  # 1.1: the cross-vendor shape (Gemini's)
         if item.status:
             body[x.STATUS] = item.status
         block = self._new_block()
