@@ -22,6 +22,16 @@ assistant turn that made such a call does not start with the very same
 thinking / redacted blocks, in order, or when any thinking block's signature
 does not match its text: dropped, reordered or altered reasoning fails the way
 it fails against the real API.
+
+tokenwire extensions 1.1: ``Script.items`` are content blocks sent before the
+text. A ``compaction`` item is streamed as Anthropic does (``compaction_delta``)
+with an ``encrypted_content`` that signs its summary (``compaction_block``), and
+the calls of that turn carry its digest; a later request is refused when a
+compaction block's summary differs from what it signed, or when such a call
+comes without its compaction block. A ``server_tool_use`` item with
+``Script.container`` set pauses the turn (``pause_turn``, the container in
+``message_delta``, ``container_id``); the continuation is refused when the
+paused block was altered or the request's ``container`` is not that container.
 """
 
 from __future__ import annotations

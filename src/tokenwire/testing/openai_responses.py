@@ -30,6 +30,15 @@ OpenAI's error body (``check_request`` / ``refusal_body``) when a reasoning
 item's encrypted content does not verify (altered), or when a signed
 ``function_call`` item comes without that reasoning item before it in the
 same assistant turn (dropped or reordered).
+
+tokenwire extensions 1.1 (``Script.items``, output items sent after the calls;
+``check_items``): the fake gives a ``custom_tool_call`` or ``apply_patch_call``
+a ``call_id``, and an ``mcp_approval_request`` or ``compaction`` item an ``id``,
+that carries a digest of the item (``sign_item``). A later request is refused
+when such an item comes back altered (or as another item type: a custom call
+sent back as a ``function_call``), when a tool output has no call of its own
+type before it (``custom_tool_call_output`` needs its ``custom_tool_call``), or
+when an ``mcp_approval_response`` has no ``mcp_approval_request`` before it.
 """
 
 from __future__ import annotations
