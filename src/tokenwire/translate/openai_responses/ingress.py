@@ -18,7 +18,8 @@ from ...errors import InvalidRequest
 from .. import _extensions as x
 from .. import _lossless
 from .._contract import EncodeEvent
-from .._ingress import tool_from_function, want
+from .._ingress import want
+from .items import CLIENT_CALLS, CLIENT_TOOLS, KEPT_ITEMS, client_call, kept_part, tools_11
 from .request import VENDOR
 
 __all__ = ["ResponsesEncoder", "parse_ingress", "request_from_vendor"]
@@ -109,46 +110,6 @@ def _reasoning_part(item: dict[str, Any], path: str) -> dict[str, Any]:
     return part
 
 
-#: 1.1: input items kept whole in ``tokenwire:block_history`` (part type, key).
-_KEPT_ITEMS: Final = {
-    "mcp_approval_request": x.APPROVAL,
-    "mcp_list_tools": x.MCP,
-    "mcp_call": x.MCP,
-    "compaction": x.COMPACTION,
-}
-
-
-def _kept_part(item: dict[str, Any], path: str) -> dict[str, Any]:
-    kind = item["type"]
-    key = _KEPT_ITEMS[kind]
-    want(item.get("id"), str, f"{path}.id", "a string")
-    fields = {k: v for k, v in item.items() if k != "type"}
-    if key == x.APPROVAL:
-        return {"type": key, key: fields}
-    if key == x.MCP:
-        fields = {"kind": "list_tools" if kind == "mcp_list_tools" else "call", **fields}
-    return {"type": key, key: fields, x.VENDOR: VENDOR}
-
-
-def _client_call(item: dict[str, Any], path: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """1.1: a custom / apply_patch call item -> ``(tool call, its tool kind part)``."""
-    call_id = want(item.get("call_id"), str, f"{path}.call_id", "a string")
-    if item["type"] == "custom_tool_call":
-        name = want(item.get("name"), str, f"{path}.name", "a string")
-        raw = want(item.get("input"), str, f"{path}.input", "a string")
-        call = {"id": call_id, "name": name, "arguments": _lossless.custom_arguments(raw)}
-        kind = "custom"
-    else:
-        operation = want(item.get("operation"), dict, f"{path}.operation", "an object")
-        call = {"id": call_id, "name": "apply_patch", "arguments": _encode(operation).decode()}
-        kind = "apply_patch"
-    part: dict[str, Any] = {"type": x.TOOL_KIND, x.TOOL_KIND: kind, x.TOOL_CALL_ID: call_id}
-    if isinstance(item.get("id"), str):
-        part[x.ITEM_ID] = item["id"]
-    part[x.VENDOR] = VENDOR
-    return call, part
-
-
 def _messages(items: Any, instructions: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """``(standard messages, reasoning history)`` for ``input``."""
     messages, history, _, _ = _messages_11(items, instructions)
@@ -214,17 +175,17 @@ def _messages_11(
                 answer["reason"] = want(item["reason"], str, f"{path}.reason", "a string")
             answers.append(answer)
             continue
-        if kind in ("reasoning", "function_call", *_KEPT_ITEMS, *_CLIENT_CALLS):
+        if kind in ("reasoning", "function_call", *KEPT_ITEMS, *CLIENT_CALLS):
             if open_turn is None or (
-                kind not in ("function_call", *_CLIENT_CALLS) and open_turn["tool_calls"]
+                kind not in ("function_call", *CLIENT_CALLS) and open_turn["tool_calls"]
             ):
                 open_turn = {"role": "assistant", "content": "", "tool_calls": []}
                 messages.append(open_turn)
             at = len(messages) - 1
-            if kind in _KEPT_ITEMS:
-                keep(at, _kept_part(item, path))
-            elif kind in _CLIENT_CALLS:
-                call, part = _client_call(item, path)
+            if kind in KEPT_ITEMS:
+                keep(at, kept_part(item, path))
+            elif kind in CLIENT_CALLS:
+                call, part = client_call(item, path)
                 open_turn["tool_calls"].append(call)
                 keep(at, part)
             elif kind == "reasoning":
@@ -264,56 +225,6 @@ def _messages_11(
     return messages, history, blocks, answers
 
 
-_CLIENT_CALLS: Final = ("custom_tool_call", "apply_patch_call")
-#: 1.1: the tool types a client runs: JSON functions, custom tools and apply_patch.
-_CLIENT_TOOLS: Final = frozenset({"function", "custom", "apply_patch"})
-
-
-def _tools(tools: Any) -> list[dict[str, Any]] | None:
-    return _tools_11(tools)[0]
-
-
-def _tools_11(tools: Any) -> tuple[list[dict[str, Any]] | None, dict[str, Any]]:
-    """``(standard tools, tokenwire:tools)``: custom and apply_patch tools are declared
-    with their §8.2 parameters, and their kind in the extension."""
-    if tools is None:
-        return None, {}
-    want(tools, list, "tools", "an array")
-    out = []
-    kinds: dict[str, Any] = {}
-    for i, tool in enumerate(tools):
-        path = f"tools[{i}]"
-        want(tool, dict, path, "a tool object")
-        kind = tool.get("type")
-        if kind == "custom":
-            name = want(tool.get("name"), str, f"{path}.name", "a string")
-            description = tool.get("description")
-            out.append(
-                {
-                    "name": name,
-                    "description": description if isinstance(description, str) else "",
-                    "parameters": _lossless.CUSTOM_PARAMETERS,
-                }
-            )
-            spec: dict[str, Any] = {"kind": "custom"}
-            if tool.get("format") is not None:
-                spec["format"] = want(tool["format"], dict, f"{path}.format", "an object")
-            kinds[name] = spec
-        elif kind == "apply_patch":
-            out.append(
-                {
-                    "name": "apply_patch",
-                    "description": "Create, update or delete a file with a diff.",
-                    "parameters": _lossless.APPLY_PATCH_PARAMETERS,
-                }
-            )
-            kinds["apply_patch"] = {"kind": "apply_patch"}
-        elif kind == "function":
-            out.append(tool_from_function(tool, path))
-        # else: a hosted tool, see request_from_vendor
-    return out, kinds
-
-
 def request_from_vendor(body: Any) -> rq.Request:
     """A standard request from a Responses API request body (a decoded JSON object).
 
@@ -333,7 +244,7 @@ def request_from_vendor(body: Any) -> rq.Request:
     want(body, dict, "$", "a JSON object")
     model = want(body.get("model"), str, "model", "a string")
     messages, history, blocks, answers = _messages_11(body.get("input"), body.get("instructions"))
-    tools_out, kinds = _tools_11(body.get("tools"))
+    tools_out, kinds = tools_11(body.get("tools"))
     params = {
         name: body[key]
         for name, key in (
@@ -346,7 +257,7 @@ def request_from_vendor(body: Any) -> rq.Request:
     rest = {k: v for k, v in body.items() if k not in _MAPPED_FIELDS}
     tools = body.get("tools")
     if isinstance(tools, list) and any(
-        not isinstance(t, dict) or t.get("type") not in _CLIENT_TOOLS for t in tools
+        not isinstance(t, dict) or t.get("type") not in CLIENT_TOOLS for t in tools
     ):
         # Hosted tools (web_search, file_search, code_interpreter...) run at
         # OpenAI: a Responses upstream gets the caller's whole list back; the
