@@ -523,3 +523,22 @@ def test_responses_code_interpreter_reaches_a_gemini_client_as_code_execution() 
         {"executable_code": {"code": "print(1+1)", "language": "PYTHON"}},
         {"code_execution_result": {"outcome": "OUTCOME_OK", "output": "2\n"}},
     ]
+
+
+def test_follow_up_sends_back_the_audio_id_only() -> None:
+    from tests.translate.test_openai import vector_body as chat_body
+
+    t = translator("openai", model="m")
+    events = t.feed(chat_body(vector("openai", "fid-audio-output"))) + t.close()
+    # The audio data and transcript stay out of the next request: the id names them.
+    assert _lossless.block_parts(events) == [{"type": x.AUDIO, x.AUDIO: {"id": "audio_abc123"}}]
+
+
+def test_follow_up_leaves_out_what_no_builder_sends_back() -> None:
+    t = translator("openai-responses", model="m")
+    body = frame_body(vector("openai-responses", "fid-image-generation-closed"))
+    events = t.feed(body) + t.close()
+    assert _lossless.block_parts(events) == []  # the image's base64 stays out
+    t = translator("anthropic", model="claude-test-1")
+    events = t.feed(anthropic_body(vector("anthropic", "pause-turn-container"))) + t.close()
+    assert [p[x.SERVER_TOOL]["type"] for p in _lossless.block_parts(events)] == ["server_tool_use"]

@@ -208,6 +208,13 @@ def parts_of(parts: Iterable[dict[str, Any]], kind: str, vendor: str | None = No
     ]
 
 
+def _resent(server_tool: Any) -> bool:
+    """Whether a server tool block goes back next turn: Anthropic's do (a ``pause_turn``
+    continuation needs them); the others' ride on the vendor's own state."""
+    kind = server_tool.get("type") if isinstance(server_tool, dict) else None
+    return isinstance(kind, str) and (kind == "server_tool_use" or kind.endswith("_tool_result"))
+
+
 def block_parts(events: Iterable[ev.Event]) -> list[dict[str, Any]]:
     """The ``tokenwire:block_history`` parts of one response's events, in stream order.
 
@@ -224,7 +231,16 @@ def block_parts(events: Iterable[ev.Event]) -> list[dict[str, Any]]:
         for kind, key in PART_KEYS.items():
             if key not in body:
                 continue
-            part: dict[str, Any] = {"type": kind, key: body[key]}
+            payload = body[key]
+            if kind == x.AUDIO:
+                # Only the id goes back (docs/extensions.md): never the audio data,
+                # which may be megabytes, nor the fragments without an id.
+                if not isinstance(payload, dict) or not isinstance(payload.get("id"), str):
+                    continue
+                payload = {"id": payload["id"]}
+            elif kind == x.SERVER_TOOL and not _resent(payload):
+                continue  # no builder sends it back (an image's data would only weigh)
+            part: dict[str, Any] = {"type": kind, key: payload}
             for extra in (x.VENDOR, x.TOOL_CALL_ID, x.ITEM_ID, x.RAW):
                 if extra in body:
                     part[extra] = body[extra]
