@@ -542,3 +542,42 @@ def test_follow_up_leaves_out_what_no_builder_sends_back() -> None:
     t = translator("anthropic", model="claude-test-1")
     events = t.feed(anthropic_body(vector("anthropic", "pause-turn-container"))) + t.close()
     assert [p[x.SERVER_TOOL]["type"] for p in _lossless.block_parts(events)] == ["server_tool_use"]
+
+
+def sdk_logprobs(body: bytes) -> list[Any]:
+    from tests.translate.test_gemini_fidelity import _sdk_chunks
+
+    found = []
+    for response in _sdk_chunks(body):
+        for candidate in response.candidates or ():
+            if candidate.logprobs_result is not None:
+                result = candidate.logprobs_result
+                for i, chosen in enumerate(result.chosen_candidates or ()):
+                    top = (result.top_candidates or [])[i].candidates or []
+                    alternatives = [(a.token, a.log_probability) for a in top]
+                    found.append((chosen.token, chosen.log_probability, alternatives))
+    return found
+
+
+def test_gemini_logprobs_round_trip_through_the_sdk() -> None:
+    from google.genai import types as gtypes
+    from tests.translate.test_gemini_fidelity import reencode
+
+    for frame in vector("gemini", "logprobs-result")["frames"]:
+        gtypes.GenerateContentResponse.model_validate(frame["data"])
+    original = gemini_body("logprobs-result")
+    assert sdk_logprobs(reencode(original)) == sdk_logprobs(original) != []
+
+
+def test_chat_logprobs_reach_a_gemini_client() -> None:
+    from tests.translate.test_openai import vector_body as chat_body
+
+    from tokenwire.translate.gemini import EventEncoder as GeminiEncoder
+
+    t = translator("openai", model="m")
+    events = t.feed(chat_body(vector("openai", "fid-logprobs-on-text"))) + t.close()
+    encoder = GeminiEncoder(model="m")
+    assert sdk_logprobs(b"".join(encoder.encode(e) for e in events)) == [
+        ("Hello", -0.01, [("Hello", -0.01), ("Hi", -4.6)]),
+        ("!", -0.3, [("!", -0.3), (".", -1.4)]),
+    ]

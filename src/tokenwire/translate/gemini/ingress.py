@@ -428,8 +428,8 @@ class EventEncoder:
         """True once the last chunk or an error chunk has been written."""
         return self._ended
 
-    def _chunk(self, parts: list[dict[str, Any]]) -> bytes:
-        candidate = {"content": {"parts": parts, "role": "model"}, "index": 0}
+    def _chunk(self, parts: list[dict[str, Any]], **fields: Any) -> bytes:
+        candidate = {"content": {"parts": parts, "role": "model"}, "index": 0, **fields}
         return _frame(
             {"candidates": [candidate], "modelVersion": self.model, "responseId": self.id}
         )
@@ -578,6 +578,27 @@ class EventEncoder:
             elif citation.get("type") == "citation_source":
                 self._sources.append(rest)
             return b""  # another vendor's citation has no Gemini form
+        tokens = body.get(x.LOGPROBS)
+        if isinstance(tokens, list):
+            # 1.1: any vendor's logprobs as Gemini's logprobsResult, on a chunk of their own.
+            chosen = [
+                {"token": t.get("token"), "logProbability": t.get("logprob")}
+                for t in tokens
+                if isinstance(t, dict)
+            ]
+            top = [
+                {
+                    "candidates": [
+                        {"token": a.get("token"), "logProbability": a.get("logprob")}
+                        for a in t.get("top_logprobs") or ()
+                        if isinstance(a, dict)
+                    ]
+                }
+                for t in tokens
+                if isinstance(t, dict)
+            ]
+            result = {"chosenCandidates": chosen, "topCandidates": top}
+            return self._flush_call() + self._chunk([], logprobsResult=result)
         code = body.get(x.CODE)
         if isinstance(code, dict) and body.get(x.VENDOR) != _VENDOR:
             # 1.1, cross-vendor: another vendor's code execution (a Responses

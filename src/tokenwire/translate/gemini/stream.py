@@ -506,6 +506,7 @@ class Translator(SSETranslator):
             cand.groundingMetadata
             or cand.citationMetadata
             or cand.urlContextMetadata
+            or cand.logprobsResult
             or cand.finishReason is not None
         ):
             self._on_metadata(c, cand)
@@ -541,7 +542,36 @@ class Translator(SSETranslator):
         }
         self._block_event(body)
 
+    def _on_logprobs(self, c: int, raw: msgspec.Raw) -> None:
+        # 1.1: the chunk's tokens with their log probabilities and top alternatives,
+        # on the candidate's text block, right after its text.
+        result = _decode_any(raw)
+        if not isinstance(result, dict):
+            return
+        chosen = result.get("chosenCandidates")
+        tops = result.get("topCandidates")
+        tokens = []
+        for i, pick in enumerate(chosen if isinstance(chosen, list) else ()):
+            if not isinstance(pick, dict):
+                continue
+            entry: dict[str, Any] = {
+                "token": pick.get("token"),
+                "logprob": pick.get("logProbability"),
+            }
+            top = tops[i] if isinstance(tops, list) and i < len(tops) else None
+            alternatives = top.get("candidates") if isinstance(top, dict) else None
+            entry["top_logprobs"] = [
+                {"token": a.get("token"), "logprob": a.get("logProbability")}
+                for a in (alternatives if isinstance(alternatives, list) else ())
+                if isinstance(a, dict)
+            ]
+            tokens.append(entry)
+        if tokens:
+            self._block_event({"index": self._block(c, False), x.LOGPROBS: tokens})
+
     def _on_metadata(self, c: int, cand: _Candidate) -> None:
+        if cand.logprobsResult:
+            self._on_logprobs(c, cand.logprobsResult)
         if cand.urlContextMetadata:
             self._on_url_context(c, cand.urlContextMetadata)
         if cand.groundingMetadata:
