@@ -581,3 +581,30 @@ def test_chat_logprobs_reach_a_gemini_client() -> None:
         ("Hello", -0.01, [("Hello", -0.01), ("Hi", -4.6)]),
         ("!", -0.3, [("!", -0.3), (".", -1.4)]),
     ]
+
+
+@pytest.mark.parametrize(
+    ("vendor", "folder", "name"),
+    [
+        ("anthropic", "anthropic", "refusal-no-content"),
+        ("anthropic", "anthropic", "refusal-after-text"),
+        ("openai", "openai", "fid-refusal-marked"),
+        ("openai-responses", "openai-responses", "fid-refusal-only"),
+        ("gemini", "gemini", "safety-refusal"),
+        ("gemini", "gemini", "prompt-blocked"),
+    ],
+)
+def test_one_refusal_carrier_for_every_vendor(vendor: str, folder: str, name: str) -> None:
+    from tests.translate.test_openai import vector_body as chat_body
+
+    data = vector(folder, name)
+    body = {"anthropic": anthropic_body, "openai": chat_body}.get(vendor, frame_body)(data)
+    t = translator(vendor, model="m")
+    events = t.feed(body) + t.close()
+    marked = [b["index"] for e in events if (b := x.fields(e, x.BLOCK)) and b.get(x.REFUSAL)]
+    stops = [b for e in events if (b := x.fields(e, x.STOP))]
+    assert len(marked) == 1 and not any(x.REFUSAL in b for b in stops)
+    # The marked block ends with content_filter.
+    assert [
+        e.stop_reason for e in events if isinstance(e, ev.ContentStop) and e.index == marked[0]
+    ] == ["content_filter"]

@@ -655,6 +655,12 @@ class Translator(SSETranslator):
             if self._container is not None:
                 stop[x.CONTAINER] = self._container
             out += writer.add(x.extension(x.STOP, stop))
+        if vendor == "refusal":
+            # 1.1: one refusal carrier for every vendor, on the block it concerns
+            # (the answer's text block, reserved when no text came).
+            if self._text_index < 0:
+                self._text_index = self._new_index()
+            out += self._block_event(self._text_index, {x.REFUSAL: True})
         if not writer.open_blocks:
             # No block carried anything (a refusal often has none): one
             # content.stop still tells the client why generation stopped.
