@@ -22,6 +22,9 @@ Read with the standard library's ``tomllib``. Unknown keys are errors (a typo
 must not silently drop a setting), and a literal ``api_key`` is refused: keys
 come from the environment variable named by ``api_key_env`` only. The ``demo``
 model is always served, whether the file names it or not.
+
+May import: the core and ``tokenwire.server``; nothing else of the gateway (it is
+the gateway's lowest layer, ``tests/test_layers.py``).
 """
 
 from __future__ import annotations
