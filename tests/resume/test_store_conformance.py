@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -22,6 +21,7 @@ from tokenwire.gateway.resume import (
     StreamInfo,
     StreamNotFound,
 )
+from tokenwire.testing import async_wait_until
 from tokenwire.writer import Writer
 
 INFO = StreamInfo("demo", 1_700_000_000, "me", "t" * 64, "c" * 64)
@@ -83,13 +83,12 @@ class _store:  # noqa: N801 - used as ``async with _store(...)``
 
 async def _subscribed(store: RedisStore) -> None:
     """Wait (bounded) until the store's listener is subscribed to its channels."""
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
+
+    async def subscribed() -> bool:
         reply = await store.call("PUBSUB", "NUMSUB", store.ended_channel)
-        if int(reply[1]) >= 1:
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError("the store never subscribed")
+        return int(reply[1]) >= 1
+
+    await async_wait_until(subscribed, timeout=20, what="the store's subscription")
 
 
 async def _stream_of(store: Store, request_id: str, after: int = -1) -> list[Entry]:
@@ -129,6 +128,7 @@ def test_commit_read_follow_and_end(run: Callable[..., None]) -> None:
             assert [e.seq for e in reader.first] == [1]
             assert not reader.finished
             waiting = asyncio.ensure_future(reader.next(30.0))
+            # One loop turn, not a pause: next() starts waiting before the commit.
             await asyncio.sleep(0)
             assert await store.commit([Append("r", entries[2:], "completed", False)]) == set()
             got = await waiting
@@ -157,7 +157,7 @@ def test_wait_ended_wakes_on_the_end(run: Callable[..., None]) -> None:
         entries = _stream(2, "w")
         await store.commit([Append("w", entries[:2], None, True)])
         waiter = asyncio.ensure_future(store.wait_ended("w", 3600.0))
-        await asyncio.sleep(0)  # it registers before its first await
+        await asyncio.sleep(0)  # one loop turn, not a pause: it registers before its first await
         await store.commit([Append("w", entries[2:], "completed", False)])
         async with asyncio.timeout(30):  # bounded: a missed wake fails, never hangs
             await waiter
