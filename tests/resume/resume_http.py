@@ -17,7 +17,7 @@ import msgspec
 import tokenwire
 from tokenwire import events as ev
 from tokenwire import request as rq
-from tokenwire.testing import wait_until
+from tokenwire.testing import wait_for_file, wait_until
 
 MEDIA = rq.MEDIA_TYPE
 QUESTION = "What makes a stream resumable across gateway replicas?"
@@ -158,15 +158,10 @@ def start_of(events: list[ev.Event]) -> ev.StreamStart:
 def wait_record(record_dir: Path, request_id: str, timeout: float = 30.0) -> dict[str, Any]:
     """The Recorder plugin's record of ``request_id``, once it wrote one."""
     path = record_dir / f"{request_id}.json"
-
-    def record() -> dict[str, Any] | None:
-        # Half-written JSON reads as ValueError: the plugin is still writing it.
-        with contextlib.suppress(FileNotFoundError, ValueError):
-            found: dict[str, Any] = json.loads(path.read_text())
-            return found
-        return None
-
-    return wait_until(record, timeout=timeout, what=f"a record for {request_id}")
+    record: dict[str, Any] = wait_for_file(
+        path, json.loads, timeout=timeout, what=f"a record for {request_id}"
+    )
+    return record
 
 
 def wait_for(predicate: Any, timeout: float = 30.0, what: str = "condition") -> None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
+from pathlib import Path
 
 import pytest
 
-from tokenwire.testing import WaitTimeout, async_wait_until, wait_until
+from tokenwire.testing import WaitTimeout, async_wait_until, wait_for_file, wait_until
 
 
 def test_returns_the_truthy_value_another_thread_makes() -> None:
@@ -53,3 +55,21 @@ def test_async_waits_on_another_task_and_awaits_coroutine_predicates() -> None:
             await async_wait_until(lambda: 0, timeout=0.02, what="the subscription")
 
     asyncio.run(run())
+
+
+def test_wait_for_file_rereads_a_half_written_file(tmp_path: Path) -> None:
+    path = tmp_path / "record.json"
+    path.write_text('{"cancelled_at": 1')  # the writer is not done yet
+    reads = 0
+
+    def parse(text: str) -> dict[str, float]:
+        nonlocal reads
+        reads += 1
+        if reads == 2:
+            path.write_text('{"cancelled_at": 1.5}')
+        parsed: dict[str, float] = json.loads(text)
+        return parsed
+
+    assert wait_for_file(path, parse) == {"cancelled_at": 1.5}
+    with pytest.raises(WaitTimeout, match="the missing record"):
+        wait_for_file(tmp_path / "none", json.loads, timeout=0.02, what="the missing record")

@@ -19,6 +19,7 @@ import os
 import platform
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -27,6 +28,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
+
+from .waiting import WaitTimeout, wait_until
 
 _TICKS: Final = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -134,15 +137,23 @@ def open_sockets(pid: int) -> int:
 # --- servers in their own process group ---------------------------------------------------
 
 
-def _http_get_status(port: int, path: str, timeout: float = 1.0) -> int:
-    """The status of ``GET path`` on 127.0.0.1:port (0 when nothing answered)."""
+def _http_get_status(
+    port: int, path: str, timeout: float = 1.0, tls: ssl.SSLContext | None = None
+) -> int:
+    """The status of ``GET path`` on 127.0.0.1:port (0 when nothing answered).
+
+    With ``tls``, over TLS to the host name ``localhost`` (the test certificates').
+    """
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        with contextlib.ExitStack() as stack:
+            s = stack.enter_context(socket.create_connection(("127.0.0.1", port), timeout=timeout))
+            if tls is not None:
+                s = stack.enter_context(tls.wrap_socket(s, server_hostname="localhost"))
             s.sendall(
                 f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode()
             )
             head = s.recv(64)
-    except OSError:
+    except OSError:  # ssl.SSLError is one: a handshake before the server is ready
         return 0
     parts = head.split(b" ", 2)
     return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
@@ -151,10 +162,13 @@ def _http_get_status(port: int, path: str, timeout: float = 1.0) -> int:
 class ServedProcess:
     """A server command on 127.0.0.1 in its own process group; always stopped on exit.
 
-    ``start`` spawns ``argv`` and polls ``GET ready_path`` every 10 ms until it
-    answers ``200``; ``started_s`` is the time from spawn to that answer (the
-    start-up time a user waits). ``stop`` sends SIGINT, then kills the whole
-    process group (workers included) if it does not exit in ``grace_s``.
+    ``start`` spawns ``argv`` and polls ``GET ready_path`` (``wait_until``: every
+    millisecond at first) until it answers ``ready_status`` (``None``: any HTTP
+    answer; over TLS with ``tls``); ``started_s`` is the time from spawn to that
+    answer (the start-up time a user waits). Its stderr goes to ``stderr_path``
+    (a temporary file unless given), its stdout to ``stdout_path`` (or nowhere).
+    ``stop`` sends SIGINT, then kills the whole process group (workers
+    included) if it does not exit in ``grace_s``.
     Raises ``RuntimeError`` with the process's stderr when it dies or does not
     come up within ``timeout_s``.
     """
@@ -165,14 +179,20 @@ class ServedProcess:
         port: int,
         *,
         ready_path: str = "/healthz",
+        ready_status: int | None = 200,
+        tls: ssl.SSLContext | None = None,
         env: Mapping[str, str] | None = None,
         cwd: str | Path | None = None,
         timeout_s: float = 60.0,
         grace_s: float = 10.0,
+        stderr_path: Path | None = None,
+        stdout_path: Path | None = None,
     ) -> None:
         self.argv = list(argv)
         self.port = port
         self.ready_path = ready_path
+        self.ready_status = ready_status
+        self.tls = tls
         self.env = dict(env) if env is not None else None
         self.cwd = cwd
         self.timeout_s = timeout_s
@@ -180,7 +200,8 @@ class ServedProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.started_s = 0.0
         self._tmp = tempfile.TemporaryDirectory(prefix="tokenwire-bench-")
-        self.stderr_path = Path(self._tmp.name) / "stderr"
+        self.stderr_path = stderr_path or Path(self._tmp.name) / "stderr"
+        self.stdout_path = stdout_path
 
     @property
     def url(self) -> str:
@@ -206,28 +227,42 @@ class ServedProcess:
 
     def start(self) -> ServedProcess:
         """Spawn and wait until ready. Returns ``self``."""
-        with open(self.stderr_path, "wb") as err:
+        with contextlib.ExitStack() as files:
+            err = files.enter_context(open(self.stderr_path, "wb"))
+            out = (
+                files.enter_context(open(self.stdout_path, "wb"))
+                if self.stdout_path is not None
+                else subprocess.DEVNULL
+            )
             t0 = time.perf_counter()
             self.proc = subprocess.Popen(
                 self.argv,
                 env=self.env,
                 cwd=self.cwd,
                 stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
+                stdout=out,
                 stderr=err,
                 start_new_session=True,
             )
-        deadline = t0 + self.timeout_s
+        proc = self.proc
+
+        def ready() -> bool:
+            status = _http_get_status(self.port, self.ready_path, tls=self.tls)
+            if status and (self.ready_status is None or status == self.ready_status):
+                return True
+            if proc.poll() is not None:
+                raise RuntimeError(f"{self.argv[0]} exited at start:\n{self.stderr()[-4000:]}")
+            return False
+
         try:
-            while True:
-                if _http_get_status(self.port, self.ready_path) == 200:
-                    self.started_s = time.perf_counter() - t0
-                    return self
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"{self.argv[0]} exited at start:\n{self.stderr()[-4000:]}")
-                if time.perf_counter() > deadline:
-                    raise RuntimeError(f"{self.argv[0]} did not come up:\n{self.stderr()[-4000:]}")
-                time.sleep(0.01)
+            try:
+                wait_until(ready, timeout=self.timeout_s, max_interval=0.01)
+            except WaitTimeout:
+                raise RuntimeError(
+                    f"{self.argv[0]} did not come up:\n{self.stderr()[-4000:]}"
+                ) from None
+            self.started_s = time.perf_counter() - t0
+            return self
         except BaseException:
             self.stop()
             raise

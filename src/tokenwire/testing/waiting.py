@@ -14,12 +14,14 @@ Nothing here is imported by the gateway or the protocol core.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Final, TypeVar
 
-__all__ = ["WaitTimeout", "async_wait_until", "wait_until"]
+__all__ = ["WaitTimeout", "async_wait_until", "wait_for_file", "wait_until"]
 
 T = TypeVar("T")
 
@@ -94,3 +96,26 @@ async def async_wait_until(
         if loop.time() > deadline:
             raise WaitTimeout(f"not within {timeout:g} s: {_describe(what)}")
         await asyncio.sleep(pause())
+
+
+def wait_for_file(
+    path: Path,
+    parse: Callable[[str], T],
+    *,
+    timeout: float = 30.0,
+    what: str | None = None,
+) -> T:
+    """``parse(path.read_text())`` once the file exists and parses (another process writes it).
+
+    A half-written file fails to parse (``ValueError``, ``json.JSONDecodeError``
+    is one) and is read again, so no pause "to let the write finish" is needed.
+    """
+
+    def parsed() -> tuple[T] | None:
+        with contextlib.suppress(OSError, ValueError):
+            return (parse(path.read_text()),)
+        return None
+
+    box = wait_until(parsed, timeout=timeout, what=what or f"{path} written")
+    assert box is not None  # wait_until returns only a truthy value
+    return box[0]
