@@ -1,6 +1,7 @@
 """A three-node Redis Cluster on 127.0.0.1 for the limits tests (no replicas, no persistence).
 
-Built on tests/resume/redis_proc.py (binary lookup, free ports). Each node's
+Built on tests/resume/redis_proc.py (binary lookup, free ports); each node is a
+``tokenwire.testing.processes.ServedProcess`` (ready once it answers ``PING``). Each node's
 cluster bus listens on its port + 10000, so ports are picked where both are free.
 The slots are assigned and the nodes introduced with redis-py (no redis-cli).
 """
@@ -8,15 +9,14 @@ The slots are assigned and the nodes introduced with redis-py (no redis-cli).
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
+import functools
 import socket
-import subprocess
-import time
 from pathlib import Path
 
 import redis
 from tests.resume.redis_proc import free_port
+
+from tokenwire.testing import processes, wait_until
 
 SLOTS = 16384
 
@@ -46,7 +46,7 @@ class RedisCluster:
         self.binary = binary
         self.workdir = workdir
         self.ports = cluster_ports(count)
-        self.procs: list[subprocess.Popen[bytes]] = []
+        self.nodes: list[processes.ServedProcess] = []
 
     @property
     def url(self) -> str:
@@ -73,13 +73,20 @@ class RedisCluster:
                 "--daemonize",
                 "no",
             ]
-            with open(self.workdir / f"redis-{port}.log", "ab") as log:
-                self.procs.append(
-                    subprocess.Popen(
-                        argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-                    )
-                )
+            log = self.workdir / f"redis-{port}.log"
+            node = processes.ServedProcess(
+                argv,
+                port,
+                ready=functools.partial(self._ping, port),
+                timeout_s=wait,
+                stderr_path=log,
+                stdout_path=log,
+                append=True,
+            )
+            self.nodes.append(node)
         try:
+            for node in self.nodes:
+                node.start()
             self._form(wait)
         except BaseException:
             self.stop()
@@ -89,40 +96,36 @@ class RedisCluster:
     def _client(self, port: int) -> redis.Redis:
         return redis.Redis(host="127.0.0.1", port=port, socket_timeout=5.0)
 
+    def _ping(self, port: int) -> bool:
+        with contextlib.suppress(redis.ConnectionError), self._client(port) as client:
+            return bool(client.ping())
+        return False
+
     def _form(self, wait: float) -> None:
-        deadline = time.monotonic() + wait
         clients = [self._client(port) for port in self.ports]
         try:
-            for client in clients:
-                while True:
-                    with contextlib.suppress(redis.ConnectionError):
-                        if client.ping():
-                            break
-                    if time.monotonic() > deadline:
-                        raise RuntimeError("a cluster node did not answer PING")
-                    time.sleep(0.05)
             share = SLOTS // len(clients)
             for i, client in enumerate(clients):
                 last = SLOTS - 1 if i == len(clients) - 1 else (i + 1) * share - 1
                 client.execute_command("CLUSTER", "ADDSLOTSRANGE", i * share, last)
             for port in self.ports[1:]:
                 clients[0].execute_command("CLUSTER", "MEET", "127.0.0.1", port)
-            while not all(
-                b"cluster_state:ok" in c.execute_command("CLUSTER", "INFO") for c in clients
-            ):
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the cluster did not reach cluster_state:ok")
-                time.sleep(0.05)
+            wait_until(
+                lambda: all(
+                    b"cluster_state:ok" in c.execute_command("CLUSTER", "INFO") for c in clients
+                ),
+                timeout=wait,
+                what="the cluster reaching cluster_state:ok",
+            )
         finally:
             for client in clients:
                 client.close()
 
     def stop(self) -> None:
-        for proc in self.procs:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-        self.procs = []
+        for node in self.nodes:
+            node.kill()
+            node.close()
+        self.nodes = []
 
     def __enter__(self) -> RedisCluster:
         return self.start()

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -164,9 +164,12 @@ class ServedProcess:
 
     ``start`` spawns ``argv`` and polls ``GET ready_path`` (``wait_until``: every
     millisecond at first) until it answers ``ready_status`` (``None``: any HTTP
-    answer; over TLS with ``tls``); ``started_s`` is the time from spawn to that
+    answer; over TLS with ``tls``), or, for a server that is not HTTP (Redis),
+    until ``ready()`` is true; ``started_s`` is the time from spawn to that
     answer (the start-up time a user waits). Its stderr goes to ``stderr_path``
-    (a temporary file unless given), its stdout to ``stdout_path`` (or nowhere).
+    (a temporary file unless given), its stdout to ``stdout_path`` (or nowhere;
+    the same path as ``stderr_path``: one log of both), appended to with
+    ``append``. ``kill`` ends the group at once, without a goodbye.
     ``stop`` sends SIGINT, then kills the whole process group (workers
     included) if it does not exit in ``grace_s``.
     Raises ``RuntimeError`` with the process's stderr when it dies or does not
@@ -180,6 +183,7 @@ class ServedProcess:
         *,
         ready_path: str = "/healthz",
         ready_status: int | None = 200,
+        ready: Callable[[], bool] | None = None,
         tls: ssl.SSLContext | None = None,
         env: Mapping[str, str] | None = None,
         cwd: str | Path | None = None,
@@ -187,20 +191,27 @@ class ServedProcess:
         grace_s: float = 10.0,
         stderr_path: Path | None = None,
         stdout_path: Path | None = None,
+        append: bool = False,
     ) -> None:
         self.argv = list(argv)
         self.port = port
         self.ready_path = ready_path
         self.ready_status = ready_status
+        self.ready = ready
         self.tls = tls
+        self.append = append
         self.env = dict(env) if env is not None else None
         self.cwd = cwd
         self.timeout_s = timeout_s
         self.grace_s = grace_s
         self.proc: subprocess.Popen[bytes] | None = None
         self.started_s = 0.0
-        self._tmp = tempfile.TemporaryDirectory(prefix="tokenwire-bench-")
-        self.stderr_path = stderr_path or Path(self._tmp.name) / "stderr"
+        # A directory of its own only when the caller keeps no stderr file.
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        if stderr_path is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="tokenwire-bench-")
+            stderr_path = Path(self._tmp.name) / "stderr"
+        self.stderr_path = stderr_path
         self.stdout_path = stdout_path
 
     @property
@@ -228,12 +239,13 @@ class ServedProcess:
     def start(self) -> ServedProcess:
         """Spawn and wait until ready. Returns ``self``."""
         with contextlib.ExitStack() as files:
-            err = files.enter_context(open(self.stderr_path, "wb"))
-            out = (
-                files.enter_context(open(self.stdout_path, "wb"))
-                if self.stdout_path is not None
-                else subprocess.DEVNULL
-            )
+            mode = "ab" if self.append else "wb"
+            err = files.enter_context(open(self.stderr_path, mode))
+            out: Any = subprocess.DEVNULL
+            if self.stdout_path == self.stderr_path:
+                out = err
+            elif self.stdout_path is not None:
+                out = files.enter_context(open(self.stdout_path, mode))
             t0 = time.perf_counter()
             self.proc = subprocess.Popen(
                 self.argv,
@@ -247,9 +259,13 @@ class ServedProcess:
         proc = self.proc
 
         def ready() -> bool:
-            status = _http_get_status(self.port, self.ready_path, tls=self.tls)
-            if status and (self.ready_status is None or status == self.ready_status):
-                return True
+            if self.ready is not None:
+                if self.ready():
+                    return True
+            else:
+                status = _http_get_status(self.port, self.ready_path, tls=self.tls)
+                if status and (self.ready_status is None or status == self.ready_status):
+                    return True
             if proc.poll() is not None:
                 raise RuntimeError(f"{self.argv[0]} exited at start:\n{self.stderr()[-4000:]}")
             return False
@@ -286,10 +302,21 @@ class ServedProcess:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=self.grace_s)
 
+    def kill(self) -> None:
+        """SIGKILL the whole process group now (a crash, not a shutdown). Idempotent."""
+        proc = self.proc
+        if proc is None:
+            return
+        self.proc = None
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=self.grace_s)
+
     def close(self) -> None:
-        """Stop, and remove the stderr file."""
+        """Stop, and remove the stderr file (unless it is the caller's)."""
         self.stop()
-        self._tmp.cleanup()
+        if self._tmp is not None:
+            self._tmp.cleanup()
 
     def __enter__(self) -> ServedProcess:
         return self.start()
