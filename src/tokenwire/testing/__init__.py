@@ -5,6 +5,6 @@ waiting on a condition instead of a fixed sleep (``wait_until``,
 ``async_wait_until``).
 """
 
-from .waiting import WaitTimeout, async_wait_until, wait_for_file, wait_until
+from .waiting import WaitTimeout, async_wait_until, eventually, wait_for_file, wait_until
 
-__all__ = ["WaitTimeout", "async_wait_until", "wait_for_file", "wait_until"]
+__all__ = ["WaitTimeout", "async_wait_until", "eventually", "wait_for_file", "wait_until"]

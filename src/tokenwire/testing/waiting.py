@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Final, TypeVar
 
-__all__ = ["WaitTimeout", "async_wait_until", "wait_for_file", "wait_until"]
+__all__ = ["WaitTimeout", "async_wait_until", "eventually", "wait_for_file", "wait_until"]
 
 T = TypeVar("T")
 
@@ -70,6 +70,18 @@ def wait_until(
         if time.monotonic() > deadline:
             raise WaitTimeout(f"not within {timeout:g} s: {_describe(what)}")
         time.sleep(pause())
+
+
+def eventually(
+    predicate: Callable[[], object], *, timeout: float = 30.0, max_interval: float = MAX_INTERVAL_S
+) -> bool:
+    """Whether ``predicate`` held within ``timeout`` (``wait_until`` for an ``assert`` that
+    names its own evidence: ``assert eventually(done), state``)."""
+    try:
+        wait_until(predicate, timeout=timeout, max_interval=max_interval)
+    except WaitTimeout:
+        return False
+    return True
 
 
 async def async_wait_until(
