@@ -137,6 +137,13 @@ def open_sockets(pid: int) -> int:
 # --- servers in their own process group ---------------------------------------------------
 
 
+def listening(port: int, timeout: float = 0.5) -> bool:
+    """Whether something accepts TCP connections on 127.0.0.1:port (a ``ready`` probe)."""
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout):
+        return True
+    return False
+
+
 def _http_get_status(
     port: int, path: str, timeout: float = 1.0, tls: ssl.SSLContext | None = None
 ) -> int:
