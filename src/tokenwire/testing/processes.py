@@ -144,7 +144,7 @@ def listening(port: int, timeout: float = 0.5) -> bool:
     return False
 
 
-def _http_get_status(
+def http_status(
     port: int, path: str, timeout: float = 1.0, tls: ssl.SSLContext | None = None
 ) -> int:
     """The status of ``GET path`` on 127.0.0.1:port (0 when nothing answered).
@@ -270,7 +270,7 @@ class ServedProcess:
                 if self.ready():
                     return True
             else:
-                status = _http_get_status(self.port, self.ready_path, tls=self.tls)
+                status = http_status(self.port, self.ready_path, tls=self.tls)
                 if status and (self.ready_status is None or status == self.ready_status):
                     return True
             if proc.poll() is not None:
