@@ -60,7 +60,11 @@ def test_certfile_needs_keyfile(tmp_path: Path) -> None:
 
 
 def serve(*args: str) -> subprocess.Popen[str]:
-    """``tokenwire serve`` in its own process group, stdout and stderr piped."""
+    """``tokenwire serve`` in its own process group, stdout and stderr piped.
+
+    Not ``processes.ServedProcess``: what the command prints and how it refuses
+    (a taken port, a bad config) is what these tests read, so they drive it raw.
+    """
     argv = [sys.executable, "-m", "tokenwire", "serve", "--host", "127.0.0.1", *args]
     return subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
