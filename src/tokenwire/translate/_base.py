@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable, Iterable
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, Generic, TypeVar
 
 import msgspec
 
@@ -27,7 +27,15 @@ from .. import sse
 from ..errors import FramingError, ProtocolError
 from ..writer import Writer
 
-__all__ = ["PushBuffer", "SSETranslator", "StreamTranslator", "VendorRequest", "redact_url"]
+__all__ = [
+    "BlockNumbers",
+    "PushBuffer",
+    "SSETranslator",
+    "StreamTranslator",
+    "VendorRequest",
+    "event_type",
+    "redact_url",
+]
 
 #: Header names whose values are credentials (compared lower-cased).
 SECRET_HEADERS: Final = frozenset(
@@ -69,6 +77,61 @@ def redact_url(url: str) -> str:
             pair = f"{name}={_REDACTED}"
         pairs.append(pair)
     return f"{base}?{'&'.join(pairs)}{fragment}"
+
+
+class _Kind(msgspec.Struct, frozen=True, gc=False):
+    type: str = ""
+
+
+_decode_kind: Final = msgspec.json.Decoder(_Kind).decode
+
+
+def event_type(data: str) -> str:
+    """The ``type`` of a JSON vendor event, ``""`` when it has none or is not JSON.
+
+    For an event that did not decode as the translator's own struct: a type the
+    translator does not read may carry fields of other shapes (forward
+    compatibility), while one it reads must decode.
+    """
+    try:
+        return _decode_kind(data).type
+    except msgspec.DecodeError:
+        return ""
+
+
+K = TypeVar("K")
+
+
+class BlockNumbers(Generic[K]):
+    """§5.2: the standard stream's content block numbers, 0, 1, 2... in the order
+    blocks open, for a vendor that names its blocks its own way (an index and a
+    kind, a candidate...). ``of(key)`` is the block of a vendor key, numbered on
+    first use; ``new()`` numbers a block no key names (a whole tool call)."""
+
+    __slots__ = ("_numbers", "count")
+
+    def __init__(self) -> None:
+        self._numbers: dict[K, int] = {}
+        self.count = 0  # blocks numbered so far
+
+    def of(self, key: K) -> int:
+        number = self._numbers.get(key)
+        if number is None:
+            number = self._numbers[key] = self.new()
+        return number
+
+    def get(self, key: K) -> int | None:
+        """The block of ``key`` if it has one (numbers nothing)."""
+        return self._numbers.get(key)
+
+    def new(self) -> int:
+        number = self.count
+        self.count += 1
+        return number
+
+    def items(self) -> list[tuple[K, int]]:
+        """(key, block) of every keyed block, in the order they were numbered."""
+        return sorted(self._numbers.items(), key=lambda item: item[1])
 
 
 class PushBuffer:
