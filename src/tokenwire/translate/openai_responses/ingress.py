@@ -17,7 +17,7 @@ from ... import request as rq
 from ...errors import InvalidRequest
 from .. import _extensions as x
 from .._contract import EncodeEvent
-from .._ingress import tool_from_function, want
+from .._ingress import tool_from_function, tool_objects, want
 from .request import VENDOR
 
 __all__ = ["ResponsesEncoder", "parse_ingress", "request_from_vendor"]
@@ -29,6 +29,9 @@ _encode = msgspec.json.Encoder().encode
 #: Body fields ``request_from_vendor`` maps; the others (``include``,
 #: ``reasoning``, ``store``, ``tool_choice``...) travel on in
 #: ``extensions["vendor:openai-responses"]``, which only a Responses upstream reads.
+#: Not shared with the Chat Completions ingress's list: the names differ where
+#: the settings are the same (``input``, ``max_output_tokens``), and each list is
+#: what its own parser reads.
 _MAPPED_FIELDS: Final = frozenset(
     {
         "model",
@@ -186,11 +189,8 @@ def _messages(items: Any, instructions: Any) -> tuple[list[dict[str, Any]], list
 def _tools(tools: Any) -> list[dict[str, Any]] | None:
     if tools is None:
         return None
-    want(tools, list, "tools", "an array")
     out = []
-    for i, tool in enumerate(tools):
-        path = f"tools[{i}]"
-        want(tool, dict, path, "a tool object")
+    for path, tool in tool_objects(tools):
         if tool.get("type") != "function":
             continue  # a hosted tool: see request_from_vendor
         out.append(tool_from_function(tool, path))
