@@ -22,6 +22,7 @@ PACKAGE = SRC / "tokenwire"
 #: Layer of each area, lowest first. A new module must be given a layer here.
 LAYERS: dict[str, int] = {
     "errors": 0,
+    "_secrets": 0,
     "sse": 1,
     "events": 1,
     "mediatype": 1,

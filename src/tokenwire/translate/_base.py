@@ -24,6 +24,7 @@ import msgspec
 
 from .. import events as ev
 from .. import sse
+from .._secrets import SECRET_HEADERS, SECRET_PARAMS
 from ..errors import FramingError, ProtocolError
 from ..writer import Writer
 
@@ -37,22 +38,6 @@ __all__ = [
     "redact_url",
 ]
 
-#: Header names whose values are credentials (compared lower-cased).
-SECRET_HEADERS: Final = frozenset(
-    {
-        "authorization",
-        "proxy-authorization",
-        "x-api-key",
-        "x-goog-api-key",
-        "api-key",
-        "cookie",
-        "x-auth-token",
-    }
-)
-#: Query-string parameters whose values are credentials (Gemini's ``key=``...).
-SECRET_PARAMS: Final = frozenset(
-    {"key", "api_key", "apikey", "access_token", "token", "sig", "signature"}
-)
 _REDACTED: Final = "<redacted>"
 
 #: docs/extensions.md: at most this many distinct unknown vendor event types are

@@ -38,6 +38,7 @@ from typing import Any, Final
 import msgspec
 
 from ... import _guard, server
+from ..._secrets import SECRET_HEADERS
 from ...errors import TokenwireError
 from . import production as config_prod  # production keys (docs/gateway.md, "Production")
 
@@ -118,10 +119,6 @@ BINDING_KEYS: Final[dict[str, frozenset[str]]] = {
 }
 #: The values each binding's ``mapping`` may take (the first is the default).
 MAPPINGS: Final = {"signalr": ("stream", "copilot"), "connect": ("text", "standard")}
-#: Headers that carry credentials: never literal in the file (``api_key_env`` instead).
-_SECRET_HEADERS: Final = frozenset(
-    {"authorization", "proxy-authorization", "x-api-key", "x-goog-api-key", "api-key", "cookie"}
-)
 
 #: Every ``provider`` value a model may name.
 PROVIDERS: Final = BUILTIN_PROVIDERS | HTTP_VENDORS | BINDING_PROVIDERS
@@ -338,7 +335,8 @@ def _check_binding(where: str, model: ModelConfig) -> None:
         if value is not None and value < 1:
             raise _fail(f"{where}.{key}", "must be >= 1")
     for name in model.headers:
-        if name.lower() in _SECRET_HEADERS:
+        # Credential headers (``tokenwire._secrets``) are never literal in the file.
+        if name.lower() in SECRET_HEADERS:
             raise _fail(
                 f"{where}.headers.{name}",
                 "credentials are never written in the config: name an environment "

@@ -84,6 +84,9 @@ class ConnectProvider:
     or mapping.
     """
 
+    # The constructor every transport provider has (``PROVIDERS_BY_TRANSPORT`` builds
+    # them alike), beginning as ``SignalRProvider``'s does: the options it shares are
+    # checked by ``_options``; what follows is this binding's own.
     def __init__(
         self,
         *,

@@ -107,6 +107,9 @@ class SignalRProvider:
     Raises ``ValueError`` for a missing ``hub_url``, an unknown option or mapping.
     """
 
+    # The constructor every transport provider has (``PROVIDERS_BY_TRANSPORT`` builds
+    # them alike), beginning as ``ConnectProvider``'s does: the options it shares are
+    # checked by ``_options``; what follows is this binding's own.
     def __init__(
         self,
         *,
