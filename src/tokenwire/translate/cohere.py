@@ -482,6 +482,7 @@ _PARAMETERS: Final = {
 }
 
 
+# The signature is `_contract.RequestBuilder`, the same for every vendor.
 def build_request(
     req: Request,
     *,

@@ -169,6 +169,7 @@ PARAMETERS: Final = {
 }
 
 
+# The signature is `_contract.RequestBuilder`, the same for every vendor.
 def build_request(
     req: rq.Request,
     *,

@@ -157,6 +157,7 @@ def _input(req: Request) -> tuple[list[str], list[dict[str, Any]]]:
     return instructions, items
 
 
+# The signature is `_contract.RequestBuilder`, the same for every vendor.
 def build_request(
     req: Request,
     *,
