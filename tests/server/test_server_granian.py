@@ -34,7 +34,7 @@ class Slow:
     async def generate(self, request):
         try:
             for i in range(10_000):
-                await asyncio.sleep(0.02)
+                await asyncio.sleep(0.02)  # a paced model: the pacing is the behaviour
                 yield events.ContentDelta(v="1.0", seq=0, index=0, role="assistant",
                                           delta=events.Delta(text=f" {i}"))
         except asyncio.CancelledError:

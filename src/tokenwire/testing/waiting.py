@@ -21,6 +21,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Final, TypeVar
 
+from ..errors import TokenwireError
+
 __all__ = ["WaitTimeout", "async_wait_until", "eventually", "wait_for_file", "wait_until"]
 
 T = TypeVar("T")
@@ -30,8 +32,9 @@ FIRST_INTERVAL_S: Final = 0.001
 MAX_INTERVAL_S: Final = 0.05
 
 
-class WaitTimeout(AssertionError):
-    """The condition did not hold within the timeout (a test failure, so an ``AssertionError``)."""
+class WaitTimeout(TokenwireError, AssertionError):
+    """The condition did not hold within the timeout: a test failure, so an
+    ``AssertionError`` too (and in tokenwire's one tree, errors.py)."""
 
 
 def _intervals(limit: float) -> Callable[[], float]:
