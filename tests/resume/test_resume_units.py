@@ -351,6 +351,10 @@ async def _until(predicate: Any, timeout: float = 10.0) -> None:
 
 async def _follow_blocked(store: RedisStore) -> bool:
     """The store's follow is in ``XREAD BLOCK`` (Redis counts it as a blocked client)."""
+    if store.cluster:
+        # One XREAD per followed stream, on the node of its slot: ask every node.
+        per_node = await store.redis.info("clients", target_nodes="all")
+        return any(int(i.get("blocked_clients", 0)) > 0 for i in per_node.values())
     info = await store.call("INFO", "clients")
     if isinstance(info, dict):
         return int(info.get("blocked_clients", 0)) > 0

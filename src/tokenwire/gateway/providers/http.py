@@ -23,47 +23,35 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from ... import events as ev
 from ... import translate
 from ...request import Request
 from ...translate import VendorFormat
-from ..context import current
-from ..telemetry.logs import log_unknown_events
-from ..telemetry.metrics import UNKNOWN_EVENTS
 from ..upstream import Pool, UpstreamError
-from . import passthrough
+from . import _wire, passthrough
 
 if TYPE_CHECKING:
     import httpx
 
 __all__ = ["HTTPProvider", "UpstreamClients", "new_client"]
 
+# The shared wire pieces under the names this module always used (tests patch some).
+MAX_ERROR_BODY = _wire.MAX_ERROR_BODY
+_DRAIN_BYTES = _wire.DRAIN_BYTES
+_DRAIN_S = _wire.DRAIN_S
+_IDENTITY = _wire.IDENTITY
+_read_bounded = _wire.read_bounded
+_trace_headers = _wire.trace_headers
+_report_unknown = _wire.report_unknown
+_finish_body = _wire.finish_body
+
 _log = logging.getLogger("tokenwire.gateway")
-
-#: At most this much of an upstream error body is read.
-MAX_ERROR_BODY: Final = 64 * 1024
-#: After the vendor's end marker, at most this much more body is read, for at
-#: most this long, to keep the connection reusable (``_finish_body``).
-_DRAIN_BYTES: Final = 64 * 1024
-_DRAIN_S: Final = 0.5
-
-#: Compression buys nothing on a stream of small events and costs a decoding pass.
-_IDENTITY: Final = {"accept-encoding": "identity"}
 
 
 def _error(code: str, message: str, status: int | None = None) -> ev.ErrorEvent:
     return ev.ErrorEvent(v=ev.VERSION, seq=0, code=code, message=message, upstream_status=status)
-
-
-async def _read_bounded(response: Any, limit: int) -> bytes:
-    body = bytearray()
-    async for chunk in response.aiter_bytes():
-        body += chunk
-        if len(body) >= limit:
-            break
-    return bytes(body[:limit])
 
 
 def new_client() -> httpx.AsyncClient:
@@ -117,24 +105,6 @@ class UpstreamClients:
         finally:
             if self._httpx is not None:
                 await self._httpx.aclose()
-
-
-def _trace_headers() -> dict[str, str]:
-    """The W3C trace context to send upstream (what ``Production.install_client_hooks``
-    adds on the httpx path): the stream's span, else the client's own."""
-    ctx = current()
-    if ctx is None:
-        return {}
-    value = ctx.traceparent
-    if ctx.span is not None:
-        from ..telemetry.otel import traceparent_of
-
-        value = traceparent_of(ctx.span) or value
-    if not value:
-        return {}
-    if ctx.tracestate:
-        return {"traceparent": value, "tracestate": ctx.tracestate}
-    return {"traceparent": value}
 
 
 class HTTPProvider:
@@ -340,31 +310,6 @@ class HTTPProvider:
             # closed (httpcore 1.0.9, encode/httpcore#1093): reclaim it.
             await _reclaim_orphaned_connections(self.client)
             raise
-
-
-def _report_unknown(vendor: str, request: Request, translator: Any) -> None:
-    """docs/extensions.md: count the vendor event types the translator skipped, log once."""
-    counts = getattr(translator, "unknown_types", None)
-    if counts:
-        UNKNOWN_EVENTS.add(vendor, counts)
-        log_unknown_events(vendor, request.request_id, counts)
-
-
-async def _finish_body(chunks: AsyncIterator[bytes]) -> None:
-    """Read what is left of a response body, at most ``_DRAIN_BYTES`` for ``_DRAIN_S``.
-
-    An upstream that keeps its body open past its end marker only costs its
-    connection (httpx closes a response that was not read to its end).
-    """
-    import httpx
-
-    size = 0
-    with contextlib.suppress(TimeoutError, httpx.HTTPError):
-        async with asyncio.timeout(_DRAIN_S):
-            async for chunk in chunks:
-                size += len(chunk)
-                if size > _DRAIN_BYTES:
-                    return
 
 
 async def _reclaim_orphaned_connections(client: httpx.AsyncClient) -> None:

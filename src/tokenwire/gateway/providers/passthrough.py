@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import Any, Final, cast
 
 import msgspec
 
@@ -57,8 +57,9 @@ from .passthrough_request import (
     rename_model,
 )
 
-if TYPE_CHECKING:
-    from .http import HTTPProvider
+#: The ``http.HTTPProvider`` a passthrough runs in (``http`` imports this module,
+#: so the class is not imported back: no circle).
+HTTPProvider = Any
 
 __all__ = [
     "FORMATS",
@@ -335,14 +336,12 @@ async def generate(
     provider: HTTPProvider, request: Request, offer: Offer
 ) -> AsyncIterator[ev.Event]:
     """``HTTPProvider.generate`` for a request that passes through (see module doc)."""
-    from .http import (
-        _DRAIN_BYTES,
-        _DRAIN_S,
-        _IDENTITY,
-        MAX_ERROR_BODY,
-        _report_unknown,
-        _trace_headers,
-    )
+    from ._wire import DRAIN_BYTES as _DRAIN_BYTES
+    from ._wire import DRAIN_S as _DRAIN_S
+    from ._wire import IDENTITY as _IDENTITY
+    from ._wire import MAX_ERROR_BODY
+    from ._wire import report_unknown as _report_unknown
+    from ._wire import trace_headers as _trace_headers
 
     fmt = provider.format
     offer.reset()
@@ -442,7 +441,9 @@ async def _over_httpx(
     """The ``http = "2"`` path (httpx), as ``HTTPProvider._over_httpx``."""
     import httpx
 
-    from .http import MAX_ERROR_BODY, _finish_body, _read_bounded
+    from ._wire import MAX_ERROR_BODY
+    from ._wire import finish_body as _finish_body
+    from ._wire import read_bounded as _read_bounded
 
     assert provider.client is not None
     timeout = provider.timeout or httpx.Timeout(
