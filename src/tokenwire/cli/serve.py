@@ -47,7 +47,7 @@ _LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
     "config_path",
     type=click.Path(exists=True, dir_okay=False),
     help="TOML config (docs/gateway.md): [server], [[models]] (with their routing keys), "
-    "[resume], [[keys]], [limits] and [telemetry]. Default: demo only.",
+    "[resume], [[keys]], [limits], [metrics] and [telemetry]. Default: demo only.",
 )
 @click.option("--host", help="Address to bind. [default: config, else 127.0.0.1]")
 @click.option(
