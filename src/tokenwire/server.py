@@ -62,6 +62,7 @@ from ._asgi import (
     classify_exception,
     media_type_essence,
     read_body,
+    send_json,
     send_json_error,
     wants_standard,
 )
@@ -74,6 +75,7 @@ __all__ = [
     "DEFAULT_KEEPALIVE_S",
     "DEFAULT_MAX_BODY_BYTES",
     "Encode",
+    "HeldAnswer",
     "Ingress",
     "Observer",
     "Provider",
@@ -207,6 +209,28 @@ class Ingress(Protocol):
     media_types: frozenset[str]
 
     def parse(self, body: bytes) -> tuple[Request, Encode]: ...
+
+
+class HeldAnswer:
+    """An ``Encode`` whose response head waits until the answer decides it (issue 23).
+
+    A vendor route's whole (non-streaming) answer is known at ``stream.end``;
+    a vendor stream whose upstream fails before the first token is answered
+    with the upstream's status, not 200 and an error event. The endpoint
+    sends the response head once ``head`` is set: ``(status, headers)``, or
+    ``(200, None)`` for the stream's own SSE head. ``__call__`` returns no
+    bytes before ``head`` is set. ``keepalive``: SSE comments may go out
+    once the head is sent (a stream's, not a JSON body's).
+    """
+
+    __slots__ = ("head", "keepalive")
+
+    def __init__(self) -> None:
+        self.head: tuple[int, list[tuple[bytes, bytes]] | None] | None = None
+        self.keepalive = False
+
+    def __call__(self, event: ev.Event) -> bytes:
+        raise NotImplementedError
 
 
 # --- Per-request record --------------------------------------------------------------
@@ -358,12 +382,21 @@ class StreamEndpoint:
         code = code or HTTP_ERROR_CODES.get(status, "invalid_request")
         record.status, record.error_code, record.error_path = status, code, path
         record.error_message = message
+        # A vendor route answers its vendor's error shape (its SDK's exceptions),
+        # unless the body was the standard's.
+        error_body = getattr(self.ingress, "error_body", None)
+        if error_body is not None and record.format != "standard":
+            body: bytes = error_body(status, code, message, path)
+            await send_json(send, status, body, headers)
+            return
         await send_json_error(send, status, code, message, path, headers)
 
     async def _handle(
         self, scope: Scope, receive: Receive, send: Send, record: StreamRecord
     ) -> _Accepted | None:
         """Read and check the request; what to stream, or ``None`` once answered."""
+        if self.ingress is not None:
+            record.format = self.ingress.name  # until the body says it is the standard's
         if scope.get("method", "POST") != "POST":
             await self._reject(send, record, 405, "use POST", headers=[(b"allow", b"POST")])
             return None
@@ -516,7 +549,9 @@ class StreamEndpoint:
         if keepalive is None or keepalive.loop is not loop:
             # One timer for all the endpoint's streams (per event loop).
             keepalive = self._keepalive = KeepAlive(self.keepalive_s, loop)
-        keepalive.add(outbox)
+        held = encode if isinstance(encode, HeldAnswer) else None
+        if held is None:
+            keepalive.add(outbox)
         hangup: HangUp | None = None
         hung_up = True
         try:
@@ -527,11 +562,27 @@ class StreamEndpoint:
             # leaves first, with the response start (§5.3.1).
             await _one_step()
             headers = [*SSE_HEADERS, *owner.headers]
-            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            status = 200
+            if held is not None:
+                # The head waits for the answer: the watcher watches meanwhile.
+                hangup = HangUp(receive, loop)
+                while held.head is None:
+                    waiter = outbox.waiter(loop)
+                    if waiter is None:
+                        break  # frames (so a head) or the end
+                    await waiter
+                status, own = held.head or (500, [(b"content-length", b"0")])
+                record.status = status
+                if own is not None:
+                    headers = own
+                if held.keepalive:
+                    keepalive.add(outbox)
+            await send({"type": "http.response.start", "status": status, "headers": headers})
             # The request's own task sends; one watcher task waits for the
             # hang-up and cancels the sending (as starlette's StreamingResponse
             # races ``listen_for_disconnect``, with one task less per stream).
-            hangup = HangUp(receive, loop)
+            if hangup is None:
+                hangup = HangUp(receive, loop)
             now = loop.time
             while True:  # inline, not a coroutine of its own: one frame less per stream
                 waiter = outbox.waiter(loop)

@@ -296,10 +296,19 @@ class ResponsesEncoder:
     and ``response.failed``.
     """
 
-    def __init__(self, *, model: str, id: str | None = None, created: int | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        model: str,
+        id: str | None = None,
+        created: int | None = None,
+        fields: dict[str, Any] | None = None,
+    ) -> None:
         self.model = model
         self.id = id or f"resp_{uuid.uuid4().hex}"
         self.created = created
+        #: The response object's request-given fields (``response_fields``).
+        self.fields = fields if fields is not None else response_fields({})
         self._seq = 0
         self._items: dict[int, _Out] = {}  # standard block -> its item
         self._output: list[_Out] = []
@@ -320,18 +329,18 @@ class ResponsesEncoder:
         return b"event: %s\ndata: %s\n\n" % (kind.encode(), _encode(obj))
 
     def _response(self, status: str, **fields: Any) -> dict[str, Any]:
+        # Open Responses: every field its ResponseResource requires, on every snapshot.
         return {
             "id": self.id,
             "object": "response",
             "created_at": self.created if self.created is not None else int(time.time()),
+            "completed_at": int(time.time()) if status == "completed" else None,
             "status": status,
             "error": None,
             "incomplete_details": None,
             "model": self.model,
             "output": [o.item for o in self._output if o.done],
-            "parallel_tool_calls": True,
-            "tool_choice": "auto",
-            "tools": [],
+            **self.fields,
             "usage": None,
             **fields,
         }
@@ -596,7 +605,55 @@ class ResponsesEncoder:
         return frames + self._frame("response.completed", response=final)
 
 
+#: Open Responses ``ResponseResource`` fields a request sets, and their values when it
+#: does not (the API's defaults). ``store`` is false: the gateway keeps no response
+#: to retrieve later (tests/vectors/gateway/open-responses-resource.json).
+_RESPONSE_DEFAULTS: Final[dict[str, Any]] = {
+    "previous_response_id": None,
+    "instructions": None,
+    "tools": [],
+    "tool_choice": "auto",
+    "truncation": "disabled",
+    "parallel_tool_calls": True,
+    "text": {"format": {"type": "text"}, "verbosity": "medium"},
+    "top_p": 1.0,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+    "top_logprobs": 0,
+    "temperature": 1.0,
+    "reasoning": {"effort": None, "summary": None},
+    "max_output_tokens": None,
+    "max_tool_calls": None,
+    "store": False,
+    "background": False,
+    "service_tier": "default",
+    "metadata": {},
+    "safety_identifier": None,
+    "prompt_cache_key": None,
+}
+
+
+def response_fields(body: dict[str, Any]) -> dict[str, Any]:
+    """The response object's fields that echo the request (Open Responses
+    ``ResponseResource``): the request's value where it gave one, else the default."""
+    out = dict(_RESPONSE_DEFAULTS)
+    for key, default in _RESPONSE_DEFAULTS.items():
+        value = body.get(key)
+        if value is None or key == "store":
+            continue
+        if isinstance(default, dict) and isinstance(value, dict):
+            value = {**default, **value}
+        if type(default) is float and type(value) is int:
+            value = float(value)
+        if default is None or type(value) is type(default):
+            out[key] = value
+    instructions = body.get("instructions")
+    if isinstance(instructions, list):  # an array of input items is allowed too
+        out["instructions"] = instructions
+    return out
+
+
 def parse_ingress(body: dict[str, Any]) -> tuple[rq.Request, EncodeEvent]:
     """The ``/v1/responses`` ingress: the standard request and a fresh ``ResponsesEncoder``."""
     request = request_from_vendor(body)
-    return request, ResponsesEncoder(model=request.model).encode
+    return request, ResponsesEncoder(model=request.model, fields=response_fields(body)).encode
