@@ -158,10 +158,6 @@ _STATUS_TYPES: Final[dict[int, str]] = {
     429: "rate_limit_error",
 }
 
-#: Standard refusal codes whose OpenAI ``code`` differs.
-_REFUSAL_CODES: Final[dict[str, str]] = {"invalid_request": "invalid_value"}
-
-
 def error_body(status: int, code: str, message: str, path: str | None = None) -> bytes:
     """An error answered before any stream (bad body, unknown model...), as OpenAI writes it:
     ``{"error": {"message", "type", "param", "code"}}``."""
@@ -170,7 +166,7 @@ def error_body(status: int, code: str, message: str, path: str | None = None) ->
         "message": message,
         "type": etype,
         "param": path if path not in (None, "$") else None,
-        "code": _REFUSAL_CODES.get(code, code),
+        "code": code,  # the standard's code (model_not_found is OpenAI's own too)
     }
     return msgspec.json.encode({"error": err})
 
