@@ -38,9 +38,17 @@ import hmac
 import json
 from typing import Any, Final
 
-from .upstream import RecordedRequest, Script, json_object, split_words
+from .upstream import (
+    RecordedRequest,
+    Script,
+    count_answer,
+    json_object,
+    split_words,
+)
 
 __all__ = [
+    "COUNT_FIELDS",
+    "count_tokens",
     "CONTENT_TYPE",
     "ERRORS",
     "FINISH_REASONS",
@@ -302,3 +310,23 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
         }
     out.append(chunk(last, final=True))
     return out
+
+
+#: What ``:countTokens`` takes: ``contents``, or the whole ``generateContentRequest``.
+COUNT_FIELDS: Final = frozenset({"contents", "generateContentRequest"})
+
+
+def count_tokens(request: RecordedRequest) -> tuple[int, bytes] | None:
+    """The answer of ``POST .../models/{model}:countTokens`` (``None``: another path)."""
+    answer = count_answer(
+        request, ":countTokens", COUNT_FIELDS, (), lambda n: {"totalTokens": n}, refusal_body
+    )
+    if answer is None or answer[0] != 200:
+        return answer
+    body = request.json()
+    if ("contents" in body) == ("generateContentRequest" in body):
+        return 400, refusal_body("exactly one of contents and generateContentRequest is required")
+    inner = body.get("generateContentRequest")
+    if inner is not None and not str(inner.get("model", "")).startswith("models/"):
+        return 400, refusal_body("generateContentRequest.model: required, as models/{model}")
+    return answer

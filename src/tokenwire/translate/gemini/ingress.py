@@ -23,6 +23,7 @@ from .. import _extensions as x
 from .._contract import EncodeEvent
 from .._ingress import json_kind
 from .errors import FINISH_ERRORS, FINISH_REASONS, RPC_STATUSES, VENDOR_ERRORS
+from .schema import json_schema
 
 _encode = msgspec.json.Encoder().encode
 _VENDOR: Final = "gemini"
@@ -266,7 +267,9 @@ def _tools(tools: object) -> tuple[list[dict[str, Any]], bool]:
             where = f"{path}.functionDeclarations[{j}]"
             if not isinstance(decl, dict):
                 raise InvalidRequest(f"must be an object, got {json_kind(decl)}", path=where)
-            schema = decl.get("parametersJsonSchema", decl.get("parameters"))
+            schema = decl.get("parametersJsonSchema")
+            if schema is None:  # Gemini's own Schema form (types.Schema): mapped
+                schema = json_schema(decl.get("parameters"))
             description = decl.get("description", "")
             out.append(
                 {
