@@ -41,6 +41,8 @@ from typing import Any, Final
 from .upstream import (
     RecordedRequest,
     Script,
+    choice_count,
+    choice_text,
     count_answer,
     json_object,
     split_words,
@@ -308,6 +310,33 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
             "finishReason": reason,
             "index": 0,
         }
+    config = body.get("generationConfig") if isinstance(body, dict) else None
+    count = choice_count(config.get("candidateCount") if isinstance(config, dict) else None)
+    for c in range(1, count):  # candidateCount > 1: each further candidate in turn, text only
+        for piece in split_words(choice_text(script, c)):
+            out.append(
+                chunk({"content": {"parts": [{"text": piece}], "role": "model"}, "index": c})
+            )
+    if count > 1:
+        finals = [last] + [
+            {
+                "content": {"parts": [{"text": ""}], "role": "model"},
+                "finishReason": "STOP",
+                "index": c,
+            }
+            for c in range(1, count)
+        ]
+        out.append(
+            _frame(
+                {
+                    "candidates": finals,
+                    "usageMetadata": usage(True),
+                    "modelVersion": model,
+                    "responseId": "fakeGeminiResponse0001",
+                }
+            )
+        )
+        return out
     out.append(chunk(last, final=True))
     return out
 

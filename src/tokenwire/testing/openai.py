@@ -20,7 +20,15 @@ from typing import Any, Final
 
 import msgspec
 
-from .upstream import RecordedRequest, Script, cut_text, json_object, split_words
+from .upstream import (
+    RecordedRequest,
+    Script,
+    choice_count,
+    choice_text,
+    cut_text,
+    json_object,
+    split_words,
+)
 
 __all__ = [
     "CONTENT_TYPE",
@@ -119,8 +127,17 @@ def _include_usage(request: RecordedRequest) -> bool:
     return isinstance(options, dict) and options.get("include_usage") is True
 
 
+def _choices(request: RecordedRequest) -> int:
+    try:
+        body = request.json()
+    except msgspec.DecodeError:
+        return 1
+    return choice_count(body.get("n") if isinstance(body, dict) else None)
+
+
 def render(script: Script, *, model: str, request: RecordedRequest) -> list[bytes]:
-    """The OpenAI Chat Completions stream for ``script``, one item per SSE frame."""
+    """The OpenAI Chat Completions stream for ``script``, one item per SSE frame
+    (``n`` choices: choice ``c`` > 0 answers ``choice_text(script, c)``)."""
     include_usage = _include_usage(request)
     base: dict[str, Any] = {
         "id": "chatcmpl-fake0001",
@@ -130,9 +147,11 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
         "system_fingerprint": "fp_fake",
     }
 
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+    def chunk(delta: dict[str, Any], finish: str | None = None, choice: int = 0) -> bytes:
         obj = dict(base)
-        obj["choices"] = [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
+        obj["choices"] = [
+            {"index": choice, "delta": delta, "logprobs": None, "finish_reason": finish}
+        ]
         if include_usage:
             obj["usage"] = None
         return _frame(obj)
@@ -156,7 +175,16 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
         out.append(_frame({"error": error_object(*script.error)}))
         out.append(b"data: [DONE]\n\n")
         return out
+    # n > 1: each further choice answers in turn, text only, under its own index.
+    extra = range(1, _choices(request))
+    for c in extra:
+        opener = {"role": "assistant", "content": "", "refusal": None}
+        out.append(chunk(opener, choice=c))
+        out += [
+            chunk({"content": piece}, choice=c) for piece in split_words(choice_text(script, c))
+        ]
     out.append(chunk({}, FINISH_REASONS[script.final_stop_reason]))
+    out += [chunk({}, "stop", choice=c) for c in extra]
     if include_usage:
         usage_chunk = dict(base)
         usage_chunk["choices"] = []

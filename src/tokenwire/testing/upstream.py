@@ -59,6 +59,8 @@ __all__ = [
     "Renderer",
     "Script",
     "ScriptedToolCall",
+    "choice_count",
+    "choice_text",
     "count_answer",
     "counted_tokens",
     "cut_text",
@@ -91,6 +93,22 @@ def json_object(request: RecordedRequest, *, model: bool = True) -> dict[str, An
     if model and not isinstance(body.get("model"), str):
         return "model: required"
     return body
+
+
+#: The most choices (OpenAI ``n``, Gemini ``candidateCount``) a fake answers with.
+MAX_CHOICES: Final = 8
+
+
+def choice_count(value: Any) -> int:
+    """How many choices a request asked for (1 when it did not say, bounded)."""
+    if type(value) is not int or value < 1:
+        return 1
+    return min(value, MAX_CHOICES)
+
+
+def choice_text(script: Script, choice: int) -> str:
+    """Choice ``choice``'s answer: the script's text, numbered after choice 0."""
+    return script.text if choice == 0 else f"Choice {choice}: {script.text}"
 
 
 def counted_tokens(value: Any) -> int:

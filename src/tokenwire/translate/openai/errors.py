@@ -158,6 +158,7 @@ _STATUS_TYPES: Final[dict[int, str]] = {
     429: "rate_limit_error",
 }
 
+
 def error_body(status: int, code: str, message: str, path: str | None = None) -> bytes:
     """An error answered before any stream (bad body, unknown model...), as OpenAI writes it:
     ``{"error": {"message", "type", "param", "code"}}``."""
