@@ -31,6 +31,8 @@ from .upstream import (
 )
 
 __all__ = [
+    "wants_whole",
+    "whole",
     "CONTENT_TYPE",
     "ERRORS",
     "FINISH_REASONS",
@@ -104,9 +106,58 @@ def check_request(request: RecordedRequest) -> str | None:
         return body
     if not isinstance(body.get("messages"), list) or not body["messages"]:
         return "messages: a non-empty array is required"
-    if body.get("stream") is not True:
-        return "the fake only streams: stream must be true"
+    if body.get("stream") not in (None, True, False):
+        return "stream: must be a boolean"
     return None
+
+
+def wants_whole(request: RecordedRequest) -> bool:
+    """Whether ``request`` asks for a whole ``chat.completion`` (no ``"stream": true``)."""
+    try:
+        body = request.json()
+    except msgspec.DecodeError:
+        return False
+    return isinstance(body, dict) and body.get("stream") is not True
+
+
+def whole(script: Script, *, model: str, request: RecordedRequest) -> bytes:
+    """The non-streaming ``chat.completion`` for ``script`` (issue 23), as OpenAI answers
+    it: choice ``c`` of ``n`` answers ``choice_text(script, c)``."""
+    calls = [
+        {
+            "id": call.id or f"call_fake{i:04d}",
+            "type": "function",
+            "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+        }
+        for i, call in enumerate(script.tool_calls)
+    ]
+    choices = []
+    for c in range(_choices(request)):
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": choice_text(script, c) if (c or script.text) else None,
+            "refusal": None,
+            "annotations": [],
+        }
+        if calls and c == 0:
+            message["tool_calls"] = calls
+        finish = FINISH_REASONS[script.final_stop_reason] if c == 0 else "stop"
+        choices.append({"index": c, "message": message, "logprobs": None, "finish_reason": finish})
+    output_tokens = script.usage_output_tokens
+    answer = {
+        "id": "chatcmpl-fake0001",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": model,
+        "system_fingerprint": "fp_fake",
+        "choices": choices,
+        "usage": {
+            "prompt_tokens": script.input_tokens,
+            "completion_tokens": output_tokens,
+            "total_tokens": script.input_tokens + output_tokens,
+        },
+    }
+    return _encode(answer)
 
 
 def argument_fragments(arguments: dict[str, Any]) -> list[str]:

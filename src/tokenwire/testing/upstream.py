@@ -701,6 +701,14 @@ class FakeUpstream:
                 await self._simple(writer, fault.status, renderer.error_body(fault.status), {})
                 self._completed()
                 return keep_alive
+            wants_whole = getattr(renderer, "wants_whole", None)
+            if wants_whole is not None and wants_whole(request):
+                # The vendor's non-streaming answer, for clients that call it directly.
+                script = self._script_for(request)
+                body = renderer.whole(script, model=self._model_of(request), request=request)
+                await self._simple(writer, 200, body, {})
+                self._completed()
+                return keep_alive
             try:
                 script = self._script_for(request)
                 events = list(
