@@ -90,6 +90,7 @@ class HeldStream(HeldAnswer):
             return body
         self.head = (200, None)
         self.keepalive = True
+        self.after = self.encode  # the server encodes with it directly from now on
         encode = self.encode
         out = b"".join([encode(held) for held in self.held])
         self.held = []
