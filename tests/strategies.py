@@ -11,8 +11,21 @@ from collections.abc import Sequence
 
 from hypothesis import strategies as st
 
+from tokenwire import events
+from tokenwire.events import (
+    ContentDelta,
+    ContentStop,
+    Delta,
+    ErrorEvent,
+    StreamEnd,
+    StreamStart,
+    ToolCall,
+    Usage,
+)
+
 __all__ = [
     "canonical_streams",
+    "known_events",
     "chunkings",
     "data_texts",
     "event_ids",
@@ -179,3 +192,52 @@ data_texts = st.text(
 
 #: A valid retry value: any non-negative int, huge ones included (no upper bound).
 retries = st.one_of(st.integers(min_value=0, max_value=10**6), st.integers(min_value=0))
+
+
+#: Every registered event type with arbitrary field values (tests/test_events.py, test_binary.py).
+_seqs = st.integers(min_value=0, max_value=2**63)
+_texts = st.text()
+known_events = st.one_of(
+    st.builds(
+        StreamStart,
+        v=st.just("1.0"),
+        seq=_seqs,
+        model=_texts,
+        created=st.integers(0, 2**40),
+        request_id=st.none() | _texts,
+    ),
+    st.builds(
+        ContentDelta,
+        v=st.just("1.0"),
+        seq=_seqs,
+        index=st.integers(0, 100),
+        role=st.just("assistant"),
+        delta=st.builds(Delta, text=_texts),
+        reasoning=st.booleans(),
+    ),
+    st.builds(
+        ContentStop,
+        v=st.just("1.0"),
+        seq=_seqs,
+        index=st.integers(0, 100),
+        stop_reason=st.sampled_from(sorted(events.STOP_REASONS)),
+    ),
+    st.builds(
+        ToolCall,
+        v=st.just("1.0"),
+        seq=_seqs,
+        index=st.integers(0, 100),
+        id=_texts,
+        name=_texts,
+        arguments=_texts,
+    ),
+    st.builds(
+        Usage,
+        v=st.just("1.0"),
+        seq=_seqs,
+        input_tokens=st.integers(0, 2**31),
+        output_tokens=st.integers(0, 2**31),
+    ),
+    st.builds(ErrorEvent, v=st.just("1.0"), seq=_seqs, code=_texts, message=_texts),
+    st.builds(StreamEnd, v=st.just("1.0"), seq=_seqs, request_id=st.none() | _texts),
+)

@@ -6,6 +6,7 @@ import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from tests.strategies import known_events
 
 from tokenwire import events, iter_events
 from tokenwire.errors import EventDecodeError, LocalProtocolError
@@ -19,53 +20,6 @@ from tokenwire.events import (
     ToolCall,
     UnknownEvent,
     Usage,
-)
-
-seqs = st.integers(min_value=0, max_value=2**63)
-texts = st.text()
-known_events = st.one_of(
-    st.builds(
-        StreamStart,
-        v=st.just("1.0"),
-        seq=seqs,
-        model=texts,
-        created=st.integers(0, 2**40),
-        request_id=st.none() | texts,
-    ),
-    st.builds(
-        ContentDelta,
-        v=st.just("1.0"),
-        seq=seqs,
-        index=st.integers(0, 100),
-        role=st.just("assistant"),
-        delta=st.builds(Delta, text=texts),
-        reasoning=st.booleans(),
-    ),
-    st.builds(
-        ContentStop,
-        v=st.just("1.0"),
-        seq=seqs,
-        index=st.integers(0, 100),
-        stop_reason=st.sampled_from(sorted(events.STOP_REASONS)),
-    ),
-    st.builds(
-        ToolCall,
-        v=st.just("1.0"),
-        seq=seqs,
-        index=st.integers(0, 100),
-        id=texts,
-        name=texts,
-        arguments=texts,
-    ),
-    st.builds(
-        Usage,
-        v=st.just("1.0"),
-        seq=seqs,
-        input_tokens=st.integers(0, 2**31),
-        output_tokens=st.integers(0, 2**31),
-    ),
-    st.builds(ErrorEvent, v=st.just("1.0"), seq=seqs, code=texts, message=texts),
-    st.builds(StreamEnd, v=st.just("1.0"), seq=seqs, request_id=st.none() | texts),
 )
 
 

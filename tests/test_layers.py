@@ -18,12 +18,14 @@ PACKAGE = SRC / "tokenwire"
 #: Layer of each area, lowest first. A new module must be given a layer here.
 LAYERS: dict[str, int] = {
     "errors": 0,
+    "_buffer": 0,
     "sse": 1,
     "events": 1,
     "mediatype": 1,
     "toolschema": 1,
     "schemas": 1,
     "request": 2,
+    "binary": 2,
     "lifecycle": 3,
     "writer": 3,
     "_iter": 3,
@@ -33,6 +35,7 @@ LAYERS: dict[str, int] = {
     "_outbox": 5,
     "_guard": 6,
     "server": 6,
+    "_wsframes": 6,
     "client": 6,
     "testing": 7,
     "gateway": 7,

@@ -8,6 +8,8 @@
  * - {@link SSEDecoder}: an exact, incremental WHATWG server-sent-events
  *   decoder working on bytes. It passes the same shared vectors as
  *   tokenwire's Python decoder.
+ * - {@link FrameDecoder}: the binary binding's frames (docs/binary.md), on
+ *   the same vectors as the Python decoder.
  * - {@link parseEvent}: one SSE message to one typed event envelope (§5.2).
  * - {@link Validator}: the §5 lifecycle, with the Python validator's rule
  *   codes; {@link validate} runs it over a whole body.
@@ -22,6 +24,7 @@
 export * from "./errors.js";
 export * from "./events.js";
 export * from "./sse.js";
+export * from "./binary.js";
 export * from "./lifecycle.js";
 export * from "./http.js";
 export * from "./schema.js";

@@ -3,6 +3,7 @@
  * tokenwire's Python `tokenwire.lifecycle` with the same rule codes.
  * @module
  */
+import { FrameDecoder, responseEvent } from "./binary.js";
 import { EventDecodeError, FramingError } from "./errors.js";
 import {
   ERROR_CODES,
@@ -535,25 +536,57 @@ export function validate(
   {
     request = null,
     maxEventBytes = 1 << 20,
-  }: { request?: Partial<Request> | null; maxEventBytes?: number } = {},
+    framing = "sse",
+  }: {
+    request?: Partial<Request> | null;
+    maxEventBytes?: number;
+    /** `"binary"`: the body is the binary binding's frames (docs/binary.md). */
+    framing?: "sse" | "binary";
+  } = {},
 ): Report {
   const validator = new Validator({ request });
-  const decoder = new SSEDecoder({ maxEventBytes });
   const chunks: Iterable<Chunk> =
     typeof body === "string" || body instanceof Uint8Array || body instanceof ArrayBuffer
       ? [body]
       : (body as Iterable<Chunk>);
   try {
-    for (const chunk of chunks) {
-      for (const message of decoder.feed(chunk)) feedMessage(validator, message);
+    if (framing === "binary") feedFrames(validator, chunks, maxEventBytes);
+    else {
+      const decoder = new SSEDecoder({ maxEventBytes });
+      for (const chunk of chunks) {
+        for (const message of decoder.feed(chunk)) feedMessage(validator, message);
+      }
+      decoder.close();
     }
-    decoder.close();
   } catch (exc) {
     if (!(exc instanceof FramingError)) throw exc;
     validator.feedFramingError(exc);
   }
   validator.close();
   return validator.report();
+}
+
+/** The binary binding's frames through the validator: the same rules as SSE. */
+function feedFrames(validator: Validator, chunks: Iterable<Chunk>, maxFrameBytes: number): void {
+  const decoder = new FrameDecoder({ maxFrameBytes });
+  for (const chunk of chunks) {
+    for (const frame of decoder.feed(chunk)) {
+      let event: Event | null;
+      try {
+        event = responseEvent(frame);
+      } catch (exc) {
+        if (exc instanceof EventDecodeError) {
+          validator.feedInvalid(exc);
+          continue;
+        }
+        if (exc instanceof FramingError) throw exc;
+        // An ERROR frame: the binding ended; reported as framing, as in Python.
+        throw new FramingError((exc as Error).message, -1);
+      }
+      if (event !== null) validator.feed(event);
+    }
+  }
+  decoder.close();
 }
 
 /** One SSE message through {@link parseEvent} and the validator. */

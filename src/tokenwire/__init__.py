@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from . import errors, events, lifecycle, request, sse, writer
+from . import binary, errors, events, lifecycle, request, sse, writer
 from ._iter import aiter_events, iter_events
 from .errors import (
     EventDecodeError,
@@ -53,6 +53,7 @@ __all__ = [
     "Violation",
     "Writer",
     "aiter_events",
+    "binary",
     "errors",
     "events",
     "iter_events",

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
 
 from . import mediatype
+from .binary import MEDIA_TYPE as FRAMES_MEDIA_TYPE
 from .errors import ProtocolError, RequestTooLarge, TokenwireError
 
 Scope: TypeAlias = MutableMapping[str, Any]
@@ -64,6 +65,39 @@ def wants_standard(accept: str | bytes | None) -> bool:
         if profile is not None and PROFILE in profile.split():
             return True
     return False
+
+
+def frames_payload(accept: str | bytes | None) -> Literal["json", "msgpack"] | None:
+    """The binary binding's payload encoding when Accept prefers it over SSE, else ``None``.
+
+    docs/binary.md section 7: ``application/llm-stream-frames`` is chosen when
+    its q-value is above 0 and at least that of ``text/event-stream`` (or a
+    wildcard that covers it); its ``payload`` parameter picks ``json``
+    (the default) or ``msgpack``. An unknown ``payload`` value does not ask
+    for the binding.
+    """
+    if not accept or b"llm-stream-frames" not in (
+        accept if isinstance(accept, bytes) else accept.encode("latin-1", "replace")
+    ):
+        return None  # the common case: no parse
+    try:
+        ranges = mediatype.parse_accept(accept, lenient=True)
+    except mediatype.MediaTypeError:
+        return None
+    best: tuple[float, Literal["json", "msgpack"]] | None = None
+    sse_q = 0.0
+    for media_range in ranges:
+        media_type, q = media_range.media_type, media_range.q
+        essence = media_type.essence
+        if essence == FRAMES_MEDIA_TYPE and q > 0:
+            payload = (media_type.param("payload") or "json").lower()
+            if payload in ("json", "msgpack") and (best is None or q > best[0]):
+                best = (q, "json" if payload == "json" else "msgpack")
+        elif essence in ("text/event-stream", "text/*", "*/*"):
+            sse_q = max(sse_q, q)
+    if best is None or best[0] < sse_q:
+        return None
+    return best[1]
 
 
 def json_error(code: str, message: str, path: str | None = None) -> bytes:

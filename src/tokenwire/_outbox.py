@@ -101,6 +101,7 @@ class Outbox:
         "closed",
         "last_sent",
         "budget",
+        "keepalive",
         "_memory_budget",
         "_account",
         "_waiter",
@@ -112,6 +113,8 @@ class Outbox:
         self.size = 0  # bytes in chunks
         self.closed = False
         self.last_sent = now
+        #: What a quiet stream gets: an SSE comment, or the binary binding's PING frame.
+        self.keepalive = KEEPALIVE
         account = ACCOUNT.get()
         self._account = account
         # Without a guard there is no way to cut the stream visibly: no budget.
@@ -276,6 +279,6 @@ class KeepAlive:
         for outbox in self.outboxes:
             if outbox.last_sent <= quiet_since and not outbox.closed:
                 if not outbox.chunks:
-                    outbox.push(KEEPALIVE)
+                    outbox.push(outbox.keepalive)
                 outbox.last_sent = now
         self.handle = self.loop.call_at(now + self.tick, self._fire) if self.outboxes else None

@@ -47,6 +47,7 @@ __all__ = [
     "dump",
     "is_type_name",
     "parse",
+    "parse_envelope",
     "to_json",
 ]
 
@@ -325,6 +326,32 @@ def parse(event_name: str, data: str | bytes) -> Event:
             seq=ev.seq,
         )
     return ev
+
+
+def parse_envelope(data: str | bytes) -> Event:
+    """Decode one envelope whose type is read from its own JSON ``type`` field.
+
+    For a binding with no separate type carrier (the binary binding's event
+    frame, docs/binary.md): the same rules as ``parse``, with the JSON ``type``
+    in place of the SSE ``event:`` name, so ``type-mismatch`` cannot occur.
+    Raises ``EventDecodeError`` (``invalid-json``, ``invalid-field``,
+    ``bad-type-name``) as ``parse`` does, and ``invalid-field`` when ``type``
+    is missing or not a string.
+    """
+    try:
+        return _decode_one(data)  # a tagged union: the tag picks the struct
+    except (msgspec.DecodeError, RecursionError):
+        pass
+    try:
+        probe = _decode_probe(data)
+    except (msgspec.DecodeError, RecursionError):
+        raise _diagnose("", data) from None
+    if not isinstance(probe.type, str):
+        seq = probe.seq if type(probe.seq) is int and probe.seq >= 0 else None
+        raise EventDecodeError(
+            "§5.2: the envelope has no string type field", rule="invalid-field", seq=seq
+        )
+    return parse(probe.type, data)
 
 
 def to_json(event: KnownEvent) -> bytes:

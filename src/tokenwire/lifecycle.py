@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 
 import msgspec
 
+from . import binary, schemas, sse, toolschema
 from . import events as ev
-from . import schemas, sse, toolschema
-from .errors import EventDecodeError, FramingError, InvalidRequest
+from .errors import EventDecodeError, FramingError, InvalidRequest, RemoteProtocolError
 
 if TYPE_CHECKING:
     from .request import Request
@@ -514,22 +514,24 @@ def validate(
     request: Request | None = None,
     *,
     max_event_bytes: int = 1 << 20,
+    framing: Literal["sse", "binary"] = "sse",
+    payload: Literal["json", "msgpack"] = "json",
 ) -> Report:
-    """Decode an SSE byte stream and check it against every rule of the draft.
+    """Decode a response body and check it against every rule of the draft.
 
-    ``chunks`` is the raw response body, whole or in pieces. Never raises for
-    bad input: framing errors, undecodable events and lifecycle breaks all
-    come back as violations in the ``Report``.
+    ``chunks`` is the raw body, whole or in pieces, in the SSE binding (§5.1)
+    or, with ``framing="binary"``, the binary binding (§6.2, docs/binary.md;
+    ``payload`` is its negotiated body encoding). The same events give the
+    same report either way. Never raises for bad input: framing errors,
+    undecodable events and lifecycle breaks all come back as violations in
+    the ``Report``.
     """
     validator = Validator(request)
-    decoder = sse.Decoder(max_event_bytes=max_event_bytes)
-    parse = ev.parse
     try:
-        for chunk in _chunks(chunks):
-            for msg in decoder.feed(chunk):
-                _feed_message(validator, parse, msg)
-        for msg in decoder.close():
-            _feed_message(validator, parse, msg)
+        if framing == "binary":
+            _feed_frames(validator, _chunks(chunks), max_event_bytes, payload)
+        else:
+            _feed_sse(validator, _chunks(chunks), max_event_bytes)
     except FramingError as exc:
         # The rest of the input cannot be read: report that alone, not the
         # missing events it hides.
@@ -537,6 +539,39 @@ def validate(
     else:
         validator.close()
     return Report(ok=validator.ok, events=validator.events, violations=validator.violations)
+
+
+def _feed_sse(validator: Validator, chunks: Iterable[bytes], max_event_bytes: int) -> None:
+    decoder = sse.Decoder(max_event_bytes=max_event_bytes)
+    parse = ev.parse
+    for chunk in chunks:
+        for msg in decoder.feed(chunk):
+            _feed_message(validator, parse, msg)
+    for msg in decoder.close():
+        _feed_message(validator, parse, msg)
+
+
+def _feed_frames(
+    validator: Validator,
+    chunks: Iterable[bytes],
+    max_event_bytes: int,
+    payload: Literal["json", "msgpack"],
+) -> None:
+    decoder = binary.Decoder(max_frame_bytes=max_event_bytes)
+    for chunk in chunks:
+        for frame in decoder.feed(chunk):
+            try:
+                event = binary.response_event(frame, payload)
+            except EventDecodeError as exc:
+                validator.feed_invalid(exc)
+                continue
+            except RemoteProtocolError as exc:  # an ERROR frame: the binding ended
+                if isinstance(exc, FramingError):
+                    raise
+                raise FramingError(str(exc)) from None
+            if event is not None:  # None: a PING
+                validator.feed(event)
+    decoder.close()
 
 
 def _feed_message(validator: Validator, parse: Any, msg: sse.Message) -> None:

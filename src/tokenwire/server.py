@@ -50,6 +50,7 @@ import types
 from collections.abc import AsyncIterator, Callable, Generator, Iterable, Mapping, Sequence
 from typing import Final, Protocol, TypeAlias, cast, runtime_checkable
 
+from . import binary
 from . import events as ev
 from . import request as rq
 from ._asgi import (
@@ -60,6 +61,7 @@ from ._asgi import (
     Scope,
     Send,
     classify_exception,
+    frames_payload,
     media_type_essence,
     read_body,
     send_json,
@@ -75,6 +77,8 @@ __all__ = [
     "DEFAULT_KEEPALIVE_S",
     "DEFAULT_MAX_BODY_BYTES",
     "Encode",
+    "FRAMES",
+    "FramesEncode",
     "HeldAnswer",
     "Ingress",
     "Observer",
@@ -106,6 +110,29 @@ SSE_HEADERS: Final[list[tuple[bytes, bytes]]] = [
     (b"cache-control", b"no-cache"),
     (b"x-accel-buffering", b"no"),
 ]
+
+
+class FramesEncode:
+    """The ``Encode`` of the binary binding (docs/binary.md): frames instead of SSE.
+
+    A stream answered with it sends ``headers`` and ``PING`` frames as its
+    keep-alive; the events, their order and their seqs are the same.
+    """
+
+    __slots__ = ("payload", "headers", "keepalive")
+
+    def __init__(self, payload: binary.Payload) -> None:
+        self.payload = payload
+        media_type = f"{binary.MEDIA_TYPE}; payload={payload}; version={ev.VERSION}"
+        self.headers = [(b"content-type", media_type.encode()), *SSE_HEADERS[1:]]
+        self.keepalive = binary.encode_frame(binary.FrameType.PING)
+
+    def __call__(self, event: ev.Event) -> bytes:
+        return binary.encode_event(event, payload=self.payload)
+
+
+#: One encoder per payload encoding, made once.
+FRAMES: Final[dict[str, FramesEncode]] = {p: FramesEncode(p) for p in binary.PAYLOADS}
 
 # --- Protocols -------------------------------------------------------------------
 
@@ -437,12 +464,16 @@ class StreamEndpoint:
             return None
         try:
             body = await read_body(receive, self.max_body_bytes, content_length)
+            # docs/binary.md section 7: the binary binding when Accept prefers it.
+            frames = frames_payload(accept)
+            standard: Encode = ev.dump if frames is None else FRAMES[frames]
             if ingress is None:
                 request = rq.parse(body, max_bytes=self.max_body_bytes, max_depth=self.max_depth)
-                encode: Encode = ev.dump
+                encode: Encode = standard
             else:
                 request, vendor_encode = ingress.parse(body)
-                encode = ev.dump if wants_standard(accept) else vendor_encode
+                wanted = frames is not None or wants_standard(accept)
+                encode = standard if wanted else vendor_encode
         except ClientDisconnected:
             # The body stream broke: the client left, or sent framing the HTTP
             # server could not read. Answer anyway; if nobody listens, no harm.
@@ -479,7 +510,7 @@ class StreamEndpoint:
                 await self._reject(send, record, 400, exc.reason, path=exc.path)
                 return None
         session: ResumeSession | None = None
-        if self.resumption is not None and encode is ev.dump:
+        if self.resumption is not None and (encode is ev.dump or isinstance(encode, FramesEncode)):
             # Only a stream answered in the standard can be resumed: the resume
             # route replays standard events.
             try:
@@ -538,8 +569,11 @@ class StreamEndpoint:
         owner: _Owner = (
             _RequestOwns(outbox, tees, encode)
             if session is None
-            else _SessionOwns(outbox, tees, session, writer)
+            else _SessionOwns(outbox, tees, session, writer, encode)
         )
+        frames = encode if isinstance(encode, FramesEncode) else None
+        if frames is not None:
+            outbox.keepalive = frames.keepalive
         # §5.3.1: stream.start goes out at once, "the endpoint has accepted the request".
         owner.emit(writer.start())
         producer = loop.create_task(self._produce(provider, request, writer, owner, record))
@@ -564,7 +598,7 @@ class StreamEndpoint:
             # first token's path). stream.start is queued already and still
             # leaves first, with the response start (§5.3.1).
             await _one_step()
-            headers = [*SSE_HEADERS, *owner.headers]
+            headers = [*(SSE_HEADERS if frames is None else frames.headers), *owner.headers]
             status = 200
             if held is not None:
                 # The head waits for the answer: the watcher watches meanwhile.
@@ -779,20 +813,30 @@ class _SessionOwns(_Owner):
     the generation stops: its end, an explicit cancel, or the grace period.
     """
 
-    __slots__ = ("session", "headers", "writer")
+    __slots__ = ("session", "headers", "writer", "encode")
 
     def __init__(
-        self, outbox: Outbox, tees: Sequence[Tee], session: ResumeSession, writer: Writer
+        self,
+        outbox: Outbox,
+        tees: Sequence[Tee],
+        session: ResumeSession,
+        writer: Writer,
+        encode: Encode = ev.dump,
     ) -> None:
         super().__init__(outbox, tees)
         self.session = session
         self.headers = session.headers
         self.writer = writer
+        self.encode = encode
 
     def emit(self, batch: list[ev.Event]) -> None:
+        # The store keeps SSE frames whatever the binding (a resume may ask for
+        # either); a client on the binary binding gets its own frames.
         frames = [ev.dump(event) for event in batch]
         self.session.record(batch, frames)
         self._tee(batch)
+        if self.encode is not ev.dump:
+            frames = [self.encode(event) for event in batch]
         if frames:
             self.outbox.push(frames[0] if len(frames) == 1 else b"".join(frames))
 

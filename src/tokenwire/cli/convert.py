@@ -17,8 +17,8 @@ from typing import Any, BinaryIO, Final
 
 import click
 
-from .. import events
-from ..errors import InvalidRequest
+from .. import binary, events
+from ..errors import InvalidRequest, RemoteProtocolError
 from ..request import Request
 from ..request import parse as parse_request
 from ..translate import VENDORS, translator
@@ -72,6 +72,14 @@ def _load_request(path: str) -> Request:
 @click.option("--mapping", help="Passed to the translator (SignalR: the target mapping).")
 @click.option("--codec", help="Passed to the translator (Connect: json or proto).")
 @click.option("--created", type=int, help="Fix stream.start's created time (reproducible output).")
+@click.option(
+    "--to",
+    "framing",
+    type=click.Choice(["sse", "binary"]),
+    default="sse",
+    show_default=True,
+    help="The output's binding: SSE, or the binary frames of docs/binary.md.",
+)
 def command(
     file: BinaryIO,
     vendor: str | None,
@@ -82,16 +90,21 @@ def command(
     mapping: str | None,
     codec: str | None,
     created: int | None,
+    framing: str,
 ) -> None:
     """Convert a captured vendor response body (FILE, or stdin) to the standard stream.
 
     The format (--from) is detected from the content when not given: SSE or
-    JSON lines of any SSE vendor, SignalR records, Connect envelopes. Writes
-    the LLM-Stream SSE body to stdout. Exits 0 for a clean stream, 1 when it
-    carries an error event, 2 on usage errors.
+    JSON lines of any SSE vendor, SignalR records, Connect envelopes; a
+    standard stream in the binary binding is re-framed as is. Writes the
+    LLM-Stream body to stdout, SSE or (--to binary) binary frames. Exits 0
+    for a clean stream, 1 when it carries an error event, 2 on usage errors.
     """
     request = _load_request(request_path) if request_path is not None else None
     head = file.read(HEAD_BYTES)
+    dump = binary.encode_event if framing == "binary" else events.dump
+    if vendor is None and binary.looks_like_frames(head):
+        sys.exit(_reframe(head, file, dump))
     options: dict[str, Any] = {}
     if vendor is None:
         try:
@@ -141,7 +154,7 @@ def command(
             produced = t.feed(chunk) if chunk else t.close()
         for event in produced:
             failed = failed or isinstance(event, events.ErrorEvent)
-            out.write(events.dump(event))
+            out.write(dump(event))
         out.flush()
         if not chunk:
             break
@@ -149,6 +162,33 @@ def command(
     if failed:
         _explain(vendor, head)
     sys.exit(1 if failed else 0)
+
+
+def _reframe(head: bytes, file: BinaryIO, dump: Any) -> int:
+    """A standard stream in the binary binding, written out in the chosen one.
+
+    Returns the exit status: 1 when it carries an ``error`` event or its frames
+    break (the break is reported; what came before it is written).
+    """
+    click.echo("tokenwire convert: reading the standard stream in binary frames", err=True)
+    out = sys.stdout.buffer
+
+    def chunks() -> Any:
+        chunk = head
+        while chunk:
+            yield chunk
+            chunk = file.read(_CHUNK)
+
+    failed = False
+    try:
+        for event in binary.iter_events(chunks()):
+            failed = failed or isinstance(event, events.ErrorEvent)
+            out.write(dump(event))
+    except RemoteProtocolError as exc:
+        click.echo(f"tokenwire convert: {exc}", err=True)
+        failed = True
+    out.flush()
+    return 1 if failed else 0
 
 
 def _explain(vendor: str, head: bytes) -> None:

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from typing import Any, Final, Protocol
+from typing import Any, Final, Literal, Protocol, TypeAlias
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import httpx
 import msgspec
 
-from .. import errors
+from .. import binary, errors
 from .. import events as ev
 from ..request import MEDIA_TYPE, Request, build
 from ._receiver import Receiver, side_effect_tools
@@ -21,6 +21,7 @@ from ._receiver import Receiver, side_effect_tools
 __all__ = [
     "DEFAULT_TIMEOUTS",
     "EVENT_STREAM",
+    "Binding",
     "MAX_ERROR_BODY",
     "MAX_RESUME_ATTEMPTS",
     "RESUMABLE",
@@ -51,6 +52,8 @@ MAX_RESUME_ATTEMPTS: Final = 3
 
 #: §4.9: the response media type.
 EVENT_STREAM: Final = "text/event-stream"
+#: The response binding a client asks for: SSE (§5.1) or binary frames (docs/binary.md).
+Binding: TypeAlias = Literal["sse", "binary"]
 
 
 class Timeouts(msgspec.Struct, frozen=True, kw_only=True):
@@ -161,9 +164,19 @@ def prepare_request(
     return request
 
 
-def post_headers() -> dict[str, str]:
-    """§4.1: the request media type; §4.9: the answer we expect."""
-    return {"content-type": MEDIA_TYPE, "accept": EVENT_STREAM}
+#: ``Accept`` of a client on the binary binding: frames preferred, SSE still taken
+#: from an endpoint that does not speak them (docs/binary.md section 7).
+FRAMES_ACCEPT: Final = f"{binary.MEDIA_TYPE}, {EVENT_STREAM};q=0.5"
+
+
+def accept_for(binding: Binding) -> str:
+    """The ``Accept`` a client on ``binding`` sends."""
+    return FRAMES_ACCEPT if binding == "binary" else EVENT_STREAM
+
+
+def post_headers(binding: Binding = "sse") -> dict[str, str]:
+    """§4.1: the request media type; §4.9 (or docs/binary.md): the answer we expect."""
+    return {"content-type": MEDIA_TYPE, "accept": accept_for(binding)}
 
 
 class Resumer:
@@ -174,8 +187,11 @@ class Resumer:
     that runs while waiting for the resumed stream.
     """
 
-    def __init__(self, *, enabled: bool, template: str, timeouts: Timeouts) -> None:
+    def __init__(
+        self, *, enabled: bool, template: str, timeouts: Timeouts, binding: Binding = "sse"
+    ) -> None:
         self.enabled = enabled
+        self.binding = binding
         self.template = template
         self.timeouts = timeouts
         self.drop = ""
@@ -200,7 +216,7 @@ class Resumer:
     def request(self, http: httpx.Client | httpx.AsyncClient, receiver: Receiver) -> httpx.Request:
         """``GET {resume_path}`` with ``Last-Event-ID``: seq doubles as the SSE id
         (DESIGN.md), so it is the last seq seen."""
-        headers = {"accept": EVENT_STREAM, "cache-control": "no-cache"}
+        headers = {"accept": accept_for(self.binding), "cache-control": "no-cache"}
         if receiver.last_seq is not None:
             headers["last-event-id"] = str(receiver.last_seq)
         if self.token is not None:
@@ -292,15 +308,29 @@ def _error_detail(body: bytes) -> str:
     return body[:200].decode("utf-8", "replace").strip()
 
 
-def check_content_type(response: httpx.Response) -> None:
-    """§4.9: the answer must be ``text/event-stream``. Raises ``RemoteProtocolError``."""
+def check_content_type(response: httpx.Response) -> binary.Payload | None:
+    """§4.9: the answer must be ``text/event-stream`` (``None``), or the binary binding
+    (docs/binary.md: its payload encoding). Raises ``RemoteProtocolError`` otherwise."""
     value = response.headers.get("content-type", "")
     media_type = value.split(";", 1)[0].strip().lower()
+    if media_type == binary.MEDIA_TYPE:
+        payload = "json"
+        for param in value.split(";")[1:]:
+            name, _, found = param.partition("=")
+            if name.strip().lower() == "payload":
+                payload = found.strip().strip('"').lower()
+        if payload not in binary.PAYLOADS:
+            raise errors.RemoteProtocolError(
+                f"{response.request.url} answered frames with payload={payload!r}, "
+                f"not one of {', '.join(binary.PAYLOADS)}"
+            )
+        return "json" if payload == "json" else "msgpack"
     if media_type != EVENT_STREAM:
         raise errors.RemoteProtocolError(
             f"§4.9: {response.request.url} answered {media_type or 'no content type'!r}, "
             f"not {EVENT_STREAM!r}: the endpoint does not speak LLM-Stream"
         )
+    return None
 
 
 def caused(error: errors.TokenwireError, cause: BaseException) -> errors.TokenwireError:

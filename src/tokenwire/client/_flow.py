@@ -36,7 +36,7 @@ from typing import Any, Final, Generic, TypeAlias, TypeVar
 
 import httpx
 
-from .. import errors
+from .. import binary, errors
 from .. import events as ev
 from ..lifecycle import Violation
 from ..request import Request, dumps
@@ -45,6 +45,7 @@ from ._common import (
     RESUMABLE,
     RESUME_TOKEN_HEADER,
     STREAM_PATH,
+    Binding,
     EventTranslator,
     Resumer,
     Timeouts,
@@ -177,7 +178,11 @@ class ClientBase(Generic[HTTP, Transport, ConfirmT, FallbackT]):
         path: str = STREAM_PATH,
         resume_path: str = "/v1/streams/{request_id}",
         max_event_bytes: int = 1 << 20,
+        binding: Binding = "sse",
     ) -> None:
+        if binding not in ("sse", "binary"):
+            raise ValueError(f"binding must be 'sse' or 'binary', not {binding!r}")
+        self.binding: Binding = binding
         self.timeout = Timeouts.of(timeout)
         self.strict = strict
         self.resume = resume
@@ -221,8 +226,12 @@ class StreamFlow:
             request, strict=client.strict, max_event_bytes=client.max_event_bytes
         )
         self.resumer = Resumer(
-            enabled=client.resume, template=client.resume_path, timeouts=client.timeout
+            enabled=client.resume,
+            template=client.resume_path,
+            timeouts=client.timeout,
+            binding=client.binding,
         )
+        self.binding = client.binding
         #: The request asked the endpoint to keep generating after a hang-up.
         self.resumable = request.extension(RESUMABLE) is True
         self.opened = False  # the POST went out
@@ -257,7 +266,7 @@ class StreamFlow:
             "POST",
             self.path,
             content=dumps(self.request),
-            headers=post_headers(),
+            headers=post_headers(self.binding),
             timeout=timeout.for_headers(),
         )
         if timeout.first_event is not None:
@@ -276,7 +285,7 @@ class StreamFlow:
             body = yield ReadErrorBody(response)
             raise status_error(response, body)
         try:
-            check_content_type(response)
+            framing = check_content_type(response)
         except errors.RemoteProtocolError:
             yield Close(response)
             raise
@@ -284,7 +293,7 @@ class StreamFlow:
         self.resumer.token = response.headers.get(RESUME_TOKEN_HEADER)
         if self.resumer.token is not None:
             self.resumable = True  # the endpoint keeps it, whatever was asked
-        yield from self._attach(response)
+        yield from self._attach(response, framing)
 
     def run(self) -> Flow:
         """The whole stream: open, read, resume after drops, finish."""
@@ -302,9 +311,9 @@ class StreamFlow:
         if receiver.done:
             receiver.finish()
 
-    def _attach(self, response: httpx.Response) -> Flow:
+    def _attach(self, response: httpx.Response, framing: binary.Payload | None = None) -> Flow:
         self.attached = response
-        self.receiver.connect()
+        self.receiver.connect(framing)
         yield Attach(response)
 
     def _read_http(self, response: httpx.Response) -> Flow:
@@ -399,7 +408,7 @@ class StreamFlow:
         if problem is not None:
             yield Close(response)
             raise receiver.truncated(problem)
-        yield from self._attach(response)
+        yield from self._attach(response, check_content_type(response))
 
     # -- cancelling ------------------------------------------------------------
 

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, NamedTuple, TypeAlias
 
 import msgspec
 
+from .. import binary, sse
 from .. import events as ev
-from .. import sse
 from ..errors import EventDecodeError, InvalidRequest, RemoteProtocolError, StreamTruncated
 from ..lifecycle import RULES, Validator, Violation
 from ..request import Request
@@ -95,15 +95,25 @@ class Receiver:
         self.finished = False
         self.connections = 0
         self._decoder: sse.Decoder | None = None
+        self._frames: _FrameReader | None = None
         self._replaying = False
         self._started = False
         self._error: RemoteProtocolError | None = None
 
     # -- input -------------------------------------------------------------
 
-    def connect(self) -> None:
-        """A new response body begins (the first, or a resume)."""
+    def connect(self, framing: binary.Payload | None = None) -> None:
+        """A new response body begins (the first, or a resume).
+
+        ``framing`` is the binary binding's payload encoding when the response
+        is in that binding (docs/binary.md), ``None`` for SSE.
+        """
         self._decoder = sse.Decoder(max_event_bytes=self.max_event_bytes)
+        self._frames = (
+            None
+            if framing is None
+            else _FrameReader(binary.Decoder(max_frame_bytes=self.max_event_bytes), framing)
+        )
         # A resumed body may replay what was delivered, up to the first new seq.
         self._replaying = self.connections > 0
         self.connections += 1
@@ -122,6 +132,8 @@ class Receiver:
         if self.done:
             return []
         assert self._decoder is not None, "connect() first"
+        if self._frames is not None:
+            return self._take_frames(self._frames.decoder.feed(chunk))
         messages = self._decoder.feed(chunk)
         if not messages:
             return []
@@ -137,7 +149,7 @@ class Receiver:
         return self._take(events, None)
 
     def _take(
-        self, items: list[Any], parse: Callable[[str, str], ev.Event] | None
+        self, items: list[Any], parse: Callable[[str, Any], ev.Event] | None
     ) -> list[ev.Event]:
         """The events among ``items`` (SSE messages to ``parse``, or events when
         ``parse`` is ``None``) that pass, up to ``stream.end``; an error after
@@ -178,6 +190,30 @@ class Receiver:
             self._error = exc
         return out
 
+    def _take_frames(self, frames: list[binary.Frame]) -> list[ev.Event]:
+        """``_take`` for the binary binding: its EVENT frames, PINGs skipped; an
+        ERROR frame (the binding ended) is raised after the events before it."""
+        reader = self._frames
+        assert reader is not None
+        items: list[_FrameItem] = []
+        error: RemoteProtocolError | None = None
+        for frame in frames:
+            if frame.type == binary.FrameType.EVENT:
+                items.append(_FrameItem("", frame.body))
+            elif frame.type not in (binary.FrameType.PING, binary.FrameType.META):
+                try:
+                    binary.response_event(frame, reader.payload)
+                except RemoteProtocolError as exc:
+                    error = exc
+                    break
+        self.messages += len(items)
+        out = self._take(items, reader.parse) if items else []
+        if error is not None:
+            if not out:
+                raise error
+            self._error = self._error or error
+        return out
+
     def raise_pending(self) -> None:
         """Raise the error found after the events last returned, if any."""
         if self._error is not None:
@@ -186,7 +222,9 @@ class Receiver:
     def eof(self) -> list[ev.Event]:
         """The current response body ended; an unterminated event is dropped (WHATWG)."""
         self.raise_pending()
-        if self._decoder is not None and not self.done:
+        if self._frames is not None and not self.done:
+            self._frames.decoder.close()  # a cut frame: FramingError
+        elif self._decoder is not None and not self.done:
             self._decoder.close()
         return []
 
@@ -344,3 +382,25 @@ def _parsed(event: ev.ToolCall) -> ParsedToolCall:
     return ParsedToolCall(
         id=event.id, name=event.name, arguments=arguments, raw=event.arguments, index=event.index
     )
+
+
+class _FrameItem(NamedTuple):
+    """An EVENT frame's body where ``_take`` reads an SSE message (its name unused)."""
+
+    event: str
+    data: bytes
+
+
+class _FrameReader:
+    """The binary binding's decoder and the parse of its payload encoding."""
+
+    __slots__ = ("decoder", "payload", "parse")
+
+    def __init__(self, decoder: binary.Decoder, payload: binary.Payload) -> None:
+        self.decoder = decoder
+        self.payload = payload
+
+        def parse(_name: str, data: bytes) -> ev.Event:
+            return binary.decode_event(data, payload)
+
+        self.parse = parse

@@ -54,6 +54,8 @@ class Client(ClientBase[httpx.Client, httpx.BaseTransport, Confirm, Fallback]):
     is asked before a tool listed in the request's ``tokenwire:side_effects``
     extension is handed out; without it such calls are refused. ``fallback``
     is called on a 415 answer (§7.2). ``http2`` and ``transport`` go to httpx.
+    ``binding="binary"`` asks for the binary binding's frames (docs/binary.md),
+    and still reads SSE from an endpoint that answers with it.
     """
 
     def _new_http(self, **options: Any) -> httpx.Client:

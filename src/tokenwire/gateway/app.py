@@ -38,10 +38,11 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request as HTTPRequest
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .._asgi import HTTP_ERROR_CODES, json_error
+from .._wsframes import FramesOverWebSocket
 from ..server import StreamEndpoint
 from . import playground
 from .config import CONFIG_ENV, LOG_CONTENT_ENV, Config, load
@@ -182,10 +183,14 @@ class Gateway:
             "/v1/messages": self.messages,
             "/v1/responses": self.responses,
         }
+        ws = FramesOverWebSocket()
         routes = [
             *(Route(path, endpoint, methods=["POST"]) for path, endpoint in streams.items()),
             *vendor_routes(self),
             Route("/v1/streams/{request_id}", self.streams, methods=["GET", "DELETE"]),
+            # docs/binary.md 6.2: the binary binding over WebSocket, each stream through
+            # the routes above (so keys, limits and logs apply as over HTTP).
+            WebSocketRoute("/v1/ws", ws),
             Route("/v1/models", self.models, methods=["GET"]),
             Route("/healthz", self.healthz, methods=["GET"]),
             Route("/metrics", self.metrics_text, methods=["GET"]),
@@ -199,6 +204,7 @@ class Gateway:
             exception_handlers={HTTPException: _http_error, Exception: _server_error},
         )
         app.state.gateway = self
+        ws.target = app
         app.streams = {
             path: ProductionMiddleware(endpoint, production=self.production)
             for path, endpoint in streams.items()

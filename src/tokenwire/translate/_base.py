@@ -24,6 +24,7 @@ import msgspec
 
 from .. import events as ev
 from .. import sse
+from .._buffer import PushBuffer
 from ..errors import FramingError, ProtocolError
 from ..writer import Writer
 
@@ -69,34 +70,6 @@ def redact_url(url: str) -> str:
             pair = f"{name}={_REDACTED}"
         pairs.append(pair)
     return f"{base}?{'&'.join(pairs)}{fragment}"
-
-
-class PushBuffer:
-    """The received bytes of a binary framing (Connect envelopes, SignalR records).
-
-    A subclass reads frames from ``_buf[_pos:]`` and moves ``_pos`` past each;
-    ``push`` drops what was read before it appends, so the buffer holds one
-    incomplete frame at most. ``_offset`` is the byte offset of ``_buf[0]`` in
-    the whole body, for error messages.
-    """
-
-    def __init__(self) -> None:
-        self._buf = bytearray()
-        self._pos = 0
-        self._offset = 0
-
-    @property
-    def pending(self) -> int:
-        """Bytes held of a frame that is not complete yet."""
-        return len(self._buf) - self._pos
-
-    def push(self, data: bytes) -> None:
-        """Append the next bytes of the body."""
-        if self._pos:
-            del self._buf[: self._pos]
-            self._offset += self._pos
-            self._pos = 0
-        self._buf += data
 
 
 class VendorRequest(msgspec.Struct, frozen=True, kw_only=True):

@@ -22,9 +22,11 @@ from urllib.parse import parse_qs
 
 import msgspec
 
-from ..._asgi import Receive, Scope, Send, json_error, send_json, send_json_error
+from ... import events as ev
+from ... import sse
+from ..._asgi import Receive, Scope, Send, frames_payload, json_error, send_json, send_json_error
 from ..._outbox import KEEPALIVE
-from ...server import CLEANUP_S, SSE_HEADERS
+from ...server import CLEANUP_S, FRAMES, SSE_HEADERS, FramesEncode
 from .access import allowed
 from .manager import ResumeManager
 from .store import (
@@ -47,6 +49,20 @@ __all__ = ["NOT_FOUND", "ResumeEndpoint", "parse_after"]
 #: The one answer for a stream that does not exist and for one the caller may not
 #: see (no token, a wrong token, another credential): nothing tells them apart.
 NOT_FOUND: Final = json_error("stream_not_found", "no stored stream has this request_id")
+
+
+def _reframe(stored: bytes, frames: FramesEncode) -> bytes:
+    """Stored SSE frames as the binary binding's frames (docs/binary.md): a resume may ask
+    for either binding, whichever the stream was first served in."""
+    decoder = sse.Decoder(max_event_bytes=len(stored) + 1)
+    return b"".join(frames(ev.parse(m.event, m.data)) for m in decoder.feed(stored))
+
+
+def _accept(scope: Scope) -> bytes | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"accept":
+            return bytes(value)
+    return None
 
 
 async def _not_found(send: Send) -> None:
@@ -152,7 +168,11 @@ class ResumeEndpoint:
             )
             return
         try:
-            await self._serve(receive, send, request_id, reader, after, started, head=head)
+            payload = frames_payload(_accept(scope))
+            frames = None if payload is None else FRAMES[payload]
+            await self._serve(
+                receive, send, request_id, reader, after, started, head=head, frames=frames
+            )
         finally:
             reader.close()
 
@@ -166,18 +186,20 @@ class ResumeEndpoint:
         started: float,
         *,
         head: bool,
+        frames: FramesEncode | None = None,
     ) -> None:
         if not reader.first and reader.finished:
             await send({"type": "http.response.start", "status": 204, "headers": []})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             return
-        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+        headers = SSE_HEADERS if frames is None else frames.headers
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
         if head:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             return
         sent = [0]
         follower = asyncio.get_running_loop().create_task(
-            self._follow(send, request_id, reader, after, sent)
+            self._follow(send, request_id, reader, after, sent, frames)
         )
         watcher = asyncio.get_running_loop().create_task(_wait_disconnect(receive))
         try:
@@ -207,7 +229,13 @@ class ResumeEndpoint:
         )
 
     async def _follow(
-        self, send: Send, request_id: str, reader: StoreReader, after: int, sent: list[int]
+        self,
+        send: Send,
+        request_id: str,
+        reader: StoreReader,
+        after: int,
+        sent: list[int],
+        frames: FramesEncode | None = None,
     ) -> bool:
         """Send the stored frames, then the live ones. True once ``stream.end`` went out;
         False when the stream cannot continue (the client resumes again, or gives up)."""
@@ -225,6 +253,8 @@ class ResumeEndpoint:
                     await store.touch_reader(request_id)
             if entries:
                 body = b"".join(entry.frame for entry in entries)
+                if frames is not None:
+                    body = _reframe(body, frames)
                 try:
                     await send({"type": "http.response.body", "body": body, "more_body": True})
                 except OSError:
@@ -236,7 +266,8 @@ class ResumeEndpoint:
                     return True
             elif clock() - last_sent >= keepalive_s:
                 try:
-                    await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
+                    idle = KEEPALIVE if frames is None else frames.keepalive
+                    await send({"type": "http.response.body", "body": idle, "more_body": True})
                 except OSError:
                     return False
                 last_sent = clock()

@@ -460,6 +460,182 @@ function toBytes(chunk) {
   throw new TypeError("expected bytes (Uint8Array, ArrayBuffer) or a string");
 }
 
+// src/binary.ts
+var FRAMES_MEDIA_TYPE = "application/llm-stream-frames";
+var FrameType = {
+  EVENT: 1,
+  ERROR: 2,
+  PING: 3,
+  META: 4,
+  REQUEST: 16,
+  CANCEL: 17,
+  RESUME: 18
+};
+var CHANNEL_BIT = 128;
+var HEAD = 5;
+var CHANNEL = 4;
+var MAX_PING = 64;
+var KNOWN = new Set(Object.values(FrameType));
+var isExtension = (t) => t >= 64 && t < 96;
+function bytesOf(chunk) {
+  if (typeof chunk === "string") return new TextEncoder().encode(chunk);
+  if (chunk instanceof Uint8Array) return chunk;
+  if (chunk instanceof ArrayBuffer) return new Uint8Array(chunk);
+  return new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+}
+function hex(byte) {
+  return `0x${byte.toString(16).padStart(2, "0")}`;
+}
+var FrameDecoder = class {
+  maxFrameBytes;
+  channels;
+  #buf = new Uint8Array(0);
+  #offset = 0;
+  // input offset of #buf[0]
+  constructor(options = {}) {
+    this.maxFrameBytes = options.maxFrameBytes ?? 1 << 20;
+    this.channels = options.channels ?? false;
+  }
+  /** Bytes held of a frame that is not complete yet. */
+  get pending() {
+    return this.#buf.length;
+  }
+  #refuse(message, at2) {
+    const offset = this.#offset + at2;
+    return new FramingError(`binary frame: ${message} (at byte ${offset})`, offset);
+  }
+  feed(chunk) {
+    const data = bytesOf(chunk);
+    if (data.length) {
+      const joined = new Uint8Array(this.#buf.length + data.length);
+      joined.set(this.#buf);
+      joined.set(data, this.#buf.length);
+      this.#buf = joined;
+    }
+    const out = [];
+    let pos = 0;
+    try {
+      while (this.#buf.length - pos >= HEAD) {
+        const buf = this.#buf;
+        const raw = buf[pos];
+        const kind = raw & ~CHANNEL_BIT;
+        const hasChannel = (raw & CHANNEL_BIT) !== 0;
+        if (!KNOWN.has(kind) && !isExtension(kind)) {
+          const what = kind === 0 || kind === 127 ? "reserved" : "unknown";
+          throw this.#refuse(`${what} frame type ${hex(raw)}`, pos);
+        }
+        if (hasChannel !== this.channels) {
+          const need = this.channels ? "needs" : "must not have";
+          throw this.#refuse(`type ${hex(raw)}: this transport ${need} a channel id`, pos);
+        }
+        const length = (buf[pos + 1] << 24 >>> 0) + (buf[pos + 2] << 16) + (buf[pos + 3] << 8) + buf[pos + 4];
+        const extra = hasChannel ? CHANNEL : 0;
+        if (length > this.maxFrameBytes + extra) {
+          throw this.#refuse(
+            `a payload of ${length} bytes is over the ${this.maxFrameBytes}-byte limit`,
+            pos
+          );
+        }
+        if (hasChannel && length < CHANNEL) {
+          throw this.#refuse(`a channel frame of ${length} bytes has no channel id`, pos);
+        }
+        if (kind === FrameType.PING && length > MAX_PING + extra) {
+          throw this.#refuse(`a PING of ${length} bytes (at most ${MAX_PING})`, pos);
+        }
+        const end = pos + HEAD + length;
+        if (end > buf.length) break;
+        let start = pos + HEAD;
+        let channel = null;
+        if (hasChannel) {
+          channel = (buf[start] << 24 >>> 0) + (buf[start + 1] << 16) + (buf[start + 2] << 8) + buf[start + 3];
+          start += CHANNEL;
+        }
+        pos = end;
+        if (isExtension(kind) && !KNOWN.has(kind)) continue;
+        out.push({ type: kind, body: buf.slice(start, end), channel });
+      }
+    } finally {
+      this.#buf = this.#buf.slice(pos);
+      this.#offset += pos;
+    }
+    return out;
+  }
+  /** End of input: throws {@link FramingError} when it cut a frame. */
+  close() {
+    if (this.#buf.length) {
+      const part = this.#buf.length < HEAD ? "head" : "payload";
+      throw this.#refuse(`the input ended inside a frame's ${part} (${this.#buf.length} bytes)`, 0);
+    }
+    return [];
+  }
+};
+var utf8 = new TextDecoder("utf-8", { fatal: false });
+function responseEvent(frame) {
+  if (frame.type === FrameType.PING || frame.type === FrameType.META) return null;
+  if (frame.type === FrameType.ERROR) {
+    let why = "an ERROR frame with no valid body";
+    try {
+      const body = JSON.parse(utf8.decode(frame.body));
+      if (typeof body.code === "string" && typeof body.message === "string") {
+        why = `the peer ended the binding: ${body.code}: ${body.message}`;
+      }
+    } catch {
+    }
+    throw new TokenwireError(why);
+  }
+  if (frame.type !== FrameType.EVENT) {
+    throw new FramingError(
+      `binary frame: a client's frame type ${hex(frame.type)} in a response`,
+      -1
+    );
+  }
+  const text = utf8.decode(frame.body);
+  let obj;
+  try {
+    obj = JSON.parse(text);
+  } catch (exc) {
+    throw new EventDecodeError(
+      `§5.1: data is not valid JSON: ${exc.message}`,
+      "invalid-json"
+    );
+  }
+  if (typeof obj !== "object" || obj === null || Array.isArray(obj)) {
+    throw new EventDecodeError("§5.1: data is JSON but not a JSON object", "invalid-json");
+  }
+  const { type, seq } = obj;
+  if (typeof type !== "string") {
+    const known = Number.isInteger(seq) && seq >= 0 ? seq : null;
+    throw new EventDecodeError(
+      "§5.2: the envelope has no string type field",
+      "invalid-field",
+      known
+    );
+  }
+  return parseEvent(type, text);
+}
+function decodeFrames(body, options = {}) {
+  const decoder = new FrameDecoder(options);
+  const out = [];
+  for (const frame of [...decoder.feed(body), ...decoder.close()]) {
+    const event = responseEvent(frame);
+    if (event !== null) out.push(event);
+  }
+  return out;
+}
+function encodeFrame(type, body, channel = null) {
+  if (type <= 0 || type >= 128 || type === 127) {
+    throw new TokenwireError(`frame type ${hex(type)} cannot be sent`);
+  }
+  const extra = channel === null ? 0 : CHANNEL;
+  const out = new Uint8Array(HEAD + extra + body.length);
+  const view = new DataView(out.buffer);
+  out[0] = channel === null ? type : type | CHANNEL_BIT;
+  view.setUint32(1, extra + body.length);
+  if (channel !== null) view.setUint32(HEAD, channel);
+  out.set(body, HEAD + extra);
+  return out;
+}
+
 // src/schema.ts
 var SchemaError = class extends TokenwireError {
   path;
@@ -1226,22 +1402,46 @@ function makeReport(validator) {
 }
 function validate(body, {
   request = null,
-  maxEventBytes = 1 << 20
+  maxEventBytes = 1 << 20,
+  framing = "sse"
 } = {}) {
   const validator = new Validator({ request });
-  const decoder = new SSEDecoder({ maxEventBytes });
   const chunks = typeof body === "string" || body instanceof Uint8Array || body instanceof ArrayBuffer ? [body] : body;
   try {
-    for (const chunk of chunks) {
-      for (const message of decoder.feed(chunk)) feedMessage(validator, message);
+    if (framing === "binary") feedFrames(validator, chunks, maxEventBytes);
+    else {
+      const decoder = new SSEDecoder({ maxEventBytes });
+      for (const chunk of chunks) {
+        for (const message of decoder.feed(chunk)) feedMessage(validator, message);
+      }
+      decoder.close();
     }
-    decoder.close();
   } catch (exc) {
     if (!(exc instanceof FramingError)) throw exc;
     validator.feedFramingError(exc);
   }
   validator.close();
   return validator.report();
+}
+function feedFrames(validator, chunks, maxFrameBytes) {
+  const decoder = new FrameDecoder({ maxFrameBytes });
+  for (const chunk of chunks) {
+    for (const frame of decoder.feed(chunk)) {
+      let event;
+      try {
+        event = responseEvent(frame);
+      } catch (exc) {
+        if (exc instanceof EventDecodeError) {
+          validator.feedInvalid(exc);
+          continue;
+        }
+        if (exc instanceof FramingError) throw exc;
+        throw new FramingError(exc.message, -1);
+      }
+      if (event !== null) validator.feed(event);
+    }
+  }
+  decoder.close();
 }
 function feedMessage(validator, message) {
   try {
@@ -1767,6 +1967,9 @@ export {
   EXTENSION_EVENTS,
   EventDecodeError,
   EventStream,
+  FRAMES_MEDIA_TYPE,
+  FrameDecoder,
+  FrameType,
   FramingError,
   HTTPStatusError,
   MAX_RESUME_ATTEMPTS,
@@ -1797,6 +2000,8 @@ export {
   VERSION,
   Validator,
   checkSchema,
+  decodeFrames,
+  encodeFrame,
   feedMessage,
   httpError,
   isExtensionEvent,
@@ -1808,6 +2013,7 @@ export {
   parseEvent,
   prepareRequest,
   raiseForStatus,
+  responseEvent,
   schemaProblem,
   stream,
   validate,
