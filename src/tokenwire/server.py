@@ -616,12 +616,17 @@ class StreamEndpoint:
                     keepalive.add(outbox)
                 if held.after is not None and isinstance(owner, _RequestOwns):
                     owner.encode = held.after  # the stream's own encoder from here on
-            await send({"type": "http.response.start", "status": status, "headers": headers})
-            # The request's own task sends; one watcher task waits for the
-            # hang-up and cancels the sending (as starlette's StreamingResponse
-            # races ``listen_for_disconnect``, with one task less per stream).
-            if hangup is None:
+            else:
+                # The request's own task sends; one watcher task waits for the
+                # hang-up and cancels the sending (as starlette's StreamingResponse
+                # races ``listen_for_disconnect``, with one task less per stream).
                 hangup = HangUp(receive, loop)
+                head = getattr(encode, "head", None)
+                if head is not None:
+                    # An encoder may answer with the upstream's own status line
+                    # (gateway/providers/passthrough.py: an upstream error as it was sent).
+                    status, headers = await head(outbox, loop, headers)
+            await send({"type": "http.response.start", "status": status, "headers": headers})
             now = loop.time
             while True:  # inline, not a coroutine of its own: one frame less per stream
                 waiter = outbox.waiter(loop)

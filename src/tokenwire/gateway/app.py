@@ -30,7 +30,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 from starlette.applications import Starlette
@@ -53,7 +53,7 @@ from .ingress import (
     OpenAIChatIngress,
 )
 from .production import Production, ProductionMiddleware  # production (docs/gateway.md)
-from .providers import UpstreamClients, build_providers
+from .providers import UpstreamClients, build_providers, passthrough
 from .resume import ResumeEndpoint, ResumeManager, build_manager
 from .routes import GEMINI_ROUTES, vendor_error, vendor_routes  # issue 23
 from .telemetry import logs
@@ -132,8 +132,13 @@ class Gateway:
         )
         gemini = GeminiIngress()
         self.gemini = StreamEndpoint(self.providers, ingress=gemini, route=gemini.route, **limits)
+        # Same-vendor passthrough (providers/passthrough.py): which models it serves.
+        routes = passthrough.Routes(config)
+        for endpoint in (self.chat_completions, self.messages, self.responses, self.gemini):
+            cast(FormatIngress, endpoint.ingress).passthrough = routes
         # issue 23: Gemini's whole answer (:generateContent), every API version.
         whole = GeminiIngress(streaming=False)
+        whole.passthrough = routes
         self.gemini_whole = StreamEndpoint(
             self.providers, ingress=whole, route=GEMINI_ROUTES[1], **limits
         )
@@ -164,9 +169,25 @@ class Gateway:
         """Starts the resume manager; at shutdown stops it and closes the upstream client."""
         await self.resume.start()
         await self.production.start()
+        webtransport = None
+        server = self.config.server
+        if server.webtransport_port is not None:
+            from .._wtframes import WebTransportServer
+
+            assert server.certfile is not None and server.keyfile is not None  # checked
+            webtransport = WebTransportServer(
+                self.ws,
+                host=server.host,
+                port=server.webtransport_port,
+                certfile=server.certfile,
+                keyfile=server.keyfile,
+            )
+            await webtransport.start()
         try:
             yield
         finally:
+            if webtransport is not None:
+                webtransport.close()
             try:
                 await self.production.aclose()  # the drain runs before resume closes
                 await self.resume.aclose()
@@ -179,11 +200,12 @@ class Gateway:
         # POSTs also have a short way past its stack (see _GatewayApp).
         streams: dict[str, ASGIApp] = {
             "/v1/stream": self.stream,
-            "/v1/chat/completions": self.chat_completions,
-            "/v1/messages": self.messages,
-            "/v1/responses": self.responses,
+            # The vendor headers a passthrough forwards (providers/passthrough.py).
+            "/v1/chat/completions": passthrough.ForwardHeaders(self.chat_completions),
+            "/v1/messages": passthrough.ForwardHeaders(self.messages),
+            "/v1/responses": passthrough.ForwardHeaders(self.responses),
         }
-        ws = FramesOverWebSocket()
+        ws = self.ws = FramesOverWebSocket()
         routes = [
             *(Route(path, endpoint, methods=["POST"]) for path, endpoint in streams.items()),
             *vendor_routes(self),

@@ -9,6 +9,10 @@ stream format (the format's reverse encoder), or in the standard when the client
 ``Accept: text/event-stream; profile="llm-stream-1.0"``. A standard body
 (``Content-Type: application/llm-request+json``) is accepted on both routes.
 
+A body for a model served only by upstreams of the route's own vendor format
+passes through when it streams (``providers/passthrough.py``): the client's body goes
+upstream and the upstream's bytes come back, the translator reading them alongside.
+
 A body with ``"stream": true`` is answered as a stream, any other as one JSON
 object (issue 23), built by the format's aggregator from the same events
 (``answers``); a route that streams or not by its path (Gemini's
@@ -36,6 +40,7 @@ from ..request import DEFAULT_MAX_DEPTH, Request
 from ..server import Encode
 from ..translate import VendorFormat, VendorIngress
 from .answers import ChunkArray, HeldStream, WholeAnswer
+from .providers import passthrough
 
 __all__ = [
     "AnthropicMessagesIngress",
@@ -126,6 +131,8 @@ class FormatIngress:
         if streaming is None and self._ingress.path_params:
             streaming = True  # a route that streams by its path
         self.streaming = streaming
+        #: Which models pass through (set by the gateway; ``None``: every body is translated).
+        self.passthrough: passthrough.Routes | None = None
 
     def error_body(self, status: int, code: str, message: str, path: str | None) -> bytes:
         """An error answered before any stream, in the vendor's own shape."""
@@ -143,6 +150,21 @@ class FormatIngress:
             given = _PATH_PARAMS.get()
             obj.update({name: given[name] for name in names if name in given})
         streaming = self.streaming if self.streaming is not None else _wants_stream(obj)
+        routes = self.passthrough
+        if routes is not None:
+            # providers/passthrough.py: same vendor, the body goes upstream as it came
+            # (streams only; a whole answer is aggregated from the translated events).
+            if (
+                streaming
+                and routes.format_of(obj.get("model")) == self.name
+                and passthrough.eligible(self.name, obj)
+            ):
+                offer = passthrough.Offer.make(self.name, body, obj)
+                request, encode = passthrough.lenient(self.name, body, obj, self._ingress.parse)
+                return request, passthrough.Encoder(offer, encode)
+            passthrough.clear()
+            if routes.known(obj.get("model")):
+                passthrough.refuse_uncarried(self.name, obj)
         request, encode = self._ingress.parse(obj)
         aggregate = self._ingress.aggregate
         if aggregate is None:

@@ -51,7 +51,10 @@ __all__ = [
     "count_tokens",
     "CONTENT_TYPE",
     "RESPONSE_HEADERS",
+    "MCP_BETA",
+    "SERVER_TOOLS",
     "STATUS_ERRORS",
+    "agent_blocks",
     "argument_fragments",
     "bad_event",
     "check_request",
@@ -210,6 +213,309 @@ def refusal_body(problem: str) -> bytes:
     )
 
 
+# --- server tools, MCP, containers and their follow-up turns (issue 23) ----------
+#
+# As strict as Anthropic's request validation, per the anthropic SDK's types:
+# a server tool is declared by its versioned ``type`` with its fixed ``name``;
+# an assistant turn may carry the server's own blocks back (``server_tool_use``
+# and its ``*_tool_result``, ``mcp_tool_use``/``mcp_tool_result``,
+# ``compaction``, ``container_upload``), each result after the use it answers.
+# When a turn ends with a user message, the fake model uses each declared
+# server tool once (and the first MCP server's ``echo`` tool), before its text.
+
+#: Server tool type prefix -> the name Anthropic requires with it.
+SERVER_TOOLS: Final[dict[str, str]] = {
+    "web_search": "web_search",
+    "web_fetch": "web_fetch",
+    "code_execution": "code_execution",
+    "tool_search_tool_regex": "tool_search_tool_regex",
+    "tool_search_tool_bm25": "tool_search_tool_bm25",
+    "bash": "bash",
+    "text_editor": "str_replace_based_edit_tool",
+    "computer": "computer",
+    "memory": "memory",
+}
+_SERVER_TOOL_TYPE: Final = re.compile(r"([a-z_]+?)_(\d{8})")
+#: Block types of each role (the SDK's ``*BlockParam`` unions).
+_USER_BLOCKS: Final = frozenset(
+    {"text", "image", "document", "search_result", "tool_result", "container_upload"}
+)
+_ASSISTANT_BLOCKS: Final = frozenset(
+    {
+        "text",
+        "thinking",
+        "redacted_thinking",
+        "tool_use",
+        "server_tool_use",
+        "web_search_tool_result",
+        "web_fetch_tool_result",
+        "code_execution_tool_result",
+        "bash_code_execution_tool_result",
+        "text_editor_code_execution_tool_result",
+        "tool_search_tool_result",
+        "mcp_tool_use",
+        "mcp_tool_result",
+        "compaction",
+        "container_upload",
+    }
+)
+#: Result block type -> the use block type it answers.
+_RESULTS: Final = {
+    "web_search_tool_result": "server_tool_use",
+    "web_fetch_tool_result": "server_tool_use",
+    "code_execution_tool_result": "server_tool_use",
+    "bash_code_execution_tool_result": "server_tool_use",
+    "text_editor_code_execution_tool_result": "server_tool_use",
+    "tool_search_tool_result": "server_tool_use",
+    "mcp_tool_result": "mcp_tool_use",
+}
+_USE_IDS: Final = {
+    "server_tool_use": re.compile(r"srvtoolu_\w+"),
+    "mcp_tool_use": re.compile(r"mcptoolu_\w+"),
+}
+MCP_BETA: Final = "mcp-client-2025-04-04"
+
+
+def _tag_error(where: str, tag: object, expected: list[str]) -> str:
+    tags = ", ".join(f"'{t}'" for t in expected)
+    return (
+        f"{where}: Input tag '{tag}' found using 'type' does not match any of the "
+        f"expected tags: {tags}"
+    )
+
+
+def _check_tools(tools: object) -> str | None:
+    if tools is None:
+        return None
+    if not isinstance(tools, list):
+        return "tools: Input should be a valid list"
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, dict):
+            return f"tools.{i}: Input should be an object"
+        kind = tool.get("type", "custom")
+        if kind == "custom":
+            if not isinstance(tool.get("name"), str) or not isinstance(
+                tool.get("input_schema"), dict
+            ):
+                return f"tools.{i}: a custom tool needs a name and an input_schema object"
+            continue
+        if kind == "mcp_toolset":
+            if not isinstance(tool.get("mcp_server_name"), str):
+                return f"tools.{i}.mcp_server_name: Field required"
+            continue
+        match = _SERVER_TOOL_TYPE.fullmatch(kind) if isinstance(kind, str) else None
+        if match is None or match.group(1) not in SERVER_TOOLS:
+            expected = ["custom", "mcp_toolset", *(f"{t}_YYYYMMDD" for t in SERVER_TOOLS)]
+            return _tag_error(f"tools.{i}", kind, expected)
+        name = SERVER_TOOLS[match.group(1)]
+        if tool.get("name") != name:
+            return f"tools.{i}.name: Input should be '{name}'"
+    return None
+
+
+def _check_block(role: str, block: dict[str, Any], where: str, uses: dict[str, str]) -> str | None:
+    kind = block.get("type")
+    allowed = _ASSISTANT_BLOCKS if role == "assistant" else _USER_BLOCKS
+    if kind not in allowed:
+        return _tag_error(f"{where}.type", kind, sorted(allowed))
+    if kind in _USE_IDS:
+        block_id = block.get("id")
+        if not isinstance(block_id, str) or _USE_IDS[kind].fullmatch(block_id) is None:
+            return f"{where}.id: String should match pattern '^{_USE_IDS[kind].pattern}$'"
+        if not isinstance(block.get("name"), str) or not isinstance(block.get("input"), dict):
+            return f"{where}: a {kind} block needs a name and an input object"
+        if kind == "mcp_tool_use" and not isinstance(block.get("server_name"), str):
+            return f"{where}.server_name: Field required"
+        uses[block_id] = kind
+    elif kind in _RESULTS:
+        use = block.get("tool_use_id")
+        if not isinstance(use, str) or uses.get(use) != _RESULTS[kind]:
+            return (
+                f"{where}: `{kind}` block with tool_use_id `{use}` must come after "
+                f"the `{_RESULTS[kind]}` block with that id"
+            )
+        if "content" not in block:
+            return f"{where}.content: Field required"
+    elif kind == "compaction":
+        if not isinstance(block.get("content"), str | None):
+            return f"{where}.content: Input should be a valid string"
+    elif kind == "container_upload":
+        if not isinstance(block.get("file_id"), str):
+            return f"{where}.file_id: Field required"
+    return None
+
+
+def _check_agent_fields(body: dict[str, Any], headers: dict[str, str]) -> str | None:
+    """The server-tool, MCP, container and context-management rules (see above)."""
+    problem = _check_tools(body.get("tools"))
+    if problem is not None:
+        return problem
+    for i, message in enumerate(body["messages"]):
+        content = message.get("content")
+        if isinstance(content, str):
+            continue
+        if not isinstance(content, list):
+            return f"messages.{i}.content: Input should be a valid string or list"
+        uses: dict[str, str] = {}
+        for k, block in enumerate(content):
+            if not isinstance(block, dict):
+                return f"messages.{i}.content.{k}: Input should be an object"
+            problem = _check_block(message["role"], block, f"messages.{i}.content.{k}", uses)
+            if problem is not None:
+                return problem
+    container = body.get("container")
+    if container is not None and not isinstance(container, str | dict):
+        return "container: Input should be a valid string or object"
+    servers = body.get("mcp_servers")
+    if servers is not None:
+        if MCP_BETA not in headers.get("anthropic-beta", ""):
+            return f"mcp_servers: requires the anthropic-beta header {MCP_BETA!r}"
+        if not isinstance(servers, list):
+            return "mcp_servers: Input should be a valid list"
+        for j, server in enumerate(servers):
+            if (
+                not isinstance(server, dict)
+                or server.get("type") != "url"
+                or not isinstance(server.get("url"), str)
+                or not isinstance(server.get("name"), str)
+            ):
+                return f"mcp_servers.{j}: a server is {{type: 'url', url, name}}"
+    management = body.get("context_management")
+    if management is not None:
+        edits = management.get("edits") if isinstance(management, dict) else None
+        if not isinstance(edits, list) or not all(
+            isinstance(e, dict) and isinstance(e.get("type"), str) for e in edits
+        ):
+            return "context_management.edits: Input should be a list of edits with a type"
+    return None
+
+
+def _last_user_text(body: dict[str, Any]) -> str | None:
+    """The text of the last message when it is a user's (a fresh turn), else ``None``."""
+    last = body["messages"][-1]
+    if last.get("role") != "user":
+        return None
+    content = last.get("content")
+    if isinstance(content, str):
+        return content
+    texts = [b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"]
+    return " ".join(texts) if texts else None
+
+
+def _server_use(kind: str, question: str, n: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The (input, result block) of the fake's use of server tool ``kind``."""
+    use_id = f"srvtoolu_fake{n:04d}"
+    if kind == "web_search":
+        result = [
+            {
+                "type": "web_search_result",
+                "url": "https://example.com/answer",
+                "title": "The answer",
+                "encrypted_content": redacted_data("web_search:" + question),
+                "page_age": "April 1, 2026",
+            }
+        ]
+        return {"query": question}, {
+            "type": "web_search_tool_result",
+            "tool_use_id": use_id,
+            "content": result,
+        }
+    if kind == "web_fetch":
+        fetched = {
+            "type": "web_fetch_result",
+            "url": "https://example.com/page",
+            "retrieved_at": "2026-04-01T00:00:00Z",
+            "content": {
+                "type": "document",
+                "source": {"type": "text", "media_type": "text/plain", "data": "Fetched text."},
+                "title": "Page",
+            },
+        }
+        return {"url": "https://example.com/page"}, {
+            "type": "web_fetch_tool_result",
+            "tool_use_id": use_id,
+            "content": fetched,
+        }
+    if kind.startswith("tool_search"):
+        found = {"type": "tool_search_tool_search_result", "tool_references": []}
+        return {"query": question}, {
+            "type": "tool_search_tool_result",
+            "tool_use_id": use_id,
+            "content": found,
+        }
+    ran = {
+        "type": "code_execution_result",
+        "stdout": "42\n",
+        "stderr": "",
+        "return_code": 0,
+        "content": [],
+    }
+    return {"code": "print(6 * 7)"}, {
+        "type": "code_execution_tool_result",
+        "tool_use_id": use_id,
+        "content": ran,
+    }
+
+
+def agent_blocks(body: dict[str, Any]) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """The server's blocks before the text, as ``(content_block_start, deltas)``:
+    one use and result per declared server tool (and MCP server), on a fresh turn."""
+    question = _last_user_text(body)
+    if question is None:
+        return []
+    out: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
+    n = 0
+    for tool in body.get("tools") or []:
+        kind = tool.get("type", "custom")
+        match = _SERVER_TOOL_TYPE.fullmatch(kind) if kind not in ("custom", "mcp_toolset") else None
+        if match is None or match.group(1) not in (
+            "web_search",
+            "web_fetch",
+            "code_execution",
+            "tool_search_tool_regex",
+            "tool_search_tool_bm25",
+        ):
+            continue
+        n += 1
+        tool_input, result = _server_use(match.group(1), question, n)
+        start = {
+            "type": "server_tool_use",
+            "id": f"srvtoolu_fake{n:04d}",
+            "name": tool["name"],
+            "input": {},
+        }
+        fragments = argument_fragments(tool_input)
+        out.append((start, [{"type": "input_json_delta", "partial_json": f} for f in fragments]))
+        out.append((result, []))
+    for j, server in enumerate(body.get("mcp_servers") or []):
+        use_id = f"mcptoolu_fake{j + 1:04d}"
+        start = {
+            "type": "mcp_tool_use",
+            "id": use_id,
+            "name": "echo",
+            "server_name": server["name"],
+            "input": {},
+        }
+        fragments = argument_fragments({"text": question})
+        out.append((start, [{"type": "input_json_delta", "partial_json": f} for f in fragments]))
+        result = {
+            "type": "mcp_tool_result",
+            "tool_use_id": use_id,
+            "is_error": False,
+            "content": [{"type": "text", "text": question}],
+        }
+        out.append((result, []))
+    return out
+
+
+def _server_usage(blocks: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> dict[str, int]:
+    counts = {"web_search_requests": 0, "web_fetch_requests": 0}
+    for start, _ in blocks:
+        if start["type"] == "server_tool_use" and start["name"] in ("web_search", "web_fetch"):
+            counts[f"{start['name']}_requests"] += 1
+    return counts
+
+
 def check_request(request: RecordedRequest) -> str | None:
     """The problem with a Messages request, or ``None`` when Anthropic would take it."""
     if not request.path.split("?", 1)[0].endswith("/v1/messages"):
@@ -230,7 +536,7 @@ def check_request(request: RecordedRequest) -> str | None:
             return f"messages.{i}.role: must be user or assistant"
     if body.get("stream") is not True:
         return "the fake only streams: stream must be true"
-    return _check_reasoning(messages)
+    return _check_agent_fields(body, request.headers) or _check_reasoning(messages)
 
 
 def argument_fragments(arguments: dict[str, Any]) -> list[str]:
@@ -304,6 +610,14 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
         else:
             block(signed_block, [])
     digest = f"_{_turn_digest(signed)}" if signed else ""
+    sent = json_object(request)
+    agent = (
+        agent_blocks(sent)
+        if isinstance(sent, dict) and isinstance(sent.get("messages"), list) and sent["messages"]
+        else []
+    )
+    for start, agent_deltas in agent:
+        block(start, agent_deltas)
     pieces = script.pieces
     if pieces:
         block({"type": "text", "text": ""}, [{"type": "text_delta", "text": p} for p in pieces])
@@ -323,19 +637,16 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
     if script.error is not None:
         out.append(error_event(*script.error))
         return out
-    delta = {
+    delta: dict[str, Any] = {
         "stop_reason": VENDOR_STOP_REASONS.get(script.final_stop_reason, "end_turn"),
         "stop_sequence": None,
     }
-    out.append(
-        _frame(
-            {
-                "type": "message_delta",
-                "delta": delta,
-                "usage": {"output_tokens": script.usage_output_tokens},
-            }
-        )
-    )
+    final_usage: dict[str, Any] = {"output_tokens": script.usage_output_tokens}
+    if agent:
+        final_usage["server_tool_use"] = _server_usage(agent)
+        if any(start.get("name") == "code_execution" for start, _ in agent):
+            delta["container"] = {"id": "container_fake0001", "expires_at": "2026-12-31T00:00:00Z"}
+    out.append(_frame({"type": "message_delta", "delta": delta, "usage": final_usage}))
     out.append(_frame({"type": "message_stop"}))
     return out
 

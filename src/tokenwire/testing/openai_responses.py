@@ -56,6 +56,8 @@ __all__ = [
     "count_tokens",
     "CONTENT_TYPE",
     "ERRORS",
+    "ITEM_TYPES",
+    "TOOL_TYPES",
     "RESPONSE_HEADERS",
     "REASONING_ID",
     "argument_fragments",
@@ -189,9 +191,252 @@ def check_request(request: RecordedRequest) -> str | None:
         return "input: a string or a non-empty array is required"
     if body.get("stream") is not True:
         return "the fake only streams: stream must be true"
+    problem = _check_agent(body)
+    if problem is not None:
+        return problem
     if isinstance(body["input"], list):
         return _check_reasoning(body["input"])
     return None
+
+
+# --- hosted and custom tools, MCP approvals, apply_patch: their loops (issue 23) ----
+#
+# As strict as OpenAI's validation, per the openai SDK's types: each tool's
+# ``type`` must be one the API knows, with its required fields; an input item's
+# ``type`` too, and an output item (``custom_tool_call_output``,
+# ``apply_patch_call_output``, ``mcp_approval_response``) must answer a call or
+# request earlier in ``input`` with the same id. On each turn, the fake model:
+# asks approval for the first MCP server's ``echo`` tool (``mcp_list_tools`` +
+# ``mcp_approval_request``) unless ``require_approval`` is ``"never"``, and
+# calls it (``mcp_call``) once approved or when no approval is needed; calls
+# each custom tool (``custom_tool_call``, its input streamed) and ``apply_patch``
+# (``apply_patch_call``) unless their output is already in ``input``.
+
+#: Tool type -> its required string fields.
+TOOL_TYPES: Final[dict[str, tuple[str, ...]]] = {
+    "function": ("name",),
+    "custom": ("name",),
+    "mcp": ("server_label",),
+    "apply_patch": (),
+    "web_search": (),
+    "web_search_preview": (),
+    "file_search": (),
+    "code_interpreter": (),
+    "image_generation": (),
+    "local_shell": (),
+    "shell": (),
+    "computer_use_preview": (),
+}
+#: Input item type -> (its required string fields, the id field an earlier item must have).
+ITEM_TYPES: Final[dict[str, tuple[tuple[str, ...], tuple[str, str] | None]]] = {
+    "message": ((), None),
+    "reasoning": (("id",), None),
+    "function_call": (("call_id", "name"), None),
+    "function_call_output": (("call_id",), None),
+    "custom_tool_call": (("call_id", "name", "input"), None),
+    "custom_tool_call_output": (("call_id",), ("custom_tool_call", "call_id")),
+    "mcp_list_tools": (("id", "server_label"), None),
+    "mcp_approval_request": (("id", "server_label", "name", "arguments"), None),
+    "mcp_approval_response": (("approval_request_id",), ("mcp_approval_request", "id")),
+    "mcp_call": (("id", "server_label", "name", "arguments"), None),
+    "apply_patch_call": (("call_id",), None),
+    "apply_patch_call_output": (("call_id",), ("apply_patch_call", "call_id")),
+    "web_search_call": (("id",), None),
+    "file_search_call": (("id",), None),
+    "item_reference": (("id",), None),
+}
+#: The key of each answer item that names what it answers.
+_ANSWER_KEYS: Final = {
+    "function_call_output": "call_id",
+    "custom_tool_call_output": "call_id",
+    "mcp_approval_response": "approval_request_id",
+    "apply_patch_call_output": "call_id",
+}
+_OPERATIONS: Final = {
+    "create_file": ("path", "diff"),
+    "update_file": ("path", "diff"),
+    "delete_file": ("path",),
+}
+
+
+def _bad_type(where: str, kind: object, known: Any) -> str:
+    supported = ", ".join(f"'{k}'" for k in known)
+    return f"Invalid value: '{kind}'. Supported values are: {supported}. (param: {where}.type)"
+
+
+def _check_agent(body: dict[str, Any]) -> str | None:
+    """The tool and item rules of the module section above."""
+    tools = body.get("tools")
+    if tools is not None:
+        if not isinstance(tools, list):
+            return "Invalid type for 'tools': expected an array"
+        for i, tool in enumerate(tools):
+            kind = tool.get("type") if isinstance(tool, dict) else None
+            if kind not in TOOL_TYPES:
+                return _bad_type(f"tools[{i}]", kind, TOOL_TYPES)
+            for field in TOOL_TYPES[kind]:
+                if not isinstance(tool.get(field), str):
+                    return f"Missing required parameter: 'tools[{i}].{field}'."
+            if kind == "mcp" and not isinstance(
+                tool.get("server_url") or tool.get("connector_id"), str
+            ):
+                return f"Missing required parameter: 'tools[{i}].server_url'."
+    items = body["input"]
+    if isinstance(items, str):
+        return None
+    seen: dict[str, set[str]] = {}
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            return f"input[{i}]: Input should be an object"
+        kind = item.get("type", "message" if "role" in item else None)
+        if kind not in ITEM_TYPES:
+            return _bad_type(f"input[{i}]", kind, ITEM_TYPES)
+        fields, answers = ITEM_TYPES[kind]
+        for field in fields:
+            if not isinstance(item.get(field), str):
+                return f"Missing required parameter: 'input[{i}].{field}'."
+        if kind == "mcp_approval_response" and not isinstance(item.get("approve"), bool):
+            return f"Missing required parameter: 'input[{i}].approve'."
+        if kind == "apply_patch_call":
+            operation = item.get("operation")
+            op = operation.get("type") if isinstance(operation, dict) else None
+            if not isinstance(operation, dict) or op not in _OPERATIONS:
+                return _bad_type(f"input[{i}].operation", op, _OPERATIONS)
+            for field in _OPERATIONS[op]:
+                if not isinstance(operation.get(field), str):
+                    return f"Missing required parameter: 'input[{i}].operation.{field}'."
+        if kind == "apply_patch_call_output" and item.get("status") not in ("completed", "failed"):
+            return f"Invalid value for 'input[{i}].status': expected 'completed' or 'failed'."
+        if answers is not None and body.get("previous_response_id") is None:
+            # (With previous_response_id, what it answers is in the stored response.)
+            target, key = answers
+            wanted = item[_ANSWER_KEYS[kind]]
+            if wanted not in seen.get(target, set()):
+                return f"No {target} found for {kind} with {_ANSWER_KEYS[kind]} {wanted}."
+        for key in ("id", "call_id"):
+            if isinstance(item.get(key), str):
+                seen.setdefault(kind, set()).add(item[key])
+    return None
+
+
+def _answered(items: list[Any], kind: str) -> set[str]:
+    """The ids the ``kind`` items of ``input`` answer."""
+    key = _ANSWER_KEYS[kind]
+    return {i[key] for i in items if isinstance(i, dict) and i.get("type") == kind}
+
+
+def _agent_items(body: _Body, sent: dict[str, Any], output: list[dict[str, Any]]) -> None:
+    """Stream the fake's tool items for this turn (see the section above) into ``body``."""
+    items: list[Any] = sent["input"] if isinstance(sent.get("input"), list) else []
+    tools = [t for t in sent.get("tools") or [] if isinstance(t, dict)]
+
+    def item(opened: dict[str, Any], done: dict[str, Any], between: Any = None) -> None:
+        index = len(output)
+        body.add("response.output_item.added", output_index=index, item=opened)
+        if between is not None:
+            between(index)
+        body.add("response.output_item.done", output_index=index, item=done)
+        output.append(done)
+
+    approvals = {
+        i["approval_request_id"]: i["approve"]
+        for i in items
+        if isinstance(i, dict) and i.get("type") == "mcp_approval_response"
+    }
+    for tool in tools:
+        if tool.get("type") != "mcp":
+            continue
+        label = tool["server_label"]
+        request_id = f"mcpr_fake_{label}"
+        needs = tool.get("require_approval", "always") != "never"
+        if needs and request_id not in approvals:
+            listed = {
+                "id": f"mcpl_fake_{label}",
+                "type": "mcp_list_tools",
+                "server_label": label,
+                "tools": [{"name": "echo", "input_schema": {"type": "object"}}],
+            }
+            at = {"item_id": listed["id"]}
+
+            def listing(index: int, at: dict[str, Any] = at) -> None:
+                body.add("response.mcp_list_tools.in_progress", output_index=index, **at)
+                body.add("response.mcp_list_tools.completed", output_index=index, **at)
+
+            item({**listed, "tools": []}, listed, listing)
+            ask = {
+                "id": request_id,
+                "type": "mcp_approval_request",
+                "server_label": label,
+                "name": "echo",
+                "arguments": '{"text":"hello"}',
+            }
+            item(ask, ask)
+            continue
+        if needs and not approvals[request_id]:
+            continue  # declined: the model goes on without the tool
+        call_id = f"mcp_fake_{label}"
+        arguments = '{"text":"hello"}'
+        call = {
+            "id": call_id,
+            "type": "mcp_call",
+            "server_label": label,
+            "name": "echo",
+            "arguments": "",
+            "approval_request_id": request_id if needs else None,
+            "error": None,
+            "output": None,
+            "status": "in_progress",
+        }
+        done = {**call, "arguments": arguments, "output": "hello", "status": "completed"}
+
+        def calling(index: int, call_id: str = call_id, arguments: str = arguments) -> None:
+            at = {"item_id": call_id, "output_index": index}
+            body.add("response.mcp_call.in_progress", **at)
+            body.add("response.mcp_call_arguments.delta", **at, delta=arguments)
+            body.add("response.mcp_call_arguments.done", **at, arguments=arguments)
+            body.add("response.mcp_call.completed", **at)
+
+        item(call, done, calling)
+    custom_done = _answered(items, "custom_tool_call_output")
+    patched = _answered(items, "apply_patch_call_output")
+    for n, tool in enumerate(tools):
+        if tool.get("type") == "custom":
+            call_id = f"call_custom{n:04d}"
+            if call_id in custom_done:
+                continue
+            text = "print('hello')"
+            opened = {
+                "id": f"ctc_fake{n:04d}",
+                "type": "custom_tool_call",
+                "status": "in_progress",
+                "call_id": call_id,
+                "name": tool["name"],
+                "input": "",
+            }
+
+            def typing(index: int, item_id: str = opened["id"], text: str = text) -> None:
+                at = {"item_id": item_id, "output_index": index}
+                for piece in _TOKENS.findall(text):
+                    body.add("response.custom_tool_call_input.delta", **at, delta=piece)
+                body.add("response.custom_tool_call_input.done", **at, input=text)
+
+            item(opened, {**opened, "status": "completed", "input": text}, typing)
+        elif tool.get("type") == "apply_patch":
+            call_id = f"call_patch{n:04d}"
+            if call_id in patched:
+                continue
+            patch = {
+                "id": f"apc_fake{n:04d}",
+                "type": "apply_patch_call",
+                "status": "completed",
+                "call_id": call_id,
+                "operation": {
+                    "type": "update_file",
+                    "path": "README.md",
+                    "diff": "@@\n-old\n+new\n",
+                },
+            }
+            item({**patch, "status": "in_progress"}, patch)
 
 
 class _Body:
@@ -234,6 +479,15 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
             "usage": None,
             "user": None,
             "metadata": {},
+            # The rest of what OpenAI's response object carries (and Open Responses requires).
+            "completed_at": 1_700_000_001 if status == "completed" else None,
+            "presence_penalty": 0.0,
+            "frequency_penalty": 0.0,
+            "top_logprobs": 0,
+            "max_tool_calls": None,
+            "service_tier": "default",
+            "safety_identifier": None,
+            "prompt_cache_key": None,
             **fields,
         }
 
@@ -271,6 +525,9 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
         item = {**opened, "summary": [done]}
         body.add("response.output_item.done", output_index=0, item=item)
         output.append(item)
+    sent_body = json_object(request)
+    if isinstance(sent_body, dict):
+        _agent_items(body, sent_body, output)
     pieces = script.pieces
     if pieces:
         item_id = "msg_fake0001"

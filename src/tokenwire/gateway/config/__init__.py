@@ -157,6 +157,9 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     stream_budget_bytes: int = _GUARD.stream_budget_bytes
     memory_budget_bytes: int = _GUARD.memory_budget_bytes
     send_buffer_bytes: int = DEFAULT_SEND_BUFFER_BYTES
+    #: docs/binary.md 6.3: also serve WebTransport (HTTP/3, UDP) on this port, at
+    #: ``/v1/wt``; needs certfile/keyfile, one worker and the ``webtransport`` extra.
+    webtransport_port: int | None = None
 
 
 class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -419,6 +422,13 @@ def _check_server(cfg: ServerConfig) -> None:
             raise _fail(f"server.{key}", "must be >= 1")
     if (cfg.certfile is None) != (cfg.keyfile is None):
         raise _fail("server.certfile", "certfile and keyfile go together")
+    if cfg.webtransport_port is not None:
+        if not 0 <= cfg.webtransport_port <= 65535:
+            raise _fail("server.webtransport_port", "must be a port, 0 to 65535")
+        if cfg.certfile is None:
+            raise _fail("server.webtransport_port", "WebTransport needs certfile and keyfile")
+        if cfg.workers != 1:
+            raise _fail("server.webtransport_port", "WebTransport is served by one worker only")
     if cfg.cleartext_http2 and cfg.certfile is not None:
         raise _fail("server.cleartext_http2", CLEARTEXT_HTTP2_WITH_TLS)
 

@@ -14,7 +14,9 @@ A provider is anything with ``generate(request) -> AsyncIterator[Event]``
 
 Modules: ``http`` (``HTTPProvider``, ``UpstreamClients``; the error-mapping table),
 ``signalr``, ``connect``, ``demo``, ``plugin`` (``load_factory``), ``_options``
-(option checks the binding providers share).
+(option checks the binding providers share), ``passthrough`` and
+``passthrough_request`` (same-vendor passthrough: the client's body and the
+upstream's bytes, issue 23).
 
 May import: the core, ``tokenwire.translate``, ``tokenwire.server``, and of the
 gateway ``config``, ``context``, ``telemetry`` and ``upstream``; never ``policy``

@@ -33,6 +33,7 @@ from ..context import current
 from ..telemetry.logs import log_unknown_events
 from ..telemetry.metrics import UNKNOWN_EVENTS
 from ..upstream import Pool, UpstreamError
+from . import passthrough
 
 if TYPE_CHECKING:
     import httpx
@@ -202,6 +203,11 @@ class HTTPProvider:
             yield _error("internal_error", "the gateway has no upstream credentials for this model")
             return
         fmt = self.format
+        offer = passthrough.current(fmt.name)
+        if offer is not None:  # the client's own body and stream (providers/passthrough.py)
+            async for event in passthrough.generate(self, request, offer):
+                yield event
+            return
         vendor_request = fmt.build_request(request, **self._options())
         # docs/extensions.md: reasoning is carried when asked for, or when the
         # request enabled it at the vendor (the format knows how it says so).

@@ -1,0 +1,163 @@
+"""The pure parts of passthrough: the model rename, the byte release, the standard view."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from tokenwire import events as ev
+from tokenwire import translate
+from tokenwire.errors import InvalidRequest
+from tokenwire.gateway.providers.passthrough import (
+    Encoder,
+    Offer,
+    error_frame,
+    lenient,
+    refuse_uncarried,
+    rename_model,
+)
+
+VECTORS = Path(__file__).resolve().parents[1] / "vectors" / "passthrough"
+
+
+def _cases(name: str) -> list[dict[str, Any]]:
+    cases: list[dict[str, Any]] = json.loads((VECTORS / name).read_text())["cases"]
+    return cases
+
+
+@pytest.mark.parametrize("case", _cases("rename_model.json"), ids=lambda c: c["name"])
+def test_rename_model(case: dict[str, Any]) -> None:
+    raw = case["body"].encode()
+    out = rename_model(raw, msgspec.json.decode(raw), case["to"])
+    assert out == case["expected"].encode()
+
+
+@pytest.mark.parametrize("case", _cases("take.json"), ids=lambda c: c["name"])
+def test_only_complete_events_leave(case: dict[str, Any]) -> None:
+    offer = Offer("anthropic", b"{}", {}, {})
+    offer.engaged = True
+    offer.reset()
+    for step in case["steps"]:
+        offer.push(step["push"].encode())
+        assert offer.take() == step["out"].encode()
+
+
+def _anthropic_parse(body: dict[str, Any]) -> Any:
+    ingress = translate.get("anthropic").ingress
+    assert ingress is not None
+    return ingress.parse(body)
+
+
+AGENT_BODY: dict[str, Any] = {
+    "model": "m",
+    "max_tokens": 10,
+    "stream": True,
+    "tools": [
+        {"type": "web_search_20250305", "name": "web_search"},
+        {"name": "f", "input_schema": {"type": "object"}},
+    ],
+    "messages": [
+        {"role": "user", "content": "q"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}},
+                {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []},
+                {"type": "future_block_2030", "x": 1},
+                {"type": "text", "text": "answer"},
+            ],
+        },
+        {"role": "user", "content": "more"},
+    ],
+}
+
+
+def test_the_standard_view_leaves_out_what_it_cannot_model_and_keeps_the_rest() -> None:
+    raw = msgspec.json.encode(AGENT_BODY)
+    with pytest.raises(InvalidRequest):
+        _anthropic_parse(msgspec.json.decode(raw))  # what translating does
+    obj = msgspec.json.decode(raw)
+    request, _encode = lenient("anthropic", raw, obj, _anthropic_parse)
+    assert [t.name for t in request.tools] == ["f"]
+    assert [m.text for m in request.messages] == ["q", "answer", "more"]
+    assert obj == AGENT_BODY  # the client's body (what goes upstream) is untouched
+
+
+def test_a_top_level_refusal_is_still_raised() -> None:
+    body = {**AGENT_BODY, "model": 5}
+    raw = msgspec.json.encode(body)
+    with pytest.raises(InvalidRequest) as caught:
+        lenient("anthropic", raw, msgspec.json.decode(raw), _anthropic_parse)
+    assert caught.value.path == "model"
+
+
+def test_refuse_uncarried_names_the_field() -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        refuse_uncarried("anthropic", {"model": "m", "mcp_servers": []})
+    assert caught.value.path == "mcp_servers"
+    with pytest.raises(InvalidRequest) as caught:
+        refuse_uncarried("openai-responses", {"tools": [{"type": "function"}, {"type": "mcp"}]})
+    assert caught.value.path == "tools[1].type"
+    refuse_uncarried("openai-responses", {"tools": [{"type": "function", "name": "f"}]})
+
+
+_START = ev.StreamStart(v=ev.VERSION, seq=0, model="m", created="2026-01-01T00:00:00Z")
+
+
+def _error(code: str = "internal_error") -> ev.ErrorEvent:
+    return ev.ErrorEvent(v=ev.VERSION, seq=3, code=code, message="upstream connection failed")
+
+
+def test_an_error_the_gateway_adds_is_in_the_vendors_shape_after_whole_events() -> None:
+    offer = Offer("anthropic", b"{}", {}, {})
+    encode = Encoder(offer, lambda event: b"VENDOR")
+    assert encode(_START) == b""  # held: passthrough or not is not known yet
+    offer.reset()  # the provider takes the offer
+    offer.push(b'event: ping\ndata: {}\n\nevent: content_block_delta\ndata: {"ty')
+    out = encode(_error())
+    assert out.startswith(b"event: ping\ndata: {}\n\nevent: error\ndata: ")
+    assert msgspec.json.decode(out.split(b"data: ")[-1])["error"]["type"] == "api_error"
+    assert encode(ev.StreamEnd(v=ev.VERSION, seq=4)) == b""  # the half event never leaves
+
+
+def test_an_upstream_error_in_its_bytes_is_not_doubled() -> None:
+    offer = Offer("anthropic", b"{}", {}, {})
+    encode = Encoder(offer, lambda event: b"VENDOR")
+    encode(_START)
+    offer.reset()
+    frame = error_frame("anthropic", _error("overloaded"))
+    offer.push(frame)
+    offer.covered = True  # parsed from the upstream's bytes
+    assert encode(_error("overloaded")) == frame
+
+
+def test_without_a_taker_the_vendor_encoder_answers_as_before() -> None:
+    offer = Offer("anthropic", b"{}", {}, {})
+    seen: list[str] = []
+
+    def vendor(event: ev.Event) -> bytes:
+        seen.append(event.type)
+        return event.type.encode()
+
+    encode = Encoder(offer, vendor)
+    assert encode(_START) == b""
+    assert encode(_error()) == b"stream.starterror"
+    assert seen == ["stream.start", "error"]
+
+
+def test_responses_errors_carry_the_next_sequence_number() -> None:
+    offer = Offer("openai-responses", b"{}", {}, {})
+    encode = Encoder(offer, lambda event: b"")
+    encode(_START)
+    offer.reset()
+    offer.push(b"event: a\ndata: {}\n\nevent: b\ndata: {}\n\n")
+    out = encode(
+        ev.ContentDelta(v=ev.VERSION, seq=1, index=0, role="assistant", delta=ev.Delta(text="x"))
+    )
+    assert out.count(b"\n\n") == 2
+    frame = encode(_error())
+    assert msgspec.json.decode(frame.split(b"data: ")[1])["sequence_number"] == 2
