@@ -3,20 +3,29 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# `make run` needs only the gateway and the CLI (~100 MB, ~20 s); `make test`
+# adds the test toolchain, the vendor SDKs and the protocol peers (the full STAMP).
+RUN_STAMP := $(VENV)/.installed-run
+PIP    := $(BIN)/python -m pip install -q --disable-pip-version-check
 
 .PHONY: run test lint typecheck unit bench fuzz clean
 
 # (Re)install whenever the project's metadata changes.
+$(RUN_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP) -e '.[server,cli]'
+	touch $(RUN_STAMP)
+
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,peers]'
-	touch $(STAMP)
+	$(PIP) --upgrade pip
+	$(PIP) -e '.[dev,peers]'
+	touch $(STAMP) $(RUN_STAMP)
 
 # `make run PORT=9000 HOST=0.0.0.0` serves elsewhere; PORT=0 takes any free port.
 HOST ?= 127.0.0.1
 PORT ?= 8080
-run: $(STAMP)
+run: $(RUN_STAMP)
 	$(BIN)/tokenwire serve --host $(HOST) --port $(PORT)
 
 lint: $(STAMP)
@@ -37,7 +46,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/gateway.py
 	$(BIN)/python bench/client.py
 
-# atheris harnesses for the SSE decoder and the request parser, 60 s each (not in `make test`).
+# atheris harnesses for the SSE decoder, the request parser and convert's format detection,
+# 60 s each (not in `make test`).
 fuzz: $(STAMP)
 	$(BIN)/python -m pip install -q atheris
 	$(BIN)/python fuzz/run.py --seconds 60

@@ -1,6 +1,6 @@
 """Run the atheris harnesses for a bounded time each and record what they did.
 
-For each harness (``fuzz_sse.py``, ``fuzz_request.py``): seed a corpus under
+For each harness (``fuzz_sse.py``, ``fuzz_request.py``, ``fuzz_detect.py``): seed a corpus under
 ``bench/_work/fuzz/<name>/corpus`` (ignored by git) from the repository's
 vectors, give libFuzzer a dictionary of the format's tokens, run for
 ``--seconds`` with ``-print_final_stats=1``, and collect executions per second,
@@ -92,9 +92,25 @@ def _seed_request(corpus: Path) -> None:
                 n += 1
 
 
+DETECT_DICT = [
+    "data: ", "event: ", "\n\n", "\x1e", "\x00\x00\x00\x00\x05", "[DONE]", "{", "}", "[", "]",
+    '"type"', '"message_start"', '"response.created"', '"message-start"', '"candidates"',
+    '"choices"', '"model"', '"modelVersion"', '"error"', '"status"', '"sequence_number"',
+    '"target"', '"update"', '"seq"', '"v"', '"stream.start"', "\ufeff", '"\\"',
+]  # fmt: skip
+
+
+def _seed_detect(corpus: Path) -> None:
+    for vector in sorted((ROOT / "tests" / "vectors" / "convert").glob("*.json")):
+        case = json.loads(vector.read_text(encoding="utf-8"))
+        body = bytes.fromhex(case["hex"]) if "hex" in case else case["text"].encode()
+        (corpus / f"detect-{vector.stem}").write_bytes(body)
+
+
 HARNESSES = {
     "sse": ("fuzz_sse.py", SSE_DICT, _seed_sse, "sse.Decoder (+ events.parse), any cuts"),
     "request": ("fuzz_request.py", REQUEST_DICT, _seed_request, "request.parse (+ round trip)"),
+    "detect": ("fuzz_detect.py", DETECT_DICT, _seed_detect, "convert's format detection"),
 }
 
 _STAT = re.compile(r"^stat::(\w+):\s+(\d+)", re.M)

@@ -49,12 +49,12 @@ def test_fields_are_exactly_the_drafts() -> None:
         ContentStop: {"v", "seq", "index", "stop_reason"},
         ToolCall: {"v", "seq", "index", "id", "name", "arguments"},
         Usage: {"v", "seq", "input_tokens", "output_tokens", "estimated"},
-        ErrorEvent: {"v", "seq", "code", "message"},
+        ErrorEvent: {"v", "seq", "code", "message", "upstream_status"},
         StreamEnd: {"v", "seq", "request_id"},
     }
     for cls, fields in expected.items():
         assert set(cls.__struct_fields__) == fields, cls
-    # The two extension fields are namespaced on the wire and omitted by default.
+    # The extension fields are namespaced on the wire and omitted by default.
     d = ContentDelta(v="1.0", seq=1, index=0, role="assistant", delta=Delta(text="x"))
     assert b"reasoning" not in events.to_json(d)
     r = msgspec.structs.replace(d, reasoning=True)
@@ -64,6 +64,11 @@ def test_fields_are_exactly_the_drafts() -> None:
     e = msgspec.structs.replace(u, estimated=True)
     assert b'"tokenwire:estimated":true' in events.to_json(e)
     assert events.parse("usage", events.to_json(e)) == e
+    err = ErrorEvent(v="1.0", seq=3, code="internal_error", message="m")
+    assert b"upstream_status" not in events.to_json(err)
+    err = msgspec.structs.replace(err, upstream_status=401)
+    assert b'"tokenwire:upstream_status":401' in events.to_json(err)
+    assert events.parse("error", events.to_json(err)) == err
 
 
 def test_dump_writes_event_id_and_one_data_line() -> None:

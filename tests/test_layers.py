@@ -19,6 +19,7 @@ PACKAGE = SRC / "tokenwire"
 LAYERS: dict[str, int] = {
     "errors": 0,
     "_buffer": 0,
+    "_suggest": 0,
     "sse": 1,
     "events": 1,
     "mediatype": 1,

@@ -25,6 +25,7 @@ import { type Fetch, raiseForStatus } from "./http.js";
 import { schemaProblem, type Violation, Validator } from "./lifecycle.js";
 import { checkSchema } from "./schema.js";
 import { SSEDecoder } from "./sse.js";
+import { endpoint, STREAM_PATH } from "./url.js";
 
 /** The response header carrying the token that resumes or cancels a resumable stream. */
 export const RESUME_TOKEN_HEADER = "tokenwire-resume-token";
@@ -59,7 +60,11 @@ export type RequestInput = Omit<Request, "version" | "stream"> &
 
 /** Options of {@link Client}. */
 export interface ClientOptions {
-  /** The gateway, e.g. `http://127.0.0.1:8080` (the paths below are resolved against it). */
+  /**
+   * The gateway, e.g. `http://127.0.0.1:8080` (the paths below are resolved
+   * against it), read by the one URL grammar ({@link endpoint}): `host:port`,
+   * `/v1` and the full `/v1/stream` URL work too; a vendor route is refused.
+   */
   baseURL: string | URL;
   /** Headers sent with every request (e.g. `Authorization`). */
   headers?: Record<string, string>;
@@ -167,24 +172,35 @@ export class Client {
   readonly confirm: ConfirmToolCall | null;
   readonly maxEventBytes: number;
   readonly streamPath: string;
+  /** The query given with `baseURL` (`""` or `"?..."`), sent on every request. */
+  readonly query: string;
   readonly resumePath: string;
   readonly fetch: Fetch;
 
   constructor(options: ClientOptions) {
     if (!options?.baseURL) throw new TokenwireError("Client: baseURL is required");
-    this.baseURL = String(options.baseURL).replace(/\/+$/, "");
+    this.streamPath = options.streamPath ?? STREAM_PATH;
+    if (this.streamPath === STREAM_PATH) {
+      // The one URL grammar (url.ts): host:port, /v1 or the stream URL work too,
+      // and a vendor route is refused saying what to pass.
+      const found = endpoint(options.baseURL);
+      this.baseURL = found.base;
+      this.query = found.query;
+    } else {
+      this.baseURL = String(options.baseURL).replace(/\/+$/, "");
+      this.query = "";
+    }
     this.headers = { ...(options.headers ?? {}) };
     this.resume = options.resume ?? true;
     this.confirm = options.confirm ?? null;
     this.maxEventBytes = options.maxEventBytes ?? 1 << 20;
-    this.streamPath = options.streamPath ?? "/v1/stream";
     this.resumePath = options.resumePath ?? "/v1/streams/{request_id}";
     this.fetch = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
   }
 
   /** The absolute URL of `path` on this gateway. */
   url(path: string): string {
-    return this.baseURL + (path.startsWith("/") ? path : `/${path}`);
+    return this.baseURL + (path.startsWith("/") ? path : `/${path}`) + this.query;
   }
 
   /**

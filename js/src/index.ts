@@ -29,3 +29,4 @@ export * from "./lifecycle.js";
 export * from "./http.js";
 export * from "./schema.js";
 export * from "./client.js";
+export * from "./url.js";

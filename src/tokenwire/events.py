@@ -183,6 +183,9 @@ class ErrorEvent(_Envelope, tag="error", frozen=True, kw_only=True):
     TYPE: ClassVar[str] = "error"
     code: str
     message: str
+    #: tokenwire's extension: the HTTP status the gateway's upstream answered, when
+    #: the error is that answer (docs/extensions.md). Routing reads it, not the message.
+    upstream_status: int | None = msgspec.field(default=None, name="tokenwire:upstream_status")
 
 
 class StreamEnd(_Envelope, tag="stream.end", frozen=True, kw_only=True):

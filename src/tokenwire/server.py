@@ -69,12 +69,14 @@ from ._asgi import (
     wants_standard,
 )
 from ._outbox import KeepAlive, Outbox
+from ._suggest import did_you_mean
 from .errors import InvalidRequest, RequestTooLarge, TokenwireError
 from .request import Request
 from .writer import Writer, estimate_tokens
 
 __all__ = [
     "DEFAULT_KEEPALIVE_S",
+    "Admission",
     "DEFAULT_MAX_BODY_BYTES",
     "Encode",
     "FRAMES",
@@ -224,6 +226,20 @@ class Resumption(Protocol):
         ...
 
 
+class Admission(Protocol):
+    """Admits a parsed request before it is routed (the gateway's keys, models, limits).
+
+    ``admit`` sees the request as it will be served: its ``model`` is the one
+    the provider lookup takes, so what it checks is what runs (one resolution
+    per request, every route and body type alike). It answers a refused
+    request itself (and sets ``record.status``) and returns ``False``.
+    """
+
+    async def admit(
+        self, scope: Scope, request: Request, send: Send, record: StreamRecord
+    ) -> bool: ...
+
+
 class Ingress(Protocol):
     """A vendor request format accepted on a dual-format route (§7.3).
 
@@ -348,6 +364,8 @@ class StreamEndpoint:
     in the vendor's stream format unless the client asks for the standard
     with ``Accept: text/event-stream; profile="llm-stream-1.0"``, and standard
     bodies (``application/llm-request+json``) are always accepted too.
+    ``admission`` sees each parsed request before its provider is looked up,
+    and may refuse it (the gateway's keys, models and limits: ``Admission``).
     """
 
     def __init__(
@@ -362,10 +380,13 @@ class StreamEndpoint:
         classify: Callable[[BaseException], tuple[str, str]] = classify_exception,
         route: str = "",
         resumption: Resumption | None = None,
+        admission: Admission | None = None,
     ) -> None:
         if keepalive_s <= 0:
             raise ValueError("keepalive_s must be > 0")
         self.lookup = _lookup_for(providers)
+        #: The served names, for the unknown-model error (known for a mapping only).
+        self._served = providers if isinstance(providers, Mapping) else None
         self.ingress = ingress
         self.max_body_bytes = max_body_bytes
         self.max_depth = max_depth
@@ -374,6 +395,7 @@ class StreamEndpoint:
         self.classify = classify
         self.route = route
         self.resumption = resumption
+        self.admission = admission
         self._keepalive: KeepAlive | None = None
 
     # -- ASGI entry -----------------------------------------------------------------
@@ -397,6 +419,12 @@ class StreamEndpoint:
             for observer in self.observers:
                 with contextlib.suppress(Exception):
                     observer.closed(record)
+
+    def _served_hint(self, model: str) -> str:
+        """``: did you mean "demo"? (served: ...)`` when the served names are known."""
+        if self._served is None:
+            return ""
+        return did_you_mean(model, self._served, listing="served", quote=rq.echo)
 
     async def _reject(
         self,
@@ -488,6 +516,9 @@ class StreamEndpoint:
             await self._reject(send, record, status, exc.reason, path=exc.path)
             return None
         record.request, record.model = request, request.model
+        admission = self.admission
+        if admission is not None and not await admission.admit(scope, request, send, record):
+            return None
 
         provider = self.lookup(request.model)
         if provider is None:
@@ -495,7 +526,7 @@ class StreamEndpoint:
                 send,
                 record,
                 404,
-                f"unknown model {rq.echo(request.model)}",
+                f"unknown model {rq.echo(request.model)}{self._served_hint(request.model)}",
                 code="model_not_found",
                 path="model",
             )

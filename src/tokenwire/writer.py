@@ -384,12 +384,20 @@ class Writer:
             )
         ]
 
-    def error(self, code: str, message: str) -> list[ev.Event]:
+    def error(self, code: str, message: str, upstream_status: int | None = None) -> list[ev.Event]:
         """An ``error`` event. Open blocks need no ``content.stop`` after it (§5.4)."""
         self._check_open()
         out: list[ev.Event] = [] if self.started else self.start()
         self.errored = True
-        out.append(ev.ErrorEvent(v=ev.VERSION, seq=self._stamp(), code=code, message=message))
+        out.append(
+            ev.ErrorEvent(
+                v=ev.VERSION,
+                seq=self._stamp(),
+                code=code,
+                message=message,
+                upstream_status=upstream_status,
+            )
+        )
         return out
 
     def end(self, stop_reason: str = "end_turn") -> list[ev.Event]:
@@ -461,7 +469,7 @@ class Writer:
                     event.input_tokens, event.output_tokens, estimated=event.estimated
                 )
             case ev.ErrorEvent():
-                return self.error(event.code, event.message)
+                return self.error(event.code, event.message, event.upstream_status)
             case ev.StreamEnd():
                 return self.end()
             case ev.StreamStart():

@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 from tests.check.test_check_faults import endpoint
 
-from tokenwire.client import stream_url
 from tokenwire.conformance import (
     PROBES,
     SECRET_HEADERS,
@@ -29,7 +28,6 @@ from tokenwire.conformance import (
     run,
 )
 
-VECTORS = Path(__file__).resolve().parents[1] / "vectors" / "check"
 SECRET = "sk-tokenwire-test-SECRET-7f3a9"
 
 
@@ -95,15 +93,6 @@ def test_redaction_covers_every_credential_header_in_any_case() -> None:
 
 
 # -- one URL form -----------------------------------------------------------------------
-
-
-def test_stream_url_vectors() -> None:
-    cases = json.loads((VECTORS / "stream-url.json").read_text())
-    for case in cases:
-        assert stream_url(case["in"]) == case["out"], case
-    assert stream_url("127.0.0.1:8080") == "http://127.0.0.1:8080/v1/stream"
-    with pytest.raises(ValueError, match="not an http"):
-        stream_url("ftp://127.0.0.1:8080")
 
 
 def test_check_takes_the_base_url_too() -> None:

@@ -172,7 +172,8 @@ def test_a_hung_stream_is_ended_after_the_shutdown_timeout(mode: str) -> None:
             "options": {"mode": mode},
         }
     }
-    with _serving(models, drain_s=0.2, shutdown_timeout_s=1.0) as served:
+    # The shortest shutdown timeout a drain of 0.2 s allows (drain_s + 2).
+    with _serving(models, drain_s=0.2, shutdown_timeout_s=2.2) as served:
         reader = StreamReader(served.url, "stuck")
         reader.start()
         _wait(lambda: len(reader.events) >= 2)
@@ -188,7 +189,7 @@ def test_a_hung_stream_is_ended_after_the_shutdown_timeout(mode: str) -> None:
 
 def test_a_second_signal_ends_the_process_at_once() -> None:
     models = {"slow": {"provider": "demo", "delay_ms": 1000}}
-    with _serving(models, drain_s=600.0, shutdown_timeout_s=600.0) as served:
+    with _serving(models, drain_s=600.0, shutdown_timeout_s=602.0) as served:
         reader = StreamReader(served.url, "slow")
         reader.start()
         _wait(lambda: len(reader.events) >= 2)

@@ -742,7 +742,11 @@ def test_an_error_status_is_the_same_event_as_over_httpx(status: int) -> None:
                     HTTPProvider("openai", client=client, base_url=server.url + "/v1", api_key="k")
                 )
             assert ours == theirs
-            assert ours == [ev.ErrorEvent(v=ev.VERSION, seq=0, code=code, message=message)]
+            # ...and the status rides along, for routing (never parsed from the message).
+            expected = ev.ErrorEvent(
+                v=ev.VERSION, seq=0, code=code, message=message, upstream_status=status
+            )
+            assert ours == [expected]
             assert pool.stats()["idle"] == 1  # the error body was read whole: reusable
             await pool.aclose()
 

@@ -187,7 +187,7 @@ def test_over_the_memory_budget_new_streams_get_503() -> None:
 
 
 def test_sigterm_ends_the_server_while_streams_produce() -> None:
-    with hp.serve({"shutdown_timeout_s": 2}) as gw:
+    with hp.serve({"drain_s": 0, "shutdown_timeout_s": 2}) as gw:
         request = hp.body()
         readers = []
         for rcvbuf in (4096, None, None):

@@ -33,6 +33,7 @@ from tokenwire.gateway.resume import (
     ResumeManager,
     Store,
 )
+from tokenwire.gateway.resume.access import credential_digest, scoped
 from tokenwire.request import MEDIA_TYPE, Request
 from tokenwire.server import StreamEndpoint
 
@@ -205,14 +206,19 @@ def test_the_creators_credential_is_bound_too(make_store: Callable[[], Store]) -
 
 def test_the_store_keeps_digests_only(make_store: Callable[[], Store]) -> None:
     async def test(rig: Rig) -> None:
-        stream = await rig.post("digest-1", headers={"x-goog-api-key": "goog-secret"})
+        headers = {"x-goog-api-key": "goog-secret"}
+        stream = await rig.post("digest-1", headers=headers)
         token = stream.headers[TOKEN]
-        info = await rig.store.info("digest-1")
+        # Kept in the caller's own namespace (access.scoped), under digests only.
+        stored_id = scoped(credential_digest(_raw(headers)), "digest-1")
+        assert "goog-secret" not in stored_id
+        assert await rig.store.info("digest-1") is None
+        info = await rig.store.info(stored_id)
         assert info is not None
         assert token not in info and "goog-secret" not in info
         assert len(info.token) == 64 and len(info.credential) == 64  # SHA-256 hex
         if isinstance(rig.store, RedisStore):
-            meta = await rig.store.call("HGETALL", rig.store.keys("digest-1")[0])
+            meta = await rig.store.call("HGETALL", rig.store.keys(stored_id)[0])
             raw = b"".join(k + v for k, v in meta.items())
             assert token.encode() not in raw and b"goog-secret" not in raw
         await rig.call("DELETE", "digest-1", {TOKEN: token, "x-goog-api-key": "goog-secret"})
@@ -221,9 +227,10 @@ def test_the_store_keeps_digests_only(make_store: Callable[[], Store]) -> None:
 
 
 def test_a_reused_request_id(make_store: Callable[[], Store]) -> None:
-    # The ruling (docs/scaling.md "Security"): the same caller gets 409, another
-    # caller gets its own stream, served live and not recorded, as when the store
-    # is full: no 409 tells it that the id exists.
+    # The ruling (docs/scaling.md "Security"), issue 30: the same caller gets 409;
+    # another caller's request_id is in its own namespace, so it gets its own
+    # resumable stream, token and all: the answer is the one it gets for an id
+    # nobody uses, and nothing tells it that the id exists elsewhere.
     async def test(rig: Rig) -> None:
         alice = {"authorization": "Bearer alice-key"}
         first = await rig.post("reused-1", headers=alice)
@@ -231,11 +238,16 @@ def test_a_reused_request_id(make_store: Callable[[], Store]) -> None:
         again = await rig.post("reused-1", headers=alice)
         assert again.status == 409
         assert again.json()["error"]["code"] == "request_id_in_use"
-        other = await rig.post("reused-1", headers={"authorization": "Bearer mallory"})
-        assert other.status == 200 and TOKEN not in other.headers
-        # Mallory's stream was a plain one (its hang-up cancelled it); alice's goes on.
-        assert rig.provider.outcome["reused-1"] == "cancelled"
-        assert "reused-1" in rig.manager.live
+        mallory = {"authorization": "Bearer mallory"}
+        other = await rig.post("reused-1", headers=mallory)
+        fresh = await rig.post("never-used-1", headers=mallory)
+        assert other.status == fresh.status == 200
+        assert TOKEN in other.headers and TOKEN in fresh.headers
+        # Each reads its own stream with its own token; neither token opens the other's.
+        mine = {TOKEN: other.headers[TOKEN], **mallory, "last-event-id": "1"}
+        assert (await rig.call("GET", "reused-1", mine)).status == 200
+        crossed = {TOKEN: token, **mallory, "last-event-id": "1"}
+        assert (await rig.call("GET", "reused-1", crossed)).status == 404
         stored = await rig.call("GET", "reused-1", {TOKEN: token, **alice, "last-event-id": "1"})
         assert stored.status == 200
         assert (await rig.call("DELETE", "reused-1", {TOKEN: token, **alice})).status == 200
@@ -277,3 +289,7 @@ def test_through_a_real_gateway(tmp_path: Path) -> None:
         )
         whole = client.get(f"/v1/streams/{rid}", headers={TOKEN: token})
         assert whole.status_code == 200 and whole.content == posted.content
+
+
+def _raw(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
+    return [(k.encode(), v.encode()) for k, v in headers.items()]

@@ -26,6 +26,7 @@ def fakes() -> Iterator[dict[str, FakeUpstream]]:
         "backup": FakeUpstream("openai", Script(text="served by backup")),
         "429": FakeUpstream("openai", fault=Fault(kind="status", status=429)),
         "503": FakeUpstream("openai", fault=Fault(kind="status", status=503)),
+        "401": FakeUpstream("openai", fault=Fault(kind="status", status=401)),
         "cut": FakeUpstream(
             "openai",
             Script(text="one two three four five"),
@@ -70,6 +71,8 @@ def gateway(
             ),
             _model("primary", url["503"], retries=1, retry_backoff_s=0.0, fallbacks=["backup"]),
             _model("refused", refused, retries=0, fallbacks=["backup"]),
+            _model("alone", refused, retries=0),
+            _model("badkey", url["401"], retries=2, retry_backoff_s=0.0),
             _model("cutting", url["cut"], retries=2, retry_backoff_s=0.0, fallbacks=["backup"]),
             _model(
                 "balanced",
@@ -179,3 +182,21 @@ def test_a_deployment_needs_a_valid_model_entry(tmp_path: Path) -> None:
         )
     with pytest.raises(config.ConfigError, match=r"models\[0\]\.fallbacks\[0\]"):
         config.parse({"models": [{"name": "x", "provider": "demo", "fallbacks": ["nope"]}]})
+
+
+def test_a_single_failed_attempt_is_an_error_not_a_retry(gateway: Gateway) -> None:
+    events, line = _stream_logged(gateway, "alone")
+    assert isinstance(events[-2], ev.ErrorEvent)
+    expected = {"deployment": "alone", "outcome": "error", "code": "internal_error"}
+    assert line["attempts"] == [expected]
+
+
+def test_an_upstream_401_is_refused_by_its_status_on_the_error_event(
+    gateway: Gateway, fakes: dict[str, FakeUpstream]
+) -> None:
+    before = len(fakes["401"].requests)
+    events, line = _stream_logged(gateway, "badkey")
+    assert len(fakes["401"].requests) == before + 1  # never retried
+    errors = [e for e in events if isinstance(e, ev.ErrorEvent)]
+    assert len(errors) == 1 and errors[0].upstream_status == 401
+    assert [a["outcome"] for a in line["attempts"]] == ["refused"]

@@ -18,8 +18,8 @@ def _delta(text: str) -> ev.ContentDelta:
     return ev.ContentDelta(v="1.0", seq=0, index=0, role="assistant", delta=ev.Delta(text=text))
 
 
-def _error(code: str, message: str = "boom") -> ev.ErrorEvent:
-    return ev.ErrorEvent(v="1.0", seq=0, code=code, message=message)
+def _error(code: str, message: str = "boom", status: int | None = None) -> ev.ErrorEvent:
+    return ev.ErrorEvent(v="1.0", seq=0, code=code, message=message, upstream_status=status)
 
 
 class Scripted:
@@ -37,10 +37,14 @@ class Scripted:
             if self.mode == "raise":
                 raise ConnectionRefusedError("refused")
             if self.mode == "400":
-                yield _error("internal_error", "upstream answered HTTP 400: bad")
+                yield _error("internal_error", "upstream answered HTTP 400: bad", 400)
+                return
+            if self.mode == "401":
+                # The vendor's own text, as its error body gives it: no status in it.
+                yield _error("internal_error", "Incorrect API key provided: sk-...", 401)
                 return
             code = "rate_limited" if self.mode == "429" else "overloaded"
-            yield _error(code, f"upstream answered HTTP {self.mode}")
+            yield _error(code, f"upstream answered HTTP {self.mode}", int(self.mode))
             return
         if self.mode == "cut":
             yield _delta(self.text)
@@ -85,12 +89,32 @@ def test_an_upstream_4xx_is_not_retried() -> None:
     assert [a.outcome for a in ctx.attempts] == ["refused"]
 
 
+def test_an_upstream_4xx_is_told_by_its_status_not_by_its_message() -> None:
+    bad = Scripted("ok", fail=5, mode="401")
+    events, ctx = _run(_route(Deployment("d", bad)))
+    assert bad.calls == 1
+    assert [a.outcome for a in ctx.attempts] == ["refused"]
+    assert isinstance(events[0], ev.ErrorEvent) and events[0].upstream_status == 401
+
+
 def test_the_last_failure_reaches_the_client_when_all_attempts_fail() -> None:
     down = Scripted("ok", fail=10, mode="503")
     events, ctx = _run(_route(Deployment("d", down), retries=1))
     assert down.calls == 2
     assert len(events) == 1 and isinstance(events[0], ev.ErrorEvent)
     assert events[0].code == "overloaded"
+    # The second attempt was never retried: it is an error, not a retry.
+    assert [(a.outcome, a.code) for a in ctx.attempts] == [
+        ("retry", "overloaded"),
+        ("error", "overloaded"),
+    ]
+
+
+def test_a_single_attempt_never_retried_is_not_logged_as_a_retry() -> None:
+    down = Scripted("ok", fail=1, mode="raise")
+    events, ctx = _run(_route(Deployment("d", down), retries=0))
+    assert down.calls == 1
+    assert [a.outcome for a in ctx.attempts] == ["error"]
 
 
 def test_fallbacks_are_tried_in_order_with_their_own_model_name() -> None:
@@ -107,7 +131,7 @@ def test_fallbacks_are_tried_in_order_with_their_own_model_name() -> None:
     assert [(a.deployment, a.outcome) for a in ctx.attempts] == [
         ("d", "retry"),
         ("d", "retry"),
-        ("second", "retry"),
+        ("second", "retry"),  # the fallback after it was its retry
         ("third", "ok"),
     ]
     assert ctx.served_by == "third"

@@ -3,8 +3,10 @@
 ``redis_server`` starts ``redis-server`` on a free 127.0.0.1 port with
 ``--save '' --appendonly no``, installing Debian's package first when the
 binary is missing (as root, with apt-get). Without it the tests skip locally;
-with ``CI=true`` they fail instead. ``replicas`` are two gateway processes
-sharing that server; ``memory_gateway`` is one process with the in-memory store.
+with ``CI=true`` they fail instead. ``redis_cluster`` is a Redis Cluster of
+three primaries with a replica each (tests/production/redis_cluster.py).
+``replicas`` are two gateway processes sharing that server; ``memory_gateway``
+is one process with the in-memory store.
 Their providers include the test plugin ``Recorder`` (tests/gateway/gateway_plugins.py),
 which writes ``<record_dir>/<request_id>.json`` when it is cancelled or completes.
 """
@@ -20,6 +22,7 @@ from typing import Any
 
 import pytest
 from tests.gateway.gateway_procs import Gateway
+from tests.production.redis_cluster import RedisCluster
 from tests.resume.redis_proc import RedisServer, redis_binary
 
 IN_CI = os.environ.get("CI") == "true"
@@ -50,6 +53,15 @@ def redis_server(redis_bin: str, tmp_path_factory: pytest.TempPathFactory) -> It
     """One ``redis-server`` for the session."""
     with RedisServer(redis_bin, tmp_path_factory.mktemp("redis")) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(
+    redis_bin: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RedisCluster]:
+    """A Redis Cluster for the session: three primaries, each with a replica."""
+    with RedisCluster(redis_bin, tmp_path_factory.mktemp("cluster"), 3, replicas=1) as cluster:
+        yield cluster
 
 
 @pytest.fixture

@@ -53,11 +53,16 @@ def free_port() -> int:
 
 
 class RedisServer:
-    """One ``redis-server`` process on 127.0.0.1 (``--save '' --appendonly no``)."""
+    """One ``redis-server`` process on 127.0.0.1 (``--save '' --appendonly no``; with
+    ``persistent``, an append-only file fsynced on every write, so ``stop`` and
+    ``start`` again is a restart that keeps everything)."""
 
-    def __init__(self, binary: str, workdir: Path, port: int | None = None) -> None:
+    def __init__(
+        self, binary: str, workdir: Path, port: int | None = None, *, persistent: bool = False
+    ) -> None:
         self.binary = binary
         self.workdir = workdir
+        self.persistent = persistent
         self.port = port or free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = workdir / f"redis-{self.port}.log"
@@ -76,7 +81,13 @@ class RedisServer:
             "--save",
             "",
             "--appendonly",
-            "no",
+            "yes" if self.persistent else "no",
+            "--appendfsync",
+            "always",
+            "--appendfilename",
+            f"appendonly-{self.port}.aof",
+            "--appenddirname",
+            f"aof-{self.port}",
             "--daemonize",
             "no",
             "--dir",
@@ -113,6 +124,15 @@ class RedisServer:
             s.settimeout(5.0)
             data = s.recv(1 << 20)
             return data
+
+    def stop(self) -> None:
+        """SIGTERM: Redis finishes its append-only file and exits (a clean restart)."""
+        proc = self.proc
+        if proc is None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        self.proc = None
 
     def kill(self) -> None:
         """SIGKILL: Redis vanishes with everything it held (no persistence)."""

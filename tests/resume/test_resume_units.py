@@ -19,7 +19,6 @@ from typing import Any
 
 import msgspec
 import pytest
-from tests.resume.redis_proc import RedisServer
 from tests.server.server_asgi import Exchange
 
 import tokenwire
@@ -36,6 +35,7 @@ from tokenwire.gateway.resume import (
     RedisStore,
     ResumeEndpoint,
     ResumeManager,
+    StoreRefused,
     StoreUnavailable,
     StreamInfo,
     StreamNotFound,
@@ -505,11 +505,48 @@ def test_cancelled_before_it_ran() -> None:
     asyncio.run(go())
 
 
-class DownStore(MemoryStore):
-    """Creates streams, then cannot be written to: a store that went down mid-stream."""
+class RefusingStore(MemoryStore):
+    """Creates streams, then refuses every write: a record that cannot be complete."""
 
     async def commit(self, appends: Sequence[Append]) -> set[str]:
-        raise StoreUnavailable("down")
+        raise StoreRefused("OOM command not allowed")
+
+
+class OutageStore(MemoryStore):
+    """Unreachable for its first ``down`` commits (a restart, a failover), then back."""
+
+    def __init__(self, down: int) -> None:
+        super().__init__()
+        self.down = down
+        self.failed = 0
+
+    async def commit(self, appends: Sequence[Append]) -> set[str]:
+        if self.failed < self.down:
+            self.failed += 1
+            raise StoreUnavailable("down")
+        return await super().commit(appends)
+
+
+def test_events_recorded_while_the_store_is_unreachable_are_committed_once_it_is_back() -> None:
+    provider = Ticker(count=40, interval=0.005)
+
+    async def go() -> None:
+        store = OutageStore(down=3)
+        manager = ResumeManager(store, grace_s=3600.0)
+        endpoint = StreamEndpoint(provider, resumption=manager)
+        await _post(endpoint, _body("outage"), hang_up_after=2)
+        await _until(lambda: provider.outcome.get("outage") == "completed")
+        await _until(lambda: "outage" not in manager.live)
+        assert store.failed == 3
+        rest = await _get(manager, "outage")
+        await manager.aclose()
+        events = rest.events()
+        assert [e.seq for e in events] == list(range(len(events)))  # every seq, once
+        text = "".join(e.delta.text for e in events if isinstance(e, ev.ContentDelta))
+        assert text == "".join(f" t{i}" for i in range(40))
+        assert tokenwire.validate([rest.body]).ok
+
+    asyncio.run(go())
 
 
 def test_a_lost_record_stops_a_detached_generation() -> None:
@@ -518,7 +555,7 @@ def test_a_lost_record_stops_a_detached_generation() -> None:
     provider = Ticker(count=10_000)
 
     async def go() -> None:
-        manager = ResumeManager(DownStore(), grace_s=3600.0)
+        manager = ResumeManager(RefusingStore(), grace_s=3600.0)
         endpoint = StreamEndpoint(provider, resumption=manager)
         await _post(endpoint, _body("lost"), hang_up_after=3)
         await _until(lambda: "lost" in provider.outcome)
@@ -571,16 +608,34 @@ def test_generated_request_id_and_conflict() -> None:
 # --- the Redis store (a real redis-server) ----------------------------------------------------
 
 
-def _redis(server: RedisServer, **kw: Any) -> RedisStore:
+class Target:
+    """Where a Redis store test runs: one ``redis-server``, or the Redis Cluster."""
+
+    def __init__(self, url: str, cluster: bool) -> None:
+        self.url, self.cluster = url, cluster
+
+
+@pytest.fixture(params=["redis", "redis-cluster"])
+def redis_target(request: pytest.FixtureRequest) -> Target:
+    if request.param == "redis":
+        return Target(request.getfixturevalue("redis_server").url, False)
+    return Target(request.getfixturevalue("redis_cluster").url, True)
+
+
+def _redis(target: Target, **kw: Any) -> RedisStore:
     return RedisStore(
-        server.url, owner=kw.pop("owner", "me"), prefix=f"t{uuid.uuid4().hex[:6]}", **kw
+        target.url,
+        owner=kw.pop("owner", "me"),
+        prefix=kw.pop("prefix", f"t{uuid.uuid4().hex[:6]}"),
+        cluster=target.cluster,
+        **kw,
     )
 
 
-def test_redis_store_roundtrip(redis_server: RedisServer) -> None:
+def test_redis_store_roundtrip(redis_target: Target) -> None:
     async def go() -> None:
-        store = _redis(redis_server, ttl_s=30)
-        other = RedisStore(redis_server.url, owner="other", prefix=store.prefix)
+        store = _redis(redis_target, ttl_s=30)
+        other = _redis(redis_target, owner="other", prefix=store.prefix)
         try:
             assert await store.create("r", INFO) is Created.CREATED
             assert await store.create("r", INFO) is Created.EXISTS
@@ -615,9 +670,9 @@ def test_redis_store_roundtrip(redis_server: RedisServer) -> None:
     asyncio.run(go())
 
 
-def test_redis_store_orphan_is_closed(redis_server: RedisServer) -> None:
+def test_redis_store_orphan_is_closed(redis_target: Target) -> None:
     async def go() -> None:
-        store = _redis(redis_server, lease_s=0.05)
+        store = _redis(redis_target, lease_s=0.05)
         try:
             await store.create("o", INFO)
             entries = _stream(5)
@@ -643,9 +698,9 @@ def test_redis_store_orphan_is_closed(redis_server: RedisServer) -> None:
     asyncio.run(go())
 
 
-def test_redis_store_trims_approximately(redis_server: RedisServer) -> None:
+def test_redis_store_trims_approximately(redis_target: Target) -> None:
     async def go() -> None:
-        store = _redis(redis_server, max_events_per_stream=10)
+        store = _redis(redis_target, max_events_per_stream=10)
         try:
             await store.create("t", INFO)
             entries = _stream(400)
@@ -663,15 +718,16 @@ def test_redis_store_trims_approximately(redis_server: RedisServer) -> None:
     asyncio.run(go())
 
 
-def test_redis_store_cancel_reaches_the_owner(redis_server: RedisServer) -> None:
+def test_redis_store_cancel_reaches_the_owner(redis_target: Target) -> None:
     async def go() -> None:
-        owner = _redis(redis_server, owner="a")
-        asker = RedisStore(redis_server.url, owner="b", prefix=owner.prefix)
+        owner = _redis(redis_target, owner="a")
+        asker = _redis(redis_target, owner="b", prefix=owner.prefix)
         heard: list[str] = []
         try:
             await owner.start(heard.append)
             await owner.create("c", StreamInfo("demo", 1, "a"))
-            await asyncio.sleep(0.2)  # the subscription is in place
+            async with asyncio.timeout(20):
+                await owner.listening.wait()  # the subscription is in place
             assert await asker.request_cancel("c")
             await _until(lambda: heard == ["c"])
             # A heartbeat sees the flag too (a cancel published while resubscribing).
@@ -689,9 +745,9 @@ def test_redis_store_cancel_reaches_the_owner(redis_server: RedisServer) -> None
     asyncio.run(go())
 
 
-def test_redis_store_discard(redis_server: RedisServer) -> None:
+def test_redis_store_discard(redis_target: Target) -> None:
     async def go() -> None:
-        store = _redis(redis_server)
+        store = _redis(redis_target)
         try:
             await store.create("d", INFO)
             await store.commit([Append("d", _stream(2)[:2], None, True)])
@@ -731,11 +787,11 @@ def test_the_scaling_doc_configs_parse() -> None:
         gw_config.parse(tomllib.loads(block))
 
 
-def test_redis_store_orphan_closed_after_what_the_reader_has(redis_server: RedisServer) -> None:
+def test_redis_store_orphan_closed_after_what_the_reader_has(redis_target: Target) -> None:
     # The dead replica sent seqs 0-5 to its client but stored only 0-3; the client
     # resumes after 5 and must get error + stream.end as seqs 6 and 7.
     async def go() -> None:
-        store = _redis(redis_server, lease_s=0.05)
+        store = _redis(redis_target, lease_s=0.05)
         try:
             await store.create("h", INFO)
             await store.commit([Append("h", _stream(8)[:4], None, True)])
@@ -750,6 +806,51 @@ def test_redis_store_orphan_closed_after_what_the_reader_has(redis_server: Redis
             # A reader from before the hole cannot get a whole stream any more (410).
             with pytest.raises(EventsTrimmed):
                 await store.open_reader("h", 2)
+        finally:
+            await store.aclose()
+
+    asyncio.run(go())
+
+
+def test_redis_store_writes_back_what_a_failover_lost(redis_target: Target) -> None:
+    # A primary acknowledged seqs 0-9 and died having replicated only 0-6: the
+    # promoted replica lacks 7-9. The owner's next commit finds the gap and
+    # writes back the entries its session still holds, so the stream is whole.
+    async def go() -> None:
+        store = _redis(redis_target)
+        try:
+            await store.create("f", INFO)
+            entries = _stream(20)
+            assert await store.commit([Append("f", entries[:10], None, True)]) == set()
+            # The promoted replica's copy: 0-6 only (XDEL would not do: a stream
+            # remembers its last ID, which a replica that never saw 7-9 does not).
+            stream = store.keys("f")[1]
+            await store.call("DEL", stream)
+            for entry in entries[:7]:
+                await store.call(
+                    "XADD", stream, f"0-{entry.seq + 1}", "t", entry.type, "f", entry.frame
+                )
+            tail = entries[:10]
+            assert (
+                await store.commit([Append("f", entries[10:11], None, False, False, tail)]) == set()
+            )
+            # A retry of a commit that did land skips it instead of refusing it.
+            again = Append("f", entries[9:12], None, False, True, tail)
+            assert await store.commit([again]) == set()
+            rest = entries[12:]
+            assert await store.commit([Append("f", rest, "completed", False)]) == set()
+            # ...and a retried end that did land counts as done.
+            assert await store.commit([Append("f", rest[-1:], "completed", False, True)]) == set()
+            whole = (await store.open_reader("f", -1)).first
+            assert [e.seq for e in whole] == list(range(len(entries)))
+            # A gap wider than the session's replay stays a hole: a reader from before
+            # it gets 410 (EventsTrimmed), one from after it the rest.
+            await store.create("g", INFO)
+            assert await store.commit([Append("g", entries[:3], None, True)]) == set()
+            assert await store.commit([Append("g", entries[5:6], None, False)]) == set()
+            with pytest.raises(EventsTrimmed):
+                await store.open_reader("g", 1)
+            assert [e.seq for e in (await store.open_reader("g", 4)).first] == [5]
         finally:
             await store.aclose()
 

@@ -28,6 +28,7 @@ PAIRS = list(itertools.product(State, Input))
 
 class _Registry:
     max_pending = 100
+    replay_tail = 0
     clock: Callable[[], float] = staticmethod(lambda: 0.0)
 
     def mark_dirty(self, session: Session) -> None:

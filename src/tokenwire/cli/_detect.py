@@ -33,11 +33,14 @@ from ..errors import TokenwireError
 __all__ = [
     "EXPECTED",
     "HEAD_BYTES",
+    "MAX_DEPTH",
     "Detected",
     "JSONLinesFramer",
     "UnknownFormat",
     "detect",
+    "capture_model",
     "detect_framing",
+    "too_deep",
 ]
 
 #: How much of the input ``detect`` needs to see.
@@ -131,21 +134,46 @@ def detect(head: bytes) -> Detected:
     if framing == "signalr":
         return _signalr(head)
     if framing is None:
-        raise UnknownFormat(f"cannot tell the format: expected {EXPECTED}; got {_show(head)}")
+        if not head.removeprefix(b"\xef\xbb\xbf").strip():
+            raise UnknownFormat(f"the input is empty ({_size(head)}): nothing to convert")
+        raise UnknownFormat(f"cannot tell the format of {_show(head)}: expected {EXPECTED}")
     payloads = _sse_payloads(head) if framing == "sse" else _json_lines(head)
     found = _vendor(payloads)
     if found is None:
         shown = f"{len(payloads)} JSON payload(s) of no known vendor shape"
         raise UnknownFormat(
-            f"cannot tell the vendor of this {framing.upper()} capture ({shown}, first: "
-            f"{_show(head)}): expected {EXPECTED}"
+            f"cannot tell the vendor of this {framing.upper()} capture ({shown}, starting "
+            f"with {_show(head)}): expected {EXPECTED}"
         )
     vendor, reason = found
     return Detected(vendor, framing, {}, reason)
 
 
+def _size(head: bytes) -> str:
+    return "no bytes" if not head else f"{len(head)} byte{'s' * (len(head) != 1)} of whitespace"
+
+
 def _show(head: bytes) -> str:
-    return repr(head[:60]) + ("…" if len(head) > 60 else "")
+    """The input for a message: its first characters when it is text, a hex dump when not.
+
+    Raw bytes of a binary file (control characters, escapes) never reach the terminal.
+    """
+    first = head[:60]
+    try:
+        text = first.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < 56 or len(head) <= 60:  # not a character cut by the slice
+            return f"binary data ({_hex(head)})"
+        text = first[: exc.start].decode("utf-8")
+    if any(not (c.isprintable() or c in "\t\n\r") for c in text):
+        return f"binary data ({_hex(head)})"
+    shown = text.replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t")
+    return f"the text '{shown}{'…' if len(head) > len(first) else ''}'"
+
+
+def _hex(head: bytes) -> str:
+    more = "…" if len(head) > 8 else ""
+    return f"{len(head)} bytes starting {head[:8].hex(' ')}{more}"
 
 
 # -- text framings ------------------------------------------------------------------------
@@ -153,10 +181,49 @@ def _show(head: bytes) -> str:
 _Payload = tuple[str | None, Any]  # (SSE event name, decoded JSON)
 
 
+#: Nesting deeper than this is no vendor's chunk: it is not decoded at all, so
+#: detection never recurses with the input (no RecursionError, issue 25).
+MAX_DEPTH: Final = 64
+_QUOTE, _BACKSLASH = 0x22, 0x5C
+_OPEN: Final = frozenset(b"[{")
+_CLOSE: Final = frozenset(b"]}")
+
+
+def too_deep(raw: bytes, limit: int = MAX_DEPTH) -> bool:
+    """True when the JSON text ``raw`` nests arrays/objects deeper than ``limit``.
+
+    One pass, linear in ``raw`` (brackets inside strings do not count); none at
+    all when there are too few brackets to nest that deep (every real chunk).
+    """
+    if raw.count(b"[") + raw.count(b"{") <= limit:
+        return False
+    depth = 0
+    in_string = escaped = False
+    for byte in raw:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == _BACKSLASH:
+                escaped = True
+            elif byte == _QUOTE:
+                in_string = False
+        elif byte == _QUOTE:
+            in_string = True
+        elif byte in _OPEN:
+            depth += 1
+            if depth > limit:
+                return True
+        elif byte in _CLOSE:
+            depth -= 1
+    return False
+
+
 def _decode(raw: bytes) -> Any:
+    if too_deep(raw):
+        return None
     try:
         return _JSON.decode(raw)
-    except msgspec.DecodeError:  # a line cut by the head, or not JSON at all
+    except (msgspec.DecodeError, RecursionError):  # cut by the head, or not JSON at all
         return None
 
 
@@ -222,6 +289,25 @@ def _one(event: str | None, obj: Any) -> tuple[str, str] | None:
         return "gemini", "Gemini GenerateContentResponse (candidates)"
     if "choices" in obj or obj.get("object") == "chat.completion.chunk":
         return "openai", "OpenAI chat.completion.chunk (choices)"
+    return None
+
+
+def capture_model(head: bytes) -> str | None:
+    """The model the capture names, from its first payload that says: OpenAI's and
+    Mistral's ``model``, Anthropic's ``message.model``, the Responses API's
+    ``response.model``, Gemini's ``modelVersion``. ``None`` for the binary
+    framings and for captures that never say (Cohere's)."""
+    framing = detect_framing(head)
+    if framing not in ("sse", "jsonl"):
+        return None
+    for _, obj in _sse_payloads(head) if framing == "sse" else _json_lines(head):
+        if not isinstance(obj, dict):
+            continue
+        for holder in (obj, obj.get("message"), obj.get("response")):
+            if isinstance(holder, dict):
+                model = holder.get("model", holder.get("modelVersion"))
+                if isinstance(model, str) and model.strip():
+                    return model
     return None
 
 

@@ -11,10 +11,14 @@ lifespan, but leaves some of what the supervisor does to its embedder; this
 module does it (docs/gateway.md, "Processes"):
 
 - **Signals.** The embedded server installs no handler. SIGTERM or SIGINT
-  starts the gateway's drain (``gateway/policy/drain.py``) and stops the server:
-  granian stops accepting, the app's lifespan shutdown waits for the drain,
-  then for the HTTP calls still answering (their last frames reach granian).
-  A second signal ends the process at once.
+  starts the gateway's drain (``gateway/policy/drain.py``); the server keeps
+  serving until the drain is over, so that a request arriving on a kept-alive
+  connection (HTTP/1.1, or a new stream on an HTTP/2 one) is answered 503 with
+  ``Retry-After`` by the drain, not dropped: granian's own stop closes idle
+  kept-alive connections and answers nothing more on them. Then the server is
+  stopped (HTTP/2 connections get GOAWAY), the app's lifespan shutdown runs,
+  and the HTTP calls still answering are waited for (their last frames reach
+  granian). A second signal ends the process at once.
 - **The kill timeout.** The supervisor kills a worker still busy
   ``workers_kill_timeout`` after SIGTERM; the embedded server's own kill
   timeout is an ``asyncio`` timeout, which cannot end a blocked event loop. A
@@ -48,6 +52,8 @@ __all__ = ["InFlight", "serve_one_process"]
 
 _log = logging.getLogger("tokenwire.gateway")
 
+#: Of ``shutdown_timeout_s``, what is kept for stopping the server after the drain.
+_STOP_RESERVE_S = 1.0
 #: How often, and for how long, to look for the listening socket granian binds.
 _LISTENER_POLL_S = 0.005
 _LISTENER_WAIT_S = 10.0
@@ -110,6 +116,7 @@ class _Stopper:
         self.signalled_at: float | None = None
         self._watchdog: threading.Timer | None = None
         self._previous: dict[int, Any] = {}
+        self._stopping: asyncio.Task[None] | None = None
 
     def install(self) -> None:
         # signal.signal, not loop.add_signal_handler: the handler runs even
@@ -132,6 +139,13 @@ class _Stopper:
 
     def _begin(self) -> None:
         self.drain.begin()
+        self._stopping = self.loop.create_task(self._stop_after_drain())
+
+    async def _stop_after_drain(self) -> None:
+        # Bounded: the server must stop (and the lifespan run) before the watchdog.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(max(0.0, self.remaining_s() - _STOP_RESERVE_S)):
+                await self.drain.wait()
         self.stop()
 
     def remaining_s(self) -> float:

@@ -12,7 +12,10 @@ SSE event with its seq instead. Tool calls are shown; with ``--tools FILE``
 answered and sent back automatically, the §4.8 loop. Each answer ends with
 its usage and timing: time to first token and tokens per second.
 
-``--url`` takes the endpoint's base URL or its full ``/v1/stream`` URL.
+``--url`` takes the endpoint's base URL, ``host:port`` or its full
+``/v1/stream`` URL (the one grammar of ``tokenwire.client.stream_url``).
+A gateway with keys: ``--api-key KEY`` or ``TOKENWIRE_API_KEY`` (sent as
+``Authorization: Bearer``), or ``--header 'Name: value'`` for any other.
 
 Exit status: 0 for an answer, 1 when the endpoint failed or the stream
 carried an ``error`` event (one-shot), 2 for usage errors (an unknown
@@ -41,6 +44,8 @@ from .. import events as ev
 from ..client import SIDE_EFFECTS_EXTENSION, Client, ParsedToolCall, Response, Stream, Timeouts
 from ..errors import InvalidRequest, TokenwireError
 from ..request import Message, Request, build
+from ._detect import MAX_DEPTH, too_deep
+from ._headers import parse_header
 
 #: Tool rounds in one turn before the chat stops answering calls (a model that
 #: keeps calling tools must not loop forever).
@@ -81,9 +86,18 @@ class ToolBox(msgspec.Struct, frozen=True, kw_only=True):
         return result if isinstance(result, str) else json.dumps(result)
 
 
+#: The tools file is a few KiB of declarations: bounded in size and in depth.
+MAX_TOOLS_BYTES: Final = 4 << 20
+
+
 def _load_tools(path: str) -> ToolBox:
     try:
-        box = msgspec.json.decode(Path(path).read_bytes(), type=ToolBox)
+        raw = Path(path).read_bytes()
+        if len(raw) > MAX_TOOLS_BYTES:
+            raise msgspec.DecodeError(f"larger than {MAX_TOOLS_BYTES} bytes")
+        if too_deep(raw):  # msgspec would recurse with it (RecursionError)
+            raise msgspec.DecodeError(f"arrays/objects nest deeper than {MAX_DEPTH} levels")
+        box = msgspec.json.decode(raw, type=ToolBox)
         for i, tool in enumerate(box.tools):
             if not isinstance(tool.get("name"), str):
                 raise msgspec.ValidationError(f"tools[{i}].name: a string is required")
@@ -411,7 +425,20 @@ def _repl(chat: Chat, err: Console) -> None:
     "--url",
     default="http://127.0.0.1:8080",
     show_default=True,
-    help="The endpoint: its base URL or its full /v1/stream URL.",
+    help="The endpoint: its base URL (host:port works) or its /v1/stream URL.",
+)
+@click.option(
+    "--api-key",
+    envvar="TOKENWIRE_API_KEY",
+    show_envvar=True,
+    help="The gateway key, sent as 'Authorization: Bearer KEY'.",
+)
+@click.option(
+    "--header",
+    "headers",
+    multiple=True,
+    metavar="'NAME: VALUE'",
+    help="An extra request header (repeatable), e.g. 'x-api-key: KEY'.",
 )
 @click.option("--model", "-m", default="demo", show_default=True, help="The model to ask.")
 @click.option(
@@ -432,6 +459,8 @@ def _repl(chat: Chat, err: Console) -> None:
 def command(
     prompt: str | None,
     url: str,
+    api_key: str | None,
+    headers: tuple[str, ...],
     model: str,
     tools_path: str | None,
     raw: bool,
@@ -440,7 +469,9 @@ def command(
 ) -> None:
     """Chat with an LLM-Stream endpoint; a REPL when PROMPT is omitted."""
     out = Console(highlight=False)
-    err = Console(stderr=True, highlight=False)
+    # soft_wrap: the chat's own messages are never cut into lines mid-phrase;
+    # the terminal folds a long one where it must.
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
     # The chat shows violations and rejected tool calls itself, after each answer.
     logging.getLogger("tokenwire.client").setLevel(logging.ERROR)
     toolbox = _load_tools(tools_path) if tools_path else None
@@ -452,7 +483,12 @@ def command(
         return chat.confirm(call)
 
     timeouts = Timeouts(connect=min(timeout, 10.0), first_event=timeout, idle=timeout)
-    with Client(url, timeout=timeouts, confirm=confirm) as client:
+    extra = dict(parse_header(h, "--header") for h in headers)
+    try:
+        client = Client(url, api_key=api_key, headers=extra, timeout=timeouts, confirm=confirm)
+    except ValueError as exc:  # the URL grammar's one-line message
+        raise click.BadParameter(str(exc), param_hint="--url") from None
+    with client:
         chat = Chat(
             client,
             model=model,

@@ -1,37 +1,42 @@
 """``tokenwire check URL``: the conformance suite, as a table, JSON and JUnit.
 
-URL is the endpoint's base URL or its stream URL (``tokenwire.client.stream_url``).
-Credentials given with ``--header`` are sent, never written: reports and saved
-exchanges carry ``[redacted]`` instead (``conformance.redact_headers``).
+URL is the endpoint's base URL, ``host:port`` or its stream URL (the one
+grammar of ``tokenwire.client.stream_url``). A gateway key comes from
+``--api-key`` or ``TOKENWIRE_API_KEY`` (``Authorization: Bearer``), any other
+credential from ``--header``; credentials are sent, never written: reports
+and saved exchanges carry ``[redacted]`` instead (``conformance.redact_headers``).
 """
 
 from __future__ import annotations
 
 import sys
+import textwrap
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import click
 import msgspec
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
 from rich.table import Table
+from rich.text import Text
 
 from ..client import stream_url
+from ..client._flow import with_api_key
 from ..conformance import PROBES, ProbeResult, Target, reachable, redact_url, run
+from ._headers import parse_header
 
 _STYLE = {"pass": "green", "fail": "bold red", "warn": "yellow", "not-exercised": "dim"}
-
-
-def _header(value: str) -> tuple[str, str]:
-    name, sep, val = value.partition(":")
-    if not sep or not name.strip():
-        raise click.BadParameter(f"{value!r} is not 'Name: value'")
-    return name.strip(), val.strip()
 
 
 @click.command()
 @click.argument("url")
 @click.option("--model", default="demo", show_default=True, help="Model to request.")
+@click.option(
+    "--api-key",
+    envvar="TOKENWIRE_API_KEY",
+    show_envvar=True,
+    help="The gateway key, sent as 'Authorization: Bearer KEY' (never written).",
+)
 @click.option(
     "--header",
     "headers",
@@ -47,6 +52,7 @@ def _header(value: str) -> tuple[str, str]:
 def command(
     url: str,
     model: str,
+    api_key: str | None,
     headers: tuple[str, ...],
     only: tuple[str, ...],
     strict: bool,
@@ -65,7 +71,8 @@ def command(
         url = stream_url(url)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="URL") from None
-    target = Target(url=url, model=model, headers=dict(map(_header, headers)), timeout_s=timeout)
+    sent = with_api_key(dict(parse_header(h) for h in headers), api_key)
+    target = Target(url=url, model=model, headers=sent, timeout_s=timeout)
     unreachable = reachable(target)
     if unreachable is not None:
         # One line instead of a table of identical failures.
@@ -82,7 +89,10 @@ def command(
                 results.append(result)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    console.print(_table(url, results))
+    # A table where it fits; below WIDE columns one block per probe, so that
+    # nothing is broken mid-word (issue 25: an 80-column table folded names).
+    wide = console.width >= WIDE
+    console.print(_table(url, results) if wide else _blocks(url, results, console.width))
     if save_dir:
         _save(Path(save_dir), results)
     if json_path:
@@ -98,7 +108,10 @@ def command(
 def _table(url: str, results: list[ProbeResult]) -> Table:
     table = Table(title=f"LLM-Stream conformance: {url}")
     for col in ("probe", "verdict", "draft", "level", "seen", "TTFE ms", "events/s"):
-        table.add_column(col, overflow="fold")
+        # Only "seen" wraps, at spaces: names and figures stay whole.
+        table.add_column(
+            col, no_wrap=col != "seen", overflow="fold" if col == "seen" else "ellipsis"
+        )
     for r in results:
         table.add_row(
             r.id,
@@ -110,6 +123,39 @@ def _table(url: str, results: list[ProbeResult]) -> Table:
             "" if r.events_per_s is None else f"{r.events_per_s:.0f}",
         )
     return table
+
+
+#: The narrowest terminal the table is drawn on.
+WIDE = 110
+
+
+def _blocks(url: str, results: list[ProbeResult], width: int) -> Group:
+    """The table's content for a narrow terminal: a line per probe, then what was seen.
+
+    ``seen`` wraps at spaces (and never at hyphens), indented under the probe;
+    only a word wider than the whole line would be cut.
+    """
+    ids = max((len(r.id) for r in results), default=0)
+    verdicts = max((len(r.verdict) for r in results), default=0)
+    indent = " " * (verdicts + 2)
+    parts: list[RenderableType] = [Text(f"LLM-Stream conformance: {url}", "bold")]
+    for r in results:
+        line = Text(no_wrap=False)
+        line.append(f"{r.verdict:<{verdicts}}  ", _STYLE[r.verdict])
+        line.append(f"{r.id:<{ids}}  §{r.section} {r.level.upper()}")
+        figures = []
+        if r.ttfe_ms is not None:
+            figures.append(f"TTFE {r.ttfe_ms:.1f} ms")
+        if r.events_per_s is not None:
+            figures.append(f"{r.events_per_s:.0f} events/s")
+        if figures:
+            line.append("  " + ", ".join(figures), "dim")
+        parts.append(line)
+        for row in textwrap.wrap(
+            r.seen, width=max(20, width - len(indent)), break_on_hyphens=False
+        ):
+            parts.append(Text(indent + row))
+    return Group(*parts)
 
 
 def _save(folder: Path, results: list[ProbeResult]) -> None:

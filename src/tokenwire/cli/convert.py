@@ -22,7 +22,14 @@ from ..errors import InvalidRequest, RemoteProtocolError
 from ..request import Request
 from ..request import parse as parse_request
 from ..translate import VENDORS, translator
-from ._detect import HEAD_BYTES, JSONLinesFramer, UnknownFormat, detect, detect_framing
+from ._detect import (
+    HEAD_BYTES,
+    JSONLinesFramer,
+    UnknownFormat,
+    capture_model,
+    detect,
+    detect_framing,
+)
 
 _CHUNK = 64 * 1024
 
@@ -66,7 +73,10 @@ def _load_request(path: str) -> Request:
     help="The standard request that produced it: gives the model, request_id and "
     'the "tokenwire:reasoning" extension.',
 )
-@click.option("--model", help="The model for stream.start (default: the request's, or 'unknown').")
+@click.option(
+    "--model",
+    help="The model for stream.start (default: the request's, else the capture's, else 'unknown').",
+)
 @click.option("--request-id", help="The request_id to echo (default: the request's).")
 @click.option("--reasoning", is_flag=True, help="Carry reasoning text on its own marked block.")
 @click.option("--mapping", help="Passed to the translator (SignalR: the target mapping).")
@@ -102,6 +112,9 @@ def command(
     """
     request = _load_request(request_path) if request_path is not None else None
     head = file.read(HEAD_BYTES)
+    if not head.removeprefix(b"\xef\xbb\xbf").strip():
+        what = "no bytes" if not head else "only whitespace"
+        raise click.UsageError(f"the input is empty ({what}): nothing to convert")
     dump = binary.encode_event if framing == "binary" else events.dump
     if vendor is None and binary.looks_like_frames(head):
         sys.exit(_reframe(head, file, dump))
@@ -130,7 +143,10 @@ def command(
     try:
         t = translator(
             vendor,
-            model=model or (request.model if request is not None else "unknown"),
+            model=model
+            or (request.model if request is not None else None)
+            or capture_model(head)  # the capture's own (issue 25)
+            or "unknown",
             request_id=request_id or (request.request_id if request is not None else None),
             **options,
         )

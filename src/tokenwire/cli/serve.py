@@ -46,7 +46,8 @@ _LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
     "--config",
     "config_path",
     type=click.Path(exists=True, dir_okay=False),
-    help="TOML config: [server] and [[models]] (docs/gateway.md). Default: demo only.",
+    help="TOML config (docs/gateway.md): [server], [[models]] (with their routing keys), "
+    "[resume], [[keys]], [limits] and [telemetry]. Default: demo only.",
 )
 @click.option("--host", help="Address to bind. [default: config, else 127.0.0.1]")
 @click.option(
@@ -134,6 +135,12 @@ def command(
         write_timeout_s=write_timeout,
         shutdown_timeout_s=shutdown_timeout,
     )
+    if shutdown_timeout is not None:
+        from ..gateway.config import drain_problem
+
+        problem = drain_problem(config.production.drain_s, shutdown_timeout)
+        if problem is not None:
+            raise click.ClickException(f"--shutdown-timeout: {problem}")
     host = host if host is not None else settings.host
     port = port if port is not None else settings.port
     workers = workers if workers is not None else settings.workers
@@ -170,13 +177,17 @@ def command(
         log_level=LogLevels(log_level),
         log_access=False,
         # A request head that never completes closes its connection (slowloris).
+        # A head over max_header_bytes is refused (431), on both protocols (issue 30).
         http1_settings=HTTP1Settings(
-            header_read_timeout=_ms(settings.header_timeout_s), max_buffer_size=64 * 1024
+            header_read_timeout=_ms(settings.header_timeout_s),
+            max_buffer_size=settings.max_header_bytes,
         ),
         # HTTP/2: a peer that answers no ping within the idle timeout is dropped.
         http2_settings=HTTP2Settings(
             keep_alive_interval=_ms(settings.idle_timeout_s),
             keep_alive_timeout=max(1, math.ceil(settings.idle_timeout_s)),
+            max_headers_size=settings.max_header_bytes,
+            max_concurrent_streams=settings.http2_max_concurrent_streams,
         ),
     )
     if workers == 1:

@@ -1,4 +1,8 @@
-"""``tokenwire validate [FILE] [--request REQ.json] [--json] [--strict]``."""
+"""``tokenwire validate [FILE] [--request REQ.json] [--json] [--strict]``.
+
+A stream that fails and looks like a vendor capture (``_detect.detect``) gets
+one more line on stderr: the ``tokenwire convert --from VENDOR`` to run first.
+"""
 
 from __future__ import annotations
 
@@ -15,12 +19,16 @@ from ..errors import InvalidRequest
 from ..lifecycle import Report, validate
 from ..request import Request
 from ..request import parse as parse_request
+from ._detect import HEAD_BYTES, UnknownFormat, detect
 
 _CHUNK = 64 * 1024
 
 
-def _read(stream: BinaryIO) -> Iterator[bytes]:
+def _read(stream: BinaryIO, head: bytearray) -> Iterator[bytes]:
+    """The input in chunks; its first ``HEAD_BYTES`` are kept in ``head`` on the way."""
     while chunk := stream.read(_CHUNK):
+        if len(head) < HEAD_BYTES:
+            head += chunk[: HEAD_BYTES - len(head)]
         yield chunk
 
 
@@ -82,12 +90,13 @@ def command(
             request = _load_request(request_path)
         except InvalidRequest as exc:
             raise click.ClickException(f"{request_path}: invalid request: {exc}") from None
-    chunks = _read(file)
-    head = next(chunks, b"")
+    head = bytearray()
+    chunks = _read(file, head)
+    first = next(chunks, b"")
     if framing == "auto":
-        framing = "binary" if binary.looks_like_frames(head) else "sse"
+        framing = "binary" if binary.looks_like_frames(first) else "sse"
     report = validate(
-        itertools.chain((head,), chunks),
+        itertools.chain((first,), chunks),
         request,
         max_event_bytes=max_event_bytes,
         framing="binary" if framing == "binary" else "sse",
@@ -97,13 +106,34 @@ def command(
     if as_json:
         sys.stdout.write(msgspec.json.encode(report).decode() + "\n")
     else:
-        _print(report)
+        _print(report, empty=not head)
+    if not report.ok:
+        _suggest_convert(bytes(head), getattr(file, "name", "-"))
     sys.exit(1 if failed else 0)
 
 
-def _print(report: Report) -> None:
+def _suggest_convert(head: bytes, name: str) -> None:
+    """A vendor capture is no LLM-Stream: say which ``convert`` turns it into one."""
+    try:
+        found = detect(head)
+    except UnknownFormat:
+        return
+    if found.vendor == "standard":
+        return
+    source = "" if name in ("-", "<stdin>") else f" {name}"
+    click.echo(
+        f"tokenwire validate: this is a vendor capture ({found.vendor}: {found.reason}), "
+        f"not an LLM-Stream; convert it first: tokenwire convert --from {found.vendor}"
+        f"{source} | tokenwire validate",
+        err=True,
+    )
+
+
+def _print(report: Report, *, empty: bool) -> None:
     for v in report.violations:
         click.echo(str(v))
+    if empty:
+        click.echo("tokenwire validate: the input is empty (no bytes)", err=True)
     verdict = "conformant" if report.ok else "NOT conformant"
     n_err, n_warn = len(report.errors), len(report.warnings)
     # The verdict goes to stderr, so stdout is exactly one line per violation.

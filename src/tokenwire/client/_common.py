@@ -8,7 +8,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from typing import Any, Final, Literal, Protocol, TypeAlias
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote
 
 import httpx
 import msgspec
@@ -17,6 +17,7 @@ from .. import binary, errors
 from .. import events as ev
 from ..request import MEDIA_TYPE, Request, build
 from ._receiver import Receiver, side_effect_tools
+from ._url import STREAM_PATH, endpoint
 
 __all__ = [
     "DEFAULT_TIMEOUTS",
@@ -97,39 +98,21 @@ RESUMABLE: Final = "tokenwire:resumable"
 #: gives it, the resume ``GET`` and the cancelling ``DELETE`` send it back.
 RESUME_TOKEN_HEADER: Final = "tokenwire-resume-token"
 
-#: Where an endpoint takes requests, below its base URL.
-STREAM_PATH: Final = "/v1/stream"
-
 
 def stream_url(url: str) -> str:
-    """The URL to POST standard requests to, from a base URL or a full stream URL.
+    """The URL to POST standard requests to, from what a user gives for the endpoint.
 
-    The one URL form the client, ``tokenwire chat`` and ``tokenwire check``
-    accept: ``http://127.0.0.1:8080``, ``http://127.0.0.1:8080/``,
-    ``http://127.0.0.1:8080/v1`` and ``http://127.0.0.1:8080/v1/stream`` all
-    give ``http://127.0.0.1:8080/v1/stream``; any other path is the stream URL
-    itself (an endpoint mounted elsewhere, ``https://example.com/api/llm``).
-    Without a scheme, ``http://`` is assumed; query and fragment are kept.
-    Raises ``ValueError`` for a scheme other than http(s) or a URL with no host.
+    The one URL grammar of the client, ``tokenwire chat`` and ``tokenwire check``
+    (``_url.endpoint``): a base URL, ``/v1``, the stream URL or a bare
+    ``host:port`` all give ``http(s)://host:port[/prefix]/v1/stream``. Raises
+    ``ValueError`` in one line, saying what to pass, for anything else.
     """
-    url = url.strip()
-    if "://" not in url:
-        url = f"http://{url}"
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(f"{url!r} is not an http:// or https:// URL")
-    path = parts.path.rstrip("/")
-    if path == "":
-        path = STREAM_PATH
-    elif path.endswith("/v1"):
-        path += "/stream"
-    return urlunsplit((parts.scheme, parts.netloc, path, parts.query, parts.fragment))
+    return endpoint(url).stream
 
 
 def base_url_of(url: str) -> str:
-    """``url`` without a trailing ``/v1/stream`` (or ``/``): what ``Client(base_url)`` joins
-    its ``path`` to, so that a full stream URL works as a base URL too."""
-    return url.strip().rstrip("/").removesuffix(STREAM_PATH)
+    """The endpoint's base URL (no ``/v1/stream``, no query), by the same grammar."""
+    return endpoint(url).base
 
 
 def prepare_request(
@@ -294,7 +277,7 @@ def _error_detail(body: bytes) -> str:
     """A short text for an error body: its JSON ``error.message`` or ``message``, else text."""
     try:
         obj = msgspec.json.decode(body)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):  # a hostile body nested too deeply too
         return body[:200].decode("utf-8", "replace").strip()
     if isinstance(obj, dict):
         inner = obj.get("error", obj)

@@ -28,6 +28,7 @@ Ops and what the driver sends back:
 from __future__ import annotations
 
 import logging
+import os
 import time
 import weakref
 from collections.abc import Generator
@@ -49,7 +50,6 @@ from ._common import (
     EventTranslator,
     Resumer,
     Timeouts,
-    base_url_of,
     check_content_type,
     make_translator,
     post_headers,
@@ -58,8 +58,10 @@ from ._common import (
 )
 from ._receiver import Receiver
 from ._response import ParsedToolCall, RejectedToolCall, Response
+from ._url import endpoint
 
 __all__ = [
+    "API_KEY_ENV",
     "Ask",
     "Attach",
     "ClientBase",
@@ -75,6 +77,7 @@ __all__ = [
     "StreamState",
     "TimedOut",
     "UseFallback",
+    "with_api_key",
 ]
 
 logger: Final = logging.getLogger("tokenwire.client")
@@ -167,6 +170,7 @@ class ClientBase(Generic[HTTP, Transport, ConfirmT, FallbackT]):
         self,
         base_url: str = "http://127.0.0.1:8080",
         *,
+        api_key: str | None = None,
         headers: dict[str, str] | None = None,
         timeout: Timeouts | float | None = DEFAULT_TIMEOUTS,
         strict: bool = False,
@@ -191,10 +195,17 @@ class ClientBase(Generic[HTTP, Transport, ConfirmT, FallbackT]):
         self.path = path
         self.resume_path = resume_path
         self.max_event_bytes = max_event_bytes
+        params = None
         if path == STREAM_PATH:
-            base_url = base_url_of(base_url)  # a full /v1/stream URL works too
+            # The one URL grammar (_url.py): host:port, /v1 or the stream URL work too.
+            found = endpoint(base_url)
+            base_url, params = found.base, found.query.removeprefix("?") or None
         self._http: HTTP = self._new_http(
-            base_url=base_url, headers=headers, http2=http2, transport=transport
+            base_url=base_url,
+            headers=with_api_key(headers, api_key),
+            params=params,
+            http2=http2,
+            transport=transport,
         )
         #: The I/O drivers of streams not closed yet: closing the client closes
         #: (cancels) them.
@@ -206,6 +217,23 @@ class ClientBase(Generic[HTTP, Transport, ConfirmT, FallbackT]):
     @property
     def base_url(self) -> httpx.URL:
         return self._http.base_url
+
+
+#: Where ``Client`` / ``AsyncClient`` (and ``tokenwire chat``/``check``) find a
+#: key when none is passed.
+API_KEY_ENV: Final = "TOKENWIRE_API_KEY"
+
+
+def with_api_key(headers: dict[str, str] | None, api_key: str | None) -> dict[str, str]:
+    """``headers`` plus ``Authorization: Bearer`` for ``api_key`` (else ``$TOKENWIRE_API_KEY``).
+
+    An ``Authorization`` header given in ``headers`` wins: it was asked for by name.
+    """
+    out = dict(headers or {})
+    key = api_key if api_key is not None else os.environ.get(API_KEY_ENV, "")
+    if key and not any(name.lower() == "authorization" for name in out):
+        out["authorization"] = f"Bearer {key}"
+    return out
 
 
 class StreamFlow:

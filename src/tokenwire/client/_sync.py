@@ -43,9 +43,14 @@ Fallback: TypeAlias = Callable[[Request], tuple[str | EventTranslator, Iterable[
 class Client(ClientBase[httpx.Client, httpx.BaseTransport, Confirm, Fallback]):
     """A blocking LLM-Stream client over ``httpx.Client``.
 
-    ``base_url`` is the endpoint's root (its full ``/v1/stream`` URL works
-    too, see ``stream_url``); requests go to ``POST {base_url}{path}``
-    and resumes to ``GET {base_url}{resume_path}``. ``timeout`` is a
+    ``base_url`` is the endpoint's root, read by the one URL grammar
+    (``stream_url``: ``host:port``, ``/v1`` and the full ``/v1/stream`` URL
+    work too; a vendor route raises ``ValueError`` saying what to pass);
+    requests go to ``POST {base_url}{path}`` and resumes to
+    ``GET {base_url}{resume_path}``. ``api_key`` (default: the
+    ``TOKENWIRE_API_KEY`` environment variable) is sent as
+    ``Authorization: Bearer``, unless ``headers`` has an ``Authorization``
+    of its own. ``timeout`` is a
     ``Timeouts``, a number (all three clocks) or ``None``. ``strict=True``
     raises ``RemoteProtocolError`` on any lifecycle violation instead of
     logging it. ``resume=True`` asks the endpoint to keep each stream for a

@@ -116,6 +116,8 @@ class Gateway:
             "keepalive_s": config.server.keepalive_s,
             "observers": (self.metrics, self.log, self.production.observer),
             "resumption": self.resume,
+            # The key's models and limits, checked on the parsed request (issue 30).
+            "admission": self.production.admission,
         }
         self.stream = StreamEndpoint(self.providers, route="/v1/stream", **limits)
         self.chat_completions = StreamEndpoint(
@@ -155,6 +157,7 @@ class Gateway:
         data = [
             {"id": m.name, "object": "model", "created": 0, "owned_by": m.provider}
             for m in self.config.models
+            if self.production.may_use(m.name)  # only the key's models (issue 30)
         ]
         return JSONResponse({"object": "list", "data": data})
 

@@ -41,10 +41,26 @@ class Attempt:
 class RequestContext:
     """One request's production state. ``key`` is a ``keys.KeyRecord`` or ``None``."""
 
-    __slots__ = ("key", "attempts", "traceparent", "tracestate", "span", "served_by")
+    __slots__ = (
+        "key",
+        "admitted",
+        "ledger",
+        "attempts",
+        "traceparent",
+        "tracestate",
+        "span",
+        "served_by",
+    )
 
     def __init__(self) -> None:
         self.key: Any = None
+        #: The one resolved model of the request (issue 30): the parsed request's
+        #: ``model``, the very one the route serves, once the key may use it and
+        #: its limits admitted it. ``None`` until then.
+        self.admitted: str | None = None
+        #: The request's tokens against its key (``policy.metering.Ledger``), when
+        #: the key has a token limit.
+        self.ledger: Any = None
         self.attempts: list[Attempt] = []
         #: The client's W3C trace context (``traceparent``/``tracestate`` headers).
         self.traceparent: str | None = None

@@ -6,11 +6,21 @@ and uses four seams, each a few lines there:
 - ``wrap_providers``: every model's provider becomes a ``RoutedProvider``
   (deployments, retries, fallbacks, breakers; the drain's hook);
 - ``ProductionMiddleware``: an ASGI middleware that gives each request its
-  ``RequestContext``, refuses while draining, and checks the inbound key, the
-  key's models and its limits before the endpoint reads the request;
-- ``observer``: a stream ``Observer`` ending the request's span (the key's
-  usage tokens are charged by ``RoutedProvider.on_usage``);
-- ``request_log``: the request log line with ``key_id`` and ``attempts``.
+  ``RequestContext``, refuses while draining, and checks the inbound key
+  before the endpoint reads the request;
+- ``admission`` (``StreamEndpoint``'s hook, ``server.Admission``): once the
+  endpoint has parsed the request, checks the key's models and its limits
+  against that request's ``model``, the very one the route serves (issue 30:
+  one resolution per request, never a second peek at the body or the path),
+  and reserves its tokens (``policy.metering``);
+- ``observer``: a stream ``Observer`` ending the request's span, and giving
+  back the tokens of a request whose stream never started;
+- ``request_log``: the request log line with ``key_id``, ``attempts`` and
+  the tokens charged.
+
+Every model's provider is also wrapped in a ``metering.MeteredProvider``: it
+counts the output against the key's grant as it streams, and admits (fail
+closed) a request that reached it without the admission hook.
 """
 
 from __future__ import annotations
@@ -24,14 +34,16 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from .. import events as ev
-from .._asgi import Receive, Scope, Send, content_length_of
+from .._asgi import Receive, Scope, Send
+from ..request import Request
 from ..server import Provider, StreamRecord, Tee
 from .config import Config, deployment_models
 from .context import CURRENT, RequestContext, current
 from .policy import auth
 from .policy.drain import Drain
 from .policy.keys import KeyRing, credential
-from .policy.limits import Limits, build_limits, retry_after_header
+from .policy.limits import Decision, Limits, build_limits, retry_after_header
+from .policy.metering import Ledger, MeteredProvider, refusal_of, release, reservation
 from .policy.routing import CircuitBreaker, Deployment, RetryPolicy, RoutedProvider
 from .telemetry import logs
 
@@ -48,13 +60,6 @@ _log = logging.getLogger("tokenwire.gateway")
 _PROTECTED: Final = ("/v1/", "/v1beta/", "/v1alpha/")
 #: The playground's converter spends nothing.
 _OPEN: Final = frozenset({"/v1/convert"})
-
-
-class _ModelOnly(msgspec.Struct):
-    model: Any = None
-
-
-_model_of = msgspec.json.Decoder(_ModelOnly).decode
 
 
 class _UsageTee:
@@ -101,6 +106,11 @@ class ProductionRequestLog(logs.RequestLog):
                 line["key_id"] = ctx.key.id
             if ctx.attempts:
                 line["attempts"] = [attempt.as_dict() for attempt in ctx.attempts]
+            ledger = ctx.ledger
+            if ledger is not None and ledger.charged is not None:
+                line["charged_tokens"] = ledger.charged
+                if ledger.estimated:
+                    line["charge_estimated"] = True
         return line
 
 
@@ -136,6 +146,10 @@ class Production:
                 ),
             )
         )
+        #: What a request without ``max_tokens`` reserves for its output.
+        self.reserve_tokens: int = lim.reserve_tokens
+        #: ``[metrics] keys``: the key ids that may read ``/metrics`` (``None``: anyone).
+        self.metrics_keys: frozenset[str] | None = frozenset(config.metrics.keys) or None
         self.drain = Drain(settings.drain_s)
         self.clock = clock
         self.telemetry = (
@@ -165,6 +179,8 @@ class Production:
                 registry=registry,
             )
         self.observer = _Observer(self)
+        #: ``StreamEndpoint(admission=...)``: the key's models and limits (``admit_request``).
+        self.admission = _Admission(self)
 
     # -- providers -------------------------------------------------------------
 
@@ -175,7 +191,8 @@ class Production:
     def wrap_providers(
         self, providers: Mapping[str, Provider], clients: UpstreamClients
     ) -> dict[str, Provider]:
-        """Every model's provider as a ``RoutedProvider`` (its deployments and fallbacks)."""
+        """Every model's provider as a ``RoutedProvider`` (its deployments and fallbacks),
+        inside a ``MeteredProvider`` when keys are configured."""
         from .providers import build_provider
 
         settings = self.config.production
@@ -217,18 +234,13 @@ class Production:
         for name, provider in routed.items():
             provider.fallbacks = [routed[f] for f in settings.routing_for(name).fallbacks]
             provider.drain = self.drain
-            if self.keys:
-                provider.on_usage = self._charge
         out: dict[str, Provider] = dict(providers)
         out.update(routed)
+        if self.keys:
+            # Outside the routing: a fallback serves under the grant of the model admitted.
+            for name, provider in out.items():
+                out[name] = MeteredProvider(provider, self.limits, self.spawn, self._admit_inline)
         return out
-
-    def _charge(self, usage: ev.Usage) -> None:
-        """Charge a finished stream's usage to the request's key (in the background)."""
-        ctx = current()
-        key = ctx.key if ctx is not None else None
-        if key is not None and key.counts_tokens:
-            self.spawn(self.limits.charge(key, usage.input_tokens + usage.output_tokens))
 
     @staticmethod
     def install_client_hooks(client: httpx.AsyncClient) -> None:
@@ -285,7 +297,10 @@ class Production:
     async def admit(
         self, scope: Scope, receive: Receive, ctx: RequestContext
     ) -> tuple[auth.Refusal | None, Receive]:
-        """Check the key, its models and its limits. Returns a refusal or the receive to use."""
+        """The middleware's check, before the body is read: a valid key (else 401).
+
+        The key's models and limits wait for the parsed request (``admit_request``).
+        """
         key = self.keys.find(
             credential(scope.get("headers", ()), scope.get("query_string", b"")) or ""
         )
@@ -295,71 +310,133 @@ class Production:
                 "a valid API key is required (Authorization: Bearer, x-api-key or x-goog-api-key)",
             ), receive
         ctx.key = key
-        if scope.get("method") != "POST":
-            return None, receive
-        model, receive = await _peek_model(scope, receive, self.config.server.max_body_bytes)
-        if isinstance(model, str) and not key.allows(model):
-            return auth.Refusal(
-                403, f"this key may not use model {model!r}", code="model_not_allowed"
-            ), receive
-        if key.limited:
-            decision = await self.limits.check(key)
-            if decision is not None:
-                if decision.limit == "unavailable":
-                    return auth.Refusal(
-                        503, "the rate limiter is unavailable", retry_after="1"
-                    ), receive
-                if decision.limit == "budget":
-                    return auth.Refusal(
-                        429, "this key's token budget is spent", code="budget_exceeded"
-                    ), receive
-                what = "requests" if decision.limit == "requests" else "tokens"
-                return auth.Refusal(
-                    429,
-                    f"rate limit reached ({what} per minute)",
-                    retry_after=retry_after_header(decision),
-                ), receive
         return None, receive
 
+    def may_use(self, model: str) -> bool:
+        """Whether this request's key may use ``model`` (``True`` without keys)."""
+        ctx = current()
+        return ctx is None or ctx.key is None or ctx.key.allows(model)
 
-async def _peek_model(scope: Scope, receive: Receive, limit: int) -> tuple[Any, Receive]:
-    """The body's top-level ``model`` (or the Gemini path's), and a receive replaying the body."""
-    path: str = scope.get("path", "")
-    if path.startswith(("/v1beta/models/", "/v1alpha/models/", "/v1/models/")):
-        name = path.split("/models/", 1)[1].split(":", 1)[0]
-        return name, receive
-    parts: list[bytes] = []
-    size = 0
-    more = True
-    first: Any = None
-    # As _asgi.read_body: a body is whole once Content-Length bytes are in.
-    length = content_length_of(scope.get("headers", ()))
-    while more and size != length:
-        message = await receive()
-        if message["type"] != "http.request":
-            first = message
-            break
-        chunk = message.get("body", b"")
-        parts.append(chunk)
-        size += len(chunk)
-        more = bool(message.get("more_body", False))
-        if size > limit:
-            break  # the endpoint answers 413; nothing to look at
-    body = b"".join(parts)
-    replay: list[Any] = [{"type": "http.request", "body": body, "more_body": more}]
-    if first is not None:
-        replay.append(first)
+    def _metrics_refusal(self, scope: Scope) -> auth.Refusal | None:
+        """``[metrics] keys``: ``/metrics`` only for those keys."""
+        key = self.keys.find(
+            credential(scope.get("headers", ()), scope.get("query_string", b"")) or ""
+        )
+        if key is None:
+            return auth.Refusal(401, "a valid API key is required")
+        if self.metrics_keys is not None and key.id not in self.metrics_keys:
+            return auth.Refusal(403, "this key may not read the metrics", code="forbidden")
+        return None
 
-    async def replaying() -> Any:
-        if replay:
-            return replay.pop(0)
-        return await receive()
+    async def _decide(self, request: Request, ctx: RequestContext) -> auth.Refusal | None:
+        """The key's models and limits for the request as it will be served (one
+        resolution: ``request.model``); on admission, the request's token grant."""
+        key = ctx.key
+        model = request.model
+        if not key.allows(model):
+            # Before the provider lookup: a model outside the list gets this same
+            # 403 whether or not it is configured.
+            return auth.Refusal(
+                403, f"this key may not use model {model!r}", code="model_not_allowed"
+            )
+        if key.limited:
+            tokens = prompt = 0
+            if key.counts_tokens:
+                prompt, tokens = reservation(request, self.reserve_tokens)
+            result = await self.limits.reserve(key, tokens)
+            if isinstance(result, Decision):
+                return _limit_refusal(result)
+            if key.budget is not None and tokens and result < prompt:
+                # What is left of the budget cannot pay for the prompt, which the
+                # upstream reads whole: refused, and the grant goes back.
+                await self.limits.settle(key, result, 0)
+                return _limit_refusal(Decision("budget", None))
+            if key.counts_tokens:
+                ctx.ledger = Ledger(key, result, prompt)
+        ctx.admitted = model
+        return None
 
-    model = None
-    if (not more or size == length) and size <= limit:
-        with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
-            model = _model_of(body).model
-    return model, replaying
+    async def admit_request(
+        self, scope: Scope, request: Request, send: Send, record: StreamRecord
+    ) -> bool:
+        """``server.Admission``: the key's models and limits for the parsed request."""
+        ctx = current()
+        if ctx is None or ctx.key is None:
+            return True  # no keys configured, or an unprotected route
+        refusal = await self._decide(request, ctx)
+        if refusal is None:
+            return True
+        record.status = refusal.status
+        record.error_code = refusal.code or auth.standard_code(refusal.status)
+        await self.refuse(scope, send, refusal, ctx)
+        return False
+
+    async def _admit_inline(self, request: Request) -> str | None:
+        """``MeteredProvider``'s admission (a route without the hook): the refusal's message."""
+        ctx = current()
+        if ctx is None or ctx.key is None:
+            return None
+        refusal = await self._decide(request, ctx)
+        return None if refusal is None else refusal.message
+
+    async def refuse(
+        self, scope: Scope, send: Send, refusal: auth.Refusal, ctx: RequestContext
+    ) -> None:
+        """Answer ``refusal`` in the route's vendor error shape, count it and log it."""
+        path: str = scope.get("path", "")
+        code = refusal.code or auth.standard_code(refusal.status)
+        if self._refused is not None:
+            self._refused.labels(str(refusal.status), code).inc()
+        ingress = auth.ingress_of(path)
+        await send(
+            {
+                "type": "http.response.start",
+                "status": refusal.status,
+                "headers": auth.headers_for(ingress, refusal),
+            }
+        )
+        await send({"type": "http.response.body", "body": auth.error_body(ingress, refusal)})
+        _log.info(
+            msgspec.json.encode(
+                logs.bounded(
+                    {
+                        "msg": "request",
+                        "route": path,
+                        "status": refusal.status,
+                        "error_code": code,
+                        "key_id": ctx.key.id if ctx.key is not None else None,
+                    }
+                )
+            ).decode()
+        )
+
+
+def _query_key_as_header(scope: Scope) -> Scope:
+    """A ``?key=`` credential (older Gemini clients) as ``x-goog-api-key``, when no
+    header carries one: the routes behind bind it like any other credential
+    (a resumable stream's owner, issue 30)."""
+    headers = scope.get("headers", ())
+    if credential(headers) is not None:
+        return scope
+    key = credential(headers, scope.get("query_string", b""))
+    if not key:
+        return scope
+    return {**scope, "headers": [*headers, (b"x-goog-api-key", key.encode())]}
+
+
+def _limit_refusal(decision: Decision) -> auth.Refusal:
+    if decision.limit == "unavailable":
+        return auth.Refusal(503, refusal_of(decision), retry_after="1")
+    if decision.limit == "budget":
+        return auth.Refusal(429, refusal_of(decision), code="budget_exceeded")
+    return auth.Refusal(429, refusal_of(decision), retry_after=retry_after_header(decision))
+
+
+class _Admission:
+    """``server.Admission`` of the gateway's stream endpoints."""
+
+    def __init__(self, production: Production) -> None:
+        self.admit = production.admit_request
 
 
 class _Observer:
@@ -374,12 +451,15 @@ class _Observer:
             return None
         production = self.production
         if production.telemetry is None:
-            return None  # the key's usage is charged by RoutedProvider, no tee needed
+            return None  # the key's tokens are metered by MeteredProvider, no tee needed
         ctx.span = production.telemetry.start(record, ctx)
         return _UsageTee(production, record, ctx)
 
     def closed(self, record: StreamRecord) -> None:
-        pass
+        ctx = current()
+        if ctx is not None:
+            # A grant whose stream never started (a 404, a 409...) goes back.
+            release(ctx.ledger, self.production.limits, self.production.spawn)
 
 
 class ProductionMiddleware:
@@ -406,41 +486,37 @@ class ProductionMiddleware:
         try:
             path: str = scope.get("path", "")
             protected = path.startswith(_PROTECTED) and path not in _OPEN
+            if protected and b"key=" in scope.get("query_string", b""):
+                scope = _query_key_as_header(scope)
             refusal: auth.Refusal | None = None
             production = self.production
             if protected and production.drain.draining:
                 refusal = auth.Refusal(
                     503, "the gateway is shutting down; retry", retry_after="1", code="draining"
                 )
+                # Read the body first: the HTTP server closes a connection whose
+                # request body was left unread, and a kept-alive one must stay open
+                # for the next request's 503, until the drain ends.
+                await _discard_body(receive, production.config.server.max_body_bytes)
             elif protected and self.guarded:
                 refusal, receive = await production.admit(scope, receive, ctx)
+            elif path == "/metrics" and production.metrics_keys is not None:
+                refusal = production._metrics_refusal(scope)
             if refusal is not None:
-                code = refusal.code or auth.standard_code(refusal.status)
-                if production._refused is not None:
-                    production._refused.labels(str(refusal.status), code).inc()
-                ingress = auth.ingress_of(path)
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": refusal.status,
-                        "headers": auth.headers_for(ingress, refusal),
-                    }
-                )
-                await send(
-                    {"type": "http.response.body", "body": auth.error_body(ingress, refusal)}
-                )
-                _log.info(
-                    msgspec.json.encode(
-                        {
-                            "msg": "request",
-                            "route": path,
-                            "status": refusal.status,
-                            "error_code": code,
-                            "key_id": ctx.key.id if ctx.key is not None else None,
-                        }
-                    ).decode()
-                )
+                await production.refuse(scope, send, refusal, ctx)
                 return
             await self.app(scope, receive, send)
         finally:
             CURRENT.reset(token)
+
+
+async def _discard_body(receive: Receive, limit: int) -> None:
+    """Read and drop a request body, up to ``limit`` bytes (beyond: let the server close)."""
+    size = 0
+    while size <= limit:
+        message = await receive()
+        if message["type"] != "http.request":
+            return
+        size += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            return

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from typing import Any, Final
@@ -35,6 +36,7 @@ from typing import Any, Final
 import msgspec
 
 from ... import _guard, server
+from ..._suggest import did_you_mean
 from ...errors import TokenwireError
 from . import production as config_prod  # production keys (docs/gateway.md, "Production")
 
@@ -51,6 +53,7 @@ __all__ = [
     "RESUME_BACKENDS",
     "ResumeConfig",
     "ServerConfig",
+    "drain_problem",
     "load",
     "parse",
 ]
@@ -75,8 +78,21 @@ DEFAULT_HEADER_TIMEOUT_S: Final = 10.0
 DEFAULT_IDLE_TIMEOUT_S: Final = 60.0
 #: After SIGTERM/SIGINT a worker that has not stopped within this is killed.
 DEFAULT_SHUTDOWN_TIMEOUT_S: Final = 10.0
+#: What a shutdown needs beyond ``drain_s``: sending the cut streams' ``error`` +
+#: ``stream.end`` (made as soon as they are cancelled), the resume store's last
+#: commit, the telemetry's bounded flush, stopping the server. Without
+#: ``shutdown_timeout_s`` in the file it is at least ``drain_s`` + this.
+DRAIN_MARGIN_S: Final = 2.0
 #: A connection's kernel send buffer (SO_SNDBUF; the kernel doubles it).
 DEFAULT_SEND_BUFFER_BYTES: Final = 128 * 1024
+#: The largest request head: HTTP/2's decoded header list (HPACK can inflate a few
+#: bytes on the wire into this much), HTTP/1.1's request line and headers. Issue 30:
+#: granian's HTTP/2 default of 16 MiB per stream let 45 KB pin 79 MB.
+DEFAULT_MAX_HEADER_BYTES: Final = 16 * 1024
+#: hyper's least HTTP/1.1 buffer: it refuses a smaller one.
+MIN_MAX_HEADER_BYTES: Final = 8192
+#: HTTP/2 streams open at once on one connection (granian's default: 200).
+DEFAULT_HTTP2_MAX_STREAMS: Final = 100
 #: ``cleartext_http2`` with TLS: there ALPN offers HTTP/2 already (§3).
 CLEARTEXT_HTTP2_WITH_TLS: Final = (
     "only without TLS: with certfile/keyfile, HTTP/2 is offered by ALPN (remove it)"
@@ -160,6 +176,21 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     #: docs/binary.md 6.3: also serve WebTransport (HTTP/3, UDP) on this port, at
     #: ``/v1/wt``; needs certfile/keyfile, one worker and the ``webtransport`` extra.
     webtransport_port: int | None = None
+    # Request heads (docs/gateway.md, "Security"):
+    max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
+    http2_max_concurrent_streams: int = DEFAULT_HTTP2_MAX_STREAMS
+
+
+class MetricsConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[metrics]``: who may read ``GET /metrics`` (docs/gateway.md, "Security").
+
+    ``keys``: ids of ``[[keys]]`` that may; empty (the default): anyone who
+    reaches the port may, as a Prometheus scraper expects. It names every
+    model and its traffic, so an operator whose port is public sets it (or
+    keeps the port private).
+    """
+
+    keys: list[str] = []
 
 
 class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -237,7 +268,8 @@ class ResumeConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     - ``max_bytes``: above this (the memory store's frames, or Redis's
       ``used_memory``) new streams are served without resume;
     - ``lease_s``: a replica's lease on the streams it generates; a stream whose
-      replica stopped renewing it is ended with an ``error`` on resume.
+      replica stopped renewing it is ended with an ``error`` on resume;
+    - ``cluster``: ``url`` is a node of a Redis Cluster (docs/scaling.md).
     """
 
     default: bool = False
@@ -248,6 +280,7 @@ class ResumeConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     max_events_per_stream: int = 100_000
     max_bytes: int = 256 << 20
     lease_s: float = 5.0
+    cluster: bool = False
 
 
 class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -256,6 +289,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     server: ServerConfig = ServerConfig()
     models: list[ModelConfig] = []
     resume: ResumeConfig = ResumeConfig()
+    metrics: MetricsConfig = MetricsConfig()
     #: [[keys]], [limits], [telemetry], routing keys, [server] drain_s (config_prod).
     production: config_prod.ProductionConfig = config_prod.ProductionConfig()
 
@@ -274,6 +308,34 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
 
 def _fail(where: str, message: str) -> ConfigError:
     return ConfigError(f"{where}: {message}")
+
+
+def drain_problem(drain_s: float, shutdown_timeout_s: float) -> str | None:
+    """Why ``shutdown_timeout_s`` would cut a drain of ``drain_s`` short, or ``None``.
+
+    The process is ended ``shutdown_timeout_s`` after SIGTERM, whatever it is
+    doing: a stream still in its drain would stop with no ``error`` and no
+    ``stream.end``. So the drain, and what follows it, must fit.
+    """
+    need = drain_s + DRAIN_MARGIN_S
+    if shutdown_timeout_s < need:
+        return (
+            f"{shutdown_timeout_s:g} s would cut the drain (drain_s = {drain_s:g}): it must be "
+            f"at least drain_s + {DRAIN_MARGIN_S:g} = {need:g}, or drain_s smaller"
+        )
+    return None
+
+
+def _fit_shutdown(config: Config, explicit: bool) -> Config:
+    """Refuse a ``shutdown_timeout_s`` that cuts the drain; one not given is made to fit."""
+    server, drain_s = config.server, config.production.drain_s
+    problem = drain_problem(drain_s, server.shutdown_timeout_s)
+    if problem is None:
+        return config
+    if explicit:
+        raise _fail("server.shutdown_timeout_s", problem)
+    fitted = msgspec.structs.replace(server, shutdown_timeout_s=drain_s + DRAIN_MARGIN_S)
+    return msgspec.structs.replace(config, server=fitted)
 
 
 def _check_model(i: int, model: ModelConfig) -> None:
@@ -431,6 +493,10 @@ def _check_server(cfg: ServerConfig) -> None:
             raise _fail("server.webtransport_port", "WebTransport is served by one worker only")
     if cfg.cleartext_http2 and cfg.certfile is not None:
         raise _fail("server.cleartext_http2", CLEARTEXT_HTTP2_WITH_TLS)
+    if not MIN_MAX_HEADER_BYTES <= cfg.max_header_bytes <= 16 << 20:
+        raise _fail("server.max_header_bytes", f"must be from {MIN_MAX_HEADER_BYTES} to 16 MiB")
+    if cfg.http2_max_concurrent_streams < 1:
+        raise _fail("server.http2_max_concurrent_streams", "must be >= 1")
 
 
 def _check_resume(cfg: ResumeConfig) -> None:
@@ -493,7 +559,7 @@ def parse(data: Mapping[str, Any]) -> Config:
     try:
         data, production = config_prod.split(data)
     except config_prod.ConfigProblem as exc:
-        raise ConfigError(str(exc)) from None
+        raise ConfigError(_key_hint(str(exc))) from None
     models = data.get("models", []) or []
     if isinstance(models, list):
         models = [_lift_binding_options(i, entry) for i, entry in enumerate(models)]
@@ -516,7 +582,7 @@ def parse(data: Mapping[str, Any]) -> Config:
         where, _, message = text.rpartition(" - at `$")
         if where:
             text = f"{message.rstrip('`').lstrip('.')}: {where}"
-        raise ConfigError(text) from None
+        raise ConfigError(_key_hint(text)) from None
     _check_server(config.server)
     _check_resume(config.resume)
     seen: set[str] = set()
@@ -541,7 +607,74 @@ def parse(data: Mapping[str, Any]) -> Config:
         config = attach(config, production)
     except config_prod.ConfigProblem as exc:
         raise ConfigError(str(exc)) from None
-    return config
+    key_ids = {key.id for key in config.production.keys}
+    for j, key_id in enumerate(config.metrics.keys):
+        if key_id not in key_ids:
+            raise _fail(f"metrics.keys[{j}]", f"no [[keys]] entry has id {key_id!r}")
+    server = data.get("server")
+    return _fit_shutdown(config, isinstance(server, Mapping) and "shutdown_timeout_s" in server)
+
+
+def _known_keys(table: str) -> list[str]:
+    """The keys a table of the file takes (production keys included), for suggestions."""
+
+    def fields(kind: Any) -> list[str]:
+        return [f.encode_name for f in msgspec.structs.fields(kind)]
+
+    production = ["keys", "limits", "telemetry"]
+    known = {
+        "": [f for f in fields(Config) if f != "production"] + production,
+        "server": fields(ServerConfig) + ["drain_s"],
+        "models": fields(ModelConfig) + fields(config_prod.RoutingConfig) + list(BINDING_KEYS),
+        "resume": fields(ResumeConfig),
+        "keys": fields(config_prod.KeyConfig),
+        "limits": fields(config_prod.LimitsConfig),
+        "telemetry": fields(config_prod.TelemetryConfig),
+    }
+    return known.get(table, [])
+
+
+_UNKNOWN_FIELD: Final = re.compile(
+    r"^(?:(?P<where>[^:]*): )?Object contains unknown field `(?P<key>[^`]*)`$"
+)
+
+
+def _key_hint(text: str) -> str:
+    """msgspec's "unknown field" error plus the key that was meant (issue 25)."""
+    m = _UNKNOWN_FIELD.match(text)
+    if m is None:
+        return text
+    where = m.group("where") or ""
+    table = re.sub(r"\[\d+\]", "", where)  # models[2] -> models
+    known = _known_keys(table)
+    # The closest key when one is close, else every key the table takes.
+    hint = did_you_mean(m.group("key"), known) or did_you_mean(
+        m.group("key"), known, listing="known keys"
+    )
+    return f"{text}{hint}"
+
+
+#: A config file is a few KiB; anything past this is not one (every parser has a limit).
+MAX_CONFIG_BYTES: Final = 1 << 20
+
+
+def _decode_toml(path: str, raw: bytes) -> dict[str, Any]:
+    """The TOML document in ``raw``; a ``ConfigError`` in words for what is not one
+    (issue 25: binary and deeply nested files gave tracebacks)."""
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES} bytes: not a config file")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte {exc.start}): a config file is TOML"
+        ) from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses per nested array or inline table
+        raise ConfigError(f"{path}: invalid TOML: nested too deeply") from None
 
 
 def load(path: str | os.PathLike[str] | None) -> Config:
@@ -553,11 +686,10 @@ def load(path: str | os.PathLike[str] | None) -> Config:
         return parse({})
     try:
         with open(path, "rb") as f:
-            data = tomllib.load(f)
+            raw = f.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
         raise ConfigError(f"{path}: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    data = _decode_toml(str(path), raw)
     try:
         return parse(data)
     except ConfigError as exc:

@@ -104,6 +104,9 @@ class LimitsConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     prefix: str = "tokenwire:limits"
     #: Redis unreachable: serve (``true``) or refuse with 503 (``false``).
     fail_open: bool = True
+    #: What a request without ``max_tokens`` reserves for its output at admission
+    #: (issue 30; a stream that passes it asks for more as it goes).
+    reserve_tokens: int = 1024
 
 
 class TelemetryConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -245,6 +248,8 @@ def check(production: ProductionConfig, model_names: list[str], resume_url: str 
         refuse("limits.cluster", 'needs backend = "redis"')
     if "{" in limits.prefix or "}" in limits.prefix:
         refuse("limits.prefix", "must not contain braces (the key id is the hash tag)")
+    if limits.reserve_tokens < 1:
+        refuse("limits.reserve_tokens", "must be >= 1")
     telemetry = production.telemetry
     if not (math.isfinite(telemetry.export_interval_s) and telemetry.export_interval_s > 0):
         refuse("telemetry.export_interval_s", "must be a number > 0")

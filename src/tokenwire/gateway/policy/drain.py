@@ -6,9 +6,12 @@ worker's event loop) adds a Python-level ``SIGTERM``/``SIGINT`` handler next
 to granian's own: the C handler still wakes granian's loop handler (the
 signal's wakeup fd), and ours starts the drain. With ``serve --workers 1``
 (one process, granian's embedded server) the handler it keeps is the one of
-``cli/_one_process.py``, which starts the drain too and stops the server. Then:
+``cli/_one_process.py``, which starts the drain too and stops the server only
+once the drain is over (``wait``). Then:
 
-1. new requests on kept-alive connections get 503 (``draining``);
+1. new requests on kept-alive connections get 503 (``draining``) with
+   ``Retry-After``, until the drain is over (with several workers, granian's
+   own handler stops them serving kept-alive connections at once);
 2. the streams in flight get up to ``drain_s`` to finish on their own;
 3. then every stream still running is cancelled through ``RoutedProvider``,
    which turns that cancel into an ``error`` event (``overloaded``, retry on

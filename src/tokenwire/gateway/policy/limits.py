@@ -3,14 +3,28 @@
 Both limits are token buckets refilled continuously: ``requests_per_minute``
 holds that many requests and refills at that rate per minute (so a burst of a
 full minute's worth is allowed, then one request per ``60/rpm`` s);
-``tokens_per_minute`` likewise for usage tokens (input + output), which are
-known only when a stream ends, so a request is admitted while the bucket is
-above zero and the stream's usage is charged afterwards (it may go negative:
-the next requests wait until it refilled). ``token_budget`` is a lifetime
-total.
+``tokens_per_minute`` likewise for usage tokens (input + output). A request is
+admitted while the bucket is above zero. ``token_budget`` is a lifetime total.
 
-``RedisLimits`` runs each check and each charge as one Lua script, so two
-replicas can never both take the last request. Its keys are
+Tokens are never charged only at the end (issue 30: a client that hung up
+before ``usage`` was never charged, and concurrent requests all passed one
+check). Three steps, each atomic:
+
+- ``reserve(key, n)`` at admission checks every limit, takes the request, and
+  grants up to ``n`` tokens (the prompt's estimate plus ``max_tokens`` or the
+  configured ``reserve_tokens``): counted as spent at once, in the budget and
+  the minute's bucket, so concurrent requests share what is left instead of
+  each seeing all of it;
+- ``extend(key, n)`` while the stream runs past its grant grants up to ``n``
+  more (0 when the budget is spent: the stream is cut, ``metering``);
+- ``settle(key, granted, used)`` at the end replaces the grant by what was
+  used (the upstream's usage, or the gateway's count when it never came).
+
+A budget is never granted past its total, so the tokens the gateway counts
+never exceed it (docs/gateway.md, "Security").
+
+``RedisLimits`` runs each step as one Lua script, so two replicas can never
+both take the last request or the last tokens. Its keys are
 ``<prefix>:{<key id>}:req|tok|budget``: the hash tag puts one key's counters in
 one Redis Cluster slot, so every script touches a single slot. The script
 reads Redis's own clock (``TIME``), so replicas with skewed clocks agree.
@@ -29,6 +43,7 @@ from .keys import KeyRecord
 
 __all__ = ["Decision", "Limits", "MemoryLimits", "RedisLimits", "build_limits"]
 
+
 _log = logging.getLogger("tokenwire.gateway")
 
 ALLOW: Final = None
@@ -42,14 +57,28 @@ class Decision(NamedTuple):
 
 
 class Limits(Protocol):
-    """What the auth hook needs from a limits backend."""
+    """What the admission and the metering need from a limits backend."""
+
+    async def reserve(self, key: KeyRecord, tokens: int) -> Decision | int:
+        """A refusal, or admit the request: take one request from its bucket and
+        grant up to ``tokens`` (fewer when the budget has less left), counted as
+        spent until ``settle``."""
+        ...
+
+    async def extend(self, key: KeyRecord, tokens: int) -> int:
+        """Grant up to ``tokens`` more to a running stream (0: the budget is spent)."""
+        ...
+
+    async def settle(self, key: KeyRecord, granted: int, used: int) -> None:
+        """A stream is over: it used ``used`` tokens of the ``granted`` ones."""
+        ...
 
     async def check(self, key: KeyRecord) -> Decision | None:
-        """``None`` admits the request (and takes one request from its bucket)."""
+        """``reserve(key, 0)``: ``None`` admits the request."""
         ...
 
     async def charge(self, key: KeyRecord, tokens: int) -> None:
-        """Charge a finished stream's usage tokens to ``key``."""
+        """``settle(key, 0, tokens)``: charge tokens nothing reserved."""
         ...
 
     async def aclose(self) -> None: ...
@@ -74,7 +103,9 @@ class MemoryLimits:
             self._state[key.id] = state
         return state
 
-    async def check(self, key: KeyRecord) -> Decision | None:
+    # Each method runs without an await: one event loop step, atomic in this process.
+
+    async def reserve(self, key: KeyRecord, tokens: int) -> Decision | int:
         now = self.clock()
         state = self._of(key, now)
         if key.budget is not None and state[4] >= key.budget:
@@ -89,25 +120,46 @@ class MemoryLimits:
             if level < 1:
                 return Decision("requests", (1 - level) * 60.0 / rpm)
             state[0], state[1] = level - 1, now
-        return ALLOW
+        return self._take(key, state, tokens, now)
 
-    async def charge(self, key: KeyRecord, tokens: int) -> None:
+    def _take(self, key: KeyRecord, state: list[float], tokens: int, now: float) -> int:
+        granted = max(0, int(tokens))
+        if key.budget is not None:
+            granted = max(0, min(granted, int(key.budget - state[4])))
+            state[4] += granted
+        if key.tokens_per_minute is not None and granted:
+            state[2] = _level(state[2], state[3], key.tokens_per_minute, now) - granted
+            state[3] = now
+        return granted
+
+    async def extend(self, key: KeyRecord, tokens: int) -> int:
+        now = self.clock()
+        return self._take(key, self._of(key, now), tokens, now)
+
+    async def settle(self, key: KeyRecord, granted: int, used: int) -> None:
         now = self.clock()
         state = self._of(key, now)
+        delta = int(used) - int(granted)
         if key.tokens_per_minute is not None:
-            state[2] = _level(state[2], state[3], key.tokens_per_minute, now) - tokens
+            tpm = key.tokens_per_minute
+            state[2] = min(tpm, _level(state[2], state[3], tpm, now) - delta)
             state[3] = now
         if key.budget is not None:
-            state[4] += tokens
+            state[4] = max(0.0, state[4] + delta)
+
+    async def check(self, key: KeyRecord) -> Decision | None:
+        result = await self.reserve(key, 0)
+        return result if isinstance(result, Decision) else ALLOW
+
+    async def charge(self, key: KeyRecord, tokens: int) -> None:
+        await self.settle(key, 0, tokens)
 
     async def aclose(self) -> None:
         pass
 
 
-# KEYS: req, tok, budget. ARGV: rpm, tpm, budget (0: none).
-# Returns {1} to admit, or {0, limit, retry-after seconds as a string} (a Lua
-# number would be truncated to an integer on its way out).
-_CHECK: Final = """
+# What every script starts with: Redis's clock, the bucket level, and the grant.
+_COMMON: Final = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local function level(key, cap)
@@ -118,6 +170,36 @@ local function level(key, cap)
   if elapsed < 0 then elapsed = 0 end
   return math.min(cap, tokens + elapsed * cap / 60)
 end
+-- Take delta tokens from the minute's bucket (give back when negative): it may
+-- go below zero (the next requests wait), never above its capacity.
+local function debit(key, tpm, delta)
+  local l = level(key, tpm) - delta
+  if l > tpm then l = tpm end
+  redis.call('HSET', key, 't', tostring(l), 's', tostring(now))
+  -- Kept until it would have refilled, plus a minute.
+  redis.call('EXPIRE', key, math.ceil((tpm - l) * 60 / tpm) + 60)
+end
+-- Grant up to n tokens, never past the budget's total; counted as spent now.
+local function take(tok, bkey, tpm, budget, n)
+  local granted = math.floor(n)
+  if granted < 0 then granted = 0 end
+  if budget > 0 then
+    local left = math.floor(budget - tonumber(redis.call('GET', bkey) or '0'))
+    if left < 0 then left = 0 end
+    if granted > left then granted = left end
+    if granted > 0 then redis.call('INCRBY', bkey, granted) end
+  end
+  if tpm > 0 and granted > 0 then debit(tok, tpm, granted) end
+  return granted
+end
+"""
+
+# KEYS: req, tok, budget. ARGV: rpm, tpm, budget (0: none), tokens to reserve.
+# Returns {1, granted} to admit, or {0, limit, retry-after seconds as a string}
+# (a Lua number would be truncated to an integer on its way out).
+_RESERVE: Final = (
+    _COMMON
+    + """
 local rpm, tpm, budget = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 if budget > 0 then
   local used = tonumber(redis.call('GET', KEYS[3]) or '0')
@@ -133,30 +215,30 @@ if rpm > 0 then
   redis.call('HSET', KEYS[1], 't', tostring(r - 1), 's', tostring(now))
   redis.call('EXPIRE', KEYS[1], 120)
 end
-return {1}
+return {1, take(KEYS[2], KEYS[3], tpm, budget, tonumber(ARGV[4]))}
 """
+)
 
-# KEYS: tok, budget. ARGV: tpm, tokens, budget (0: none).
-_CHARGE: Final = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-local tpm, tokens, budget = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-if tpm > 0 then
-  local v = redis.call('HMGET', KEYS[1], 't', 's')
-  local level, stamp = tonumber(v[1]), tonumber(v[2])
-  if level == nil then level = tpm else
-    local elapsed = now - stamp
-    if elapsed < 0 then elapsed = 0 end
-    level = math.min(tpm, level + elapsed * tpm / 60)
-  end
-  level = level - tokens
-  redis.call('HSET', KEYS[1], 't', tostring(level), 's', tostring(now))
-  -- Kept until it would have refilled, plus a minute.
-  redis.call('EXPIRE', KEYS[1], math.ceil((tpm - level) * 60 / tpm) + 60)
+# KEYS: tok, budget. ARGV: tpm, budget (0: none), tokens wanted. Returns the grant.
+_EXTEND: Final = (
+    _COMMON
+    + """
+return take(KEYS[1], KEYS[2], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]))
+"""
+)
+
+# KEYS: tok, budget. ARGV: tpm, budget (0: none), used - granted (may be negative).
+_SETTLE: Final = (
+    _COMMON
+    + """
+local tpm, budget, delta = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+if tpm > 0 and delta ~= 0 then debit(KEYS[1], tpm, delta) end
+if budget > 0 and delta ~= 0 then
+  if redis.call('INCRBY', KEYS[2], delta) < 0 then redis.call('SET', KEYS[2], '0') end
 end
-if budget > 0 then redis.call('INCRBY', KEYS[2], tokens) end
 return 1
 """
+)
 
 
 def _arg(value: float | int | None) -> str:
@@ -187,8 +269,9 @@ class RedisLimits:
         self.client = client
         self.prefix = prefix
         self.fail_open = fail_open
-        self._check = client.register_script(_CHECK)
-        self._charge = client.register_script(_CHARGE)
+        self._reserve = client.register_script(_RESERVE)
+        self._extend = client.register_script(_EXTEND)
+        self._settle = client.register_script(_SETTLE)
         self._warned = False
 
     def keys(self, key: KeyRecord) -> tuple[str, str, str]:
@@ -205,27 +288,50 @@ class RedisLimits:
                 "true" if self.fail_open else "false",
             )
 
-    async def check(self, key: KeyRecord) -> Decision | None:
-        args = [_arg(key.requests_per_minute), _arg(key.tokens_per_minute), _arg(key.budget)]
+    async def reserve(self, key: KeyRecord, tokens: int) -> Decision | int:
+        args = [
+            _arg(key.requests_per_minute),
+            _arg(key.tokens_per_minute),
+            _arg(key.budget),
+            str(max(0, int(tokens))),
+        ]
         try:
-            result = await self._check(keys=list(self.keys(key)), args=args)
+            result = await self._reserve(keys=list(self.keys(key)), args=args)
         except Exception as exc:  # noqa: BLE001 - any Redis failure
             self._unavailable(exc)
-            return None if self.fail_open else Decision("unavailable", 1.0)
+            # fail_open serves without counting: the budget's bound does not hold then.
+            return max(0, int(tokens)) if self.fail_open else Decision("unavailable", 1.0)
         self._warned = False
         if int(result[0]) == 1:
-            return ALLOW
+            return int(result[1])
         limit = _text(result[1])
         retry = _text(result[2]) if len(result) > 2 else ""
         return Decision(limit, float(retry) if retry else None)
 
-    async def charge(self, key: KeyRecord, tokens: int) -> None:
-        req, tok, budget = self.keys(key)
-        args = [_arg(key.tokens_per_minute), str(int(tokens)), _arg(key.budget)]
+    async def extend(self, key: KeyRecord, tokens: int) -> int:
+        _, tok, budget = self.keys(key)
+        args = [_arg(key.tokens_per_minute), _arg(key.budget), str(max(0, int(tokens)))]
         try:
-            await self._charge(keys=[tok, budget], args=args)
+            return int(await self._extend(keys=[tok, budget], args=args))
         except Exception as exc:  # noqa: BLE001
             self._unavailable(exc)
+            return max(0, int(tokens)) if self.fail_open else 0
+
+    async def settle(self, key: KeyRecord, granted: int, used: int) -> None:
+        _, tok, budget = self.keys(key)
+        delta = int(used) - int(granted)
+        args = [_arg(key.tokens_per_minute), _arg(key.budget), str(delta)]
+        try:
+            await self._settle(keys=[tok, budget], args=args)
+        except Exception as exc:  # noqa: BLE001
+            self._unavailable(exc)
+
+    async def check(self, key: KeyRecord) -> Decision | None:
+        result = await self.reserve(key, 0)
+        return result if isinstance(result, Decision) else ALLOW
+
+    async def charge(self, key: KeyRecord, tokens: int) -> None:
+        await self.settle(key, 0, tokens)
 
     async def aclose(self) -> None:
         close = getattr(self.client, "aclose", None) or self.client.close

@@ -17,10 +17,13 @@ its ``fallbacks``. For each request:
 
 A failure before the first token is retried when it is a connect error, a
 429, a 5xx or a timeout (the provider's ``error`` event says ``rate_limited``,
-``overloaded`` or ``internal_error``, and is not an upstream 4xx), or any
-exception. The last failure is what the client gets when nothing succeeds.
-Every attempt is appended to the request's context (the log line's
-``attempts``) and counted by ``on_attempt`` (the metrics).
+``overloaded`` or ``internal_error``, and its ``upstream_status``, when set, is
+not a 4xx other than 408 and 429), or any exception. The last failure is what
+the client gets when nothing succeeds. Every attempt is appended to the
+request's context (the log line's ``attempts``) and counted by ``on_attempt``
+(the metrics): ``retry`` for a failure another attempt followed, ``error`` for
+one nothing followed, ``refused`` for one not worth retrying, ``failed`` after
+the first token, ``ok``.
 
 The breaker opens after ``breaker_failures`` consecutive failures of a
 deployment, refuses calls for ``breaker_cooldown_s``, then lets one trial call
@@ -31,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import re
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Final, Protocol, cast
@@ -49,7 +51,6 @@ __all__ = ["CircuitBreaker", "Deployment", "RetryPolicy", "RoutedProvider"]
 
 #: §5.3.6 codes of a failure worth another attempt (429, 5xx, timeouts, connect errors).
 RETRYABLE: Final = frozenset({"rate_limited", "overloaded", "internal_error"})
-_UPSTREAM_STATUS: Final = re.compile(r"upstream answered HTTP (\d{3})")
 
 _NOTHING_TRIED: frozenset[int] = frozenset()
 
@@ -58,15 +59,13 @@ def retryable(error: ev.ErrorEvent) -> bool:
     """Whether an ``error`` event before the first token is worth another attempt.
 
     An upstream 4xx other than 408 and 429 (a bad request, a bad upstream key)
-    would fail the same way again.
+    would fail the same way again. The provider says which status it was in the
+    event's ``upstream_status`` (the message is the vendor's text: never parsed).
     """
     if error.code not in RETRYABLE:
         return False
-    match = _UPSTREAM_STATUS.match(error.message)
-    if match is not None:
-        status = int(match.group(1))
-        return not (400 <= status < 500 and status not in (408, 429))
-    return True
+    status = error.upstream_status
+    return status is None or not (400 <= status < 500 and status not in (408, 429))
 
 
 class CircuitBreaker:
@@ -180,6 +179,17 @@ class _Failed(TokenwireError):
         self.retry = retry
 
 
+class _Unsettled:
+    """A retryable failure not yet logged: ``retry`` if another attempt follows, else ``error``."""
+
+    __slots__ = ("model", "deployment", "code")
+
+    def __init__(self, model: str, deployment: Deployment, code: str) -> None:
+        self.model = model
+        self.deployment = deployment
+        self.code = code
+
+
 class RoutedProvider:
     """The provider of one model name: its deployments, then its fallbacks' (see module doc).
 
@@ -248,6 +258,7 @@ class RoutedProvider:
             drain.track(task)
         # The routing is inline (not a generator of its own that this one relays):
         # each event passes one generator, and an open stream holds one frame less.
+        unsettled: _Unsettled | None = None
         try:
             last: ev.ErrorEvent | None = None
             for route in [self, *self.fallbacks]:
@@ -260,6 +271,10 @@ class RoutedProvider:
                     deployment = route.pick(tried)
                     if deployment is None or not deployment.breaker.acquire():
                         break  # every breaker is open: on to the next fallback
+                    if unsettled is not None:
+                        # Another attempt follows the last failure: that one was retried.
+                        self._settle(unsettled, "retry")
+                        unsettled = None
                     if attempt:
                         delay = route.policy.delay(attempt, self.rng)
                         if delay > 0:
@@ -274,6 +289,7 @@ class RoutedProvider:
                             if not failed.retry:
                                 yield failed.error
                                 return
+                            unsettled = _Unsettled(label, deployment, failed.error.code)
                             continue
                         if first is None:
                             return
@@ -302,6 +318,9 @@ class RoutedProvider:
                         aclose = getattr(iterator, "aclose", None)
                         if aclose is not None:
                             await aclose()
+            if unsettled is not None:
+                self._settle(unsettled, "error")  # nothing followed it: not a retry
+                unsettled = None
             yield (
                 last
                 if last is not None
@@ -316,8 +335,13 @@ class RoutedProvider:
             task.uncancel()
             yield _error("overloaded", "the gateway is shutting down; retry on another replica")
         finally:
+            if unsettled is not None:
+                self._settle(unsettled, "error")  # the client left (or a drain cut) first
             if drain is not None and task is not None:
                 drain.untrack(task)
+
+    def _settle(self, failure: _Unsettled, outcome: str) -> None:
+        self._record(failure.model, failure.deployment, outcome, failure.code)
 
     async def _first(
         self, model: str, deployment: Deployment, iterator: AsyncIterator[ev.Event]
@@ -332,10 +356,10 @@ class RoutedProvider:
                     assert isinstance(event, ev.ErrorEvent)
                     retry = retryable(event)
                     if retry:
-                        deployment.breaker.failure()
+                        deployment.breaker.failure()  # logged by the caller (_Unsettled)
                     else:
                         deployment.breaker.success()
-                    self._record(model, deployment, "retry" if retry else "refused", event.code)
+                        self._record(model, deployment, "refused", event.code)
                     raise _Failed(event, retry)
                 deployment.breaker.success()
                 self._record(model, deployment, "ok", None)
@@ -348,8 +372,7 @@ class RoutedProvider:
         except Exception as exc:
             deployment.breaker.failure()
             code, message = classify_exception(exc)
-            self._record(model, deployment, "retry", code)
-            raise _Failed(_error(code, message), True) from exc
+            raise _Failed(_error(code, message), True) from exc  # logged by the caller
         deployment.breaker.success()
         self._record(model, deployment, "ok", None)
         return None

@@ -37,6 +37,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any, Final
 
 import httpx
+import msgspec
 
 from ... import events as ev
 from ...request import Request
@@ -163,9 +164,11 @@ class ConnectProvider:
             ) as response:
                 if response.status_code != 200:
                     body = await _read_bounded(response)
-                    for event in translator.writer.fail(
-                        *self.format.http_error(response.status_code, body)
-                    ):
+                    status = response.status_code
+                    for event in translator.writer.fail(*self.format.http_error(status, body)):
+                        if isinstance(event, ev.ErrorEvent):
+                            # Routing tells a non-retryable 4xx by this, not by the message.
+                            event = msgspec.structs.replace(event, upstream_status=status)
                         yield event
                     return
                 content_type = response.headers.get("content-type", "")

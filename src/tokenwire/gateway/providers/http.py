@@ -53,8 +53,8 @@ _DRAIN_S: Final = 0.5
 _IDENTITY: Final = {"accept-encoding": "identity"}
 
 
-def _error(code: str, message: str) -> ev.ErrorEvent:
-    return ev.ErrorEvent(v=ev.VERSION, seq=0, code=code, message=message)
+def _error(code: str, message: str, status: int | None = None) -> ev.ErrorEvent:
+    return ev.ErrorEvent(v=ev.VERSION, seq=0, code=code, message=message, upstream_status=status)
 
 
 async def _read_bounded(response: Any, limit: int) -> bytes:
@@ -238,7 +238,7 @@ class HTTPProvider:
                 ) as response:
                     if response.status >= 300:
                         body = await response.read_bounded(MAX_ERROR_BODY)
-                        yield _error(*fmt.http_error(response.status, body))
+                        yield _error(*fmt.http_error(response.status, body), response.status)
                         return
                     encoding = response.header("content-encoding")
                     if encoding not in (None, "identity"):
@@ -340,7 +340,7 @@ class HTTPProvider:
             ) as response:
                 if response.status_code >= 300:
                     body = await _read_bounded(response, MAX_ERROR_BODY)
-                    yield _error(*fmt.http_error(response.status_code, body))
+                    yield _error(*fmt.http_error(response.status_code, body), response.status_code)
                     return
                 # An uncompressed body (we ask for one) skips httpx's decoder layer.
                 compressed = "content-encoding" in response.headers

@@ -9,6 +9,13 @@ key the way the SDKs send one (``Authorization: Bearer``, ``x-api-key``,
 other ``Authorization`` value as it is. The store keeps digests
 only, never the token or the credential (docs/scaling.md "Security"). Pure
 functions.
+
+Each credential has its own ``request_id`` namespace (``scoped``, issue 30):
+the store keeps a stream under its creator's credential digest and the
+client's id, so a POST, a resume or a cancel finds only the caller's own
+streams, and another tenant's use of the same id changes nothing in the
+answer. A key sent as ``?key=`` is the same credential as in a header: the
+gateway's middleware moves it into ``x-goog-api-key`` for the routes behind it.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ __all__ = [
     "new_token",
     "presented_token",
     "same_caller",
+    "scoped",
     "token_digest",
 ]
 
@@ -81,6 +89,21 @@ def credential_digest(headers: Headers) -> str:
     if found is None:
         return ""
     return hashlib.sha256(b"tokenwire-credential\0" + found).hexdigest()
+
+
+def scoped(credential: str, request_id: str) -> str:
+    """The store's id of the caller's stream ``request_id``; ``credential`` is its digest.
+
+    ``k:<32 hex of the digest>:<id>`` for a caller with a credential; the id as
+    it is for one without (``a:`` before it when it starts with ``k:`` or
+    ``a:``, so that no id of one namespace is an id of another). 128 bits of the
+    digest: a collision between two credentials is out of reach.
+    """
+    if credential:
+        return f"k:{credential[:32]}:{request_id}"
+    if request_id.startswith(("k:", "a:")):
+        return "a:" + request_id
+    return request_id
 
 
 def presented_token(headers: Headers) -> bytes | None:

@@ -6,7 +6,9 @@ gap, no duplicate. ``DELETE`` cancels the generation wherever it runs (the
 owning replica hears it on a Redis channel, or at its next heartbeat). Both
 need the stream's resume token and its creator's credential (``access``);
 without them the answer is the 404 of a stream that does not exist, byte for
-byte. The app builds the endpoint (``gateway/app.py``).
+byte. The ``request_id`` is looked up in the caller's own namespace
+(``access.scoped``): another credential's stream of that id is not even
+looked at. The app builds the endpoint (``gateway/app.py``).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from .store import (
     StoreUnavailable,
     StreamNotFound,
     log,
+    unscoped,
 )
 
 __all__ = ["NOT_FOUND", "ResumeEndpoint", "parse_after"]
@@ -118,6 +121,8 @@ class ResumeEndpoint:
         request_id = str(scope.get("path_params", {}).get("request_id", ""))
         if not request_id:
             request_id = scope.get("path", "").rstrip("/").rpartition("/")[2]
+        # From here on, the id of the caller's own stream (access.scoped).
+        request_id = self.manager.stream_id(scope.get("headers", ()), request_id)
         method = scope.get("method", "GET")
         await self.manager.start()
         if method in ("GET", "HEAD"):
@@ -220,7 +225,7 @@ class ResumeEndpoint:
         log(
             logging.INFO,
             "resume",
-            request_id=request_id,
+            request_id=unscoped(request_id),
             after=after,
             events=sent[0],
             complete=bool(complete),
@@ -322,8 +327,11 @@ class ResumeEndpoint:
             return
         status = CANCELLED if state is None else state.status
         code = 202 if status == LIVE else 200
-        body = {"request_id": request_id, "status": "cancelling" if status == LIVE else status}
-        log(logging.INFO, "cancel", request_id=request_id, status=body["status"])
+        body = {
+            "request_id": unscoped(request_id),
+            "status": "cancelling" if status == LIVE else status,
+        }
+        log(logging.INFO, "cancel", request_id=body["request_id"], status=body["status"])
         await send_json(send, code, msgspec.json.encode(body))
 
 

@@ -26,19 +26,21 @@ from ...errors import InvalidRequest
 from ...request import Request
 from ...server import CLEANUP_S, ResumeConflict, StreamRecord
 from ..config import ResumeConfig
-from .access import credential_digest, new_token, same_caller, token_digest
+from .access import credential_digest, new_token, same_caller, scoped, token_digest
 from .memory import MemoryStore
 from .redis import RedisStore
 from .session import RECORDING, TERMINAL, UNREAD, Session
 from .store import (
     CANCEL_MESSAGE,
     COMMIT_BATCH,
+    COMMIT_RETRY_S,
     EXTENSION,
     GRACE_MESSAGE,
     HOUSEKEEPING_S,
     LOST_MESSAGE,
     MAX_REQUEST_ID,
     READER_TOUCH_S,
+    REPLAY_TAIL,
     SHUTDOWN_MESSAGE,
     TICK_S,
     Created,
@@ -82,6 +84,8 @@ class ResumeManager:
         self.lease_s = lease_s
         self.keepalive_s = keepalive_s
         self.max_pending = max_pending
+        # Only a store that can lose acknowledged writes (Redis failing over) needs a tail.
+        self.replay_tail = REPLAY_TAIL if store.kind == "redis" else 0
         self.replica = replica or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.clock = clock
         self.live: dict[str, Session] = {}
@@ -149,10 +153,10 @@ class ResumeManager:
         """See ``tokenwire.server.Resumption.open``.
 
         ``headers`` are the POST's: a credential among them binds the stream to
-        it. A ``request_id`` in use by the same caller (the same credential, or
-        both without one) is a conflict (409); by another caller, the stream is
-        served live and not recorded, as when the store is full, so that the
-        answer does not tell that caller the id exists (docs/scaling.md "Security").
+        it, and the ``request_id`` is the caller's own (``access.scoped``: one
+        namespace per credential). A ``request_id`` the same caller already uses
+        is a conflict (409); another caller's use of it changes nothing in the
+        answer (docs/scaling.md "Security").
         """
         if not self.wants(request):
             return request, None
@@ -169,7 +173,10 @@ class ResumeManager:
                 path="metadata.request_id",
             )
         credential = credential_digest(headers)
-        live = self.live.get(request_id)
+        # The caller's own namespace (access.scoped): another caller's stream with
+        # this request_id is another stream, so the answer cannot tell it exists.
+        stream_id = scoped(credential, request_id)
+        live = self.live.get(stream_id)
         if live is not None:
             return self._taken(request, live.info, credential)
         token = new_token()
@@ -177,9 +184,9 @@ class ResumeManager:
             request.model, int(time.time()), self.replica, token_digest(token), credential
         )
         try:
-            created = await self.store.create(request_id, info)
+            created = await self.store.create(stream_id, info)
             if created is Created.EXISTS:
-                return self._taken(request, await self.store.info(request_id), credential)
+                return self._taken(request, await self.store.info(stream_id), credential)
         except StoreUnavailable:
             return request, None  # served live; the store logged why
         if created is Created.FULL:
@@ -190,8 +197,8 @@ class ResumeManager:
         if self._full_logged:
             self._full_logged = False
             log(logging.WARNING, "resume_store_has_room", backend=self.store.kind)
-        session = Session(self, request_id, info, token)
-        self.live[request_id] = session
+        session = Session(self, stream_id, info, token)
+        self.live[stream_id] = session
         return request, session
 
     @staticmethod
@@ -202,6 +209,12 @@ class ResumeManager:
         if stored is None or same_caller(stored, credential):
             raise _conflict()
         return request, None
+
+    @staticmethod
+    def stream_id(headers: Iterable[tuple[bytes, bytes]], request_id: str) -> str:
+        """The store's id of the stream ``request_id`` of the caller with ``headers``
+        (its own namespace, ``access.scoped``)."""
+        return scoped(credential_digest(headers), request_id)
 
     # -- the registry ---------------------------------------------------------------------
 
@@ -268,7 +281,14 @@ class ResumeManager:
                 try:
                     refused = await self.store.commit([a for _s, a in appends])
                 except StoreUnavailable:
-                    refused = {a.request_id for _s, a in appends}  # the store logged it
+                    # Unreachable (a restart, a failover): the events wait in their
+                    # sessions and go in the next commit, which skips what landed.
+                    for session, append in appends:
+                        session.requeue(append)
+                        if session.recording:
+                            self._dirty[session.request_id] = session
+                    await asyncio.sleep(COMMIT_RETRY_S)
+                    continue
                 except ResumeStoreError as exc:
                     log(logging.ERROR, "resume_commit_failed", error=str(exc)[:200])
                     refused = {a.request_id for _s, a in appends}
@@ -365,6 +385,7 @@ def build_manager(config: ResumeConfig, *, keepalive_s: float = 15.0) -> ResumeM
             ttl_s=config.ttl_s,
             lease_s=config.lease_s,
             grace_s=config.grace_s,
+            cluster=config.cluster,
         )
     else:
         store = MemoryStore(

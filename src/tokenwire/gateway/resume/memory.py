@@ -158,6 +158,11 @@ class MemoryStore:
             if stream is None or stream.status != LIVE:
                 refused.add(append.request_id)
                 continue
+            entries = append.entries
+            if append.retry:
+                # A repeat of a commit that may have landed: skip what is stored.
+                entries = [e for e in entries if e.seq >= stream.next_seq]
+                append = append._replace(entries=entries)
             if append.entries and append.entries[0].seq != stream.next_seq:
                 refused.add(append.request_id)  # a gap would corrupt every later resume
                 continue

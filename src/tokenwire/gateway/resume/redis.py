@@ -8,15 +8,23 @@ ended. The generating replica holds a lease key it renews every
 ``lease_s / 3``. If Redis is unreachable, streams are still served live; only
 resume is off (one log line when it goes, one when it is back). redis-py is
 imported when a ``RedisStore`` is made, never by a gateway on the memory store.
+
+``cluster=True`` runs it on Redis Cluster: every key of a stream carries the
+``{request_id}`` hash tag, so each script and pipeline step touches one slot;
+the follow reads each stream on its own (redis_cluster.py) instead of one
+``XREAD`` across keys, which Cluster refuses (CROSSSLOT). Cancels and ends go
+out with ``PUBLISH``, which Cluster forwards to every node.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .redis_cluster import ClusterFollower
 from .redis_follow import Follower, RedisReader
 from .redis_scripts import (
     SCRIPTS,
@@ -34,6 +42,7 @@ from .store import (
     READ_BATCH,
     Append,
     Created,
+    Entry,
     EventsTrimmed,
     ResumeStoreError,
     StoreReader,
@@ -44,6 +53,7 @@ from .store import (
     StreamState,
     closing_entries,
     end_status,
+    log,
     stop_task,
 )
 
@@ -66,11 +76,14 @@ class RedisStore:
     connection of its own, interrupted with ``CLIENT UNBLOCK`` when a reader
     joins) and hands each reader its entries. Reader presence is written the
     same way, once per ``READER_TOUCH_S`` for all of them in one pipeline. One
-    Redis (a primary, with replicas if you like) serves all; Redis Cluster is
-    not supported (that ``XREAD`` spans slots).
+    Redis (a primary, with replicas if you like) serves all.
+
+    ``cluster=True``: Redis Cluster (see module doc); ``url`` is any node's,
+    and each stream followed here has a read (a connection) of its own.
 
     ``max_bytes`` is compared with Redis's ``used_memory`` every
-    ``HOUSEKEEPING_S``: above it, new streams are served without resume.
+    ``HOUSEKEEPING_S``: above it, new streams are served without resume (on
+    Cluster: the fullest primary's).
     """
 
     kind = "redis"
@@ -88,6 +101,7 @@ class RedisStore:
         prefix: str = "tw",
         socket_timeout_s: float = 5.0,
         max_connections: int = 10_000,
+        cluster: bool = False,
     ) -> None:
         self.url = url
         self.owner = owner
@@ -109,10 +123,38 @@ class RedisStore:
 
         self.health = Health(redacted(url))
         self.full = False
+        self.cluster = cluster
+        # Loops check this too: a cancel that lands inside a redis-py call is not
+        # always passed on (seen with redis-py 8 on a single-connection client).
+        self._stopping = False
+        self._listener: asyncio.Task[None] | None = None
+        #: Set while the listener is subscribed (tests wait on it, not on a sleep).
+        self.listening = asyncio.Event()
+        self.follower: Follower | ClusterFollower
+        if cluster:
+            from redis.asyncio.cluster import RedisCluster
+
+            # max_connections is per node here. A dead primary: redis-py re-reads the
+            # slots and tries again (a few times, briefly); then it is an outage.
+            self.redis: Any = RedisCluster.from_url(
+                url,
+                socket_timeout=socket_timeout_s,
+                socket_connect_timeout=min(socket_timeout_s, 2.0),
+                max_connections=max_connections,
+                # One quick retry (with the slot map re-read): a dead primary is then
+                # an outage at once, and the flusher keeps the events until it is over.
+                retry=Retry(NoBackoff(), 1),
+                protocol=2,
+            )
+            # The follow parses XREAD replies itself (see below); nothing else sends XREAD.
+            self.redis.set_response_callback("XREAD", raw_reply)
+            self._follow_client: Any = self.redis
+            self.follower = ClusterFollower(self, self.redis)
+            return
         # Every resume being followed holds a connection in XREAD BLOCK.
         # One quick retry covers a pooled connection that went stale with a
         # Redis restart; anything longer would hold up a stream's start.
-        self.redis: aioredis.Redis = client.Redis.from_url(
+        self.redis = client.Redis.from_url(
             url,
             socket_timeout=socket_timeout_s,
             socket_connect_timeout=min(socket_timeout_s, 2.0),
@@ -120,9 +162,8 @@ class RedisStore:
             max_connections=max_connections,
             protocol=2,
         )
-        self._listener: asyncio.Task[None] | None = None
         # The multiplexed follow: its own connection, since XREAD BLOCK holds it.
-        self._follow_client: aioredis.Redis = client.Redis.from_url(
+        self._follow_client = client.Redis.from_url(
             url,
             socket_timeout=socket_timeout_s,
             socket_connect_timeout=min(socket_timeout_s, 2.0),
@@ -134,9 +175,6 @@ class RedisStore:
         # per entry, a good part of a busy replica's CPU.
         self._follow_client.set_response_callback("XREAD", raw_reply)
         self.follower = Follower(self, self._follow_client)
-        # Loops check this too: a cancel that lands inside a redis-py call is not
-        # always passed on (seen with redis-py 8 on a single-connection client).
-        self._stopping = False
 
     def keys(self, request_id: str) -> tuple[str, str, str, str]:
         """(meta, stream, lease, reader) keys of a stream."""
@@ -165,10 +203,10 @@ class RedisStore:
         """``commands`` in one round trip (see ``_pipeline``)."""
         return await self._pipeline(commands)
 
-    async def _command(self, client: aioredis.Redis, args: Sequence[Any]) -> Any:
+    async def _command(self, client: aioredis.Redis, args: Sequence[Any], **options: Any) -> Any:
         self.health.check()
         try:
-            result = await client.execute_command(*args)  # type: ignore[no-untyped-call]
+            result = await client.execute_command(*args, **options)  # type: ignore[no-untyped-call]
         except (self._errors.RedisError, OSError) as exc:
             raise self._failure(exc) from None
         self.health.ok()
@@ -192,7 +230,7 @@ class RedisStore:
         return results
 
     async def _run_pipeline(self, commands: Sequence[Sequence[Any]]) -> list[Any]:
-        pipe = self.redis.pipeline(transaction=False)
+        pipe = self.redis.pipeline(transaction=False)  # on Cluster: grouped by node
         for command in commands:
             pipe.execute_command(*command)
         results: list[Any] = await pipe.execute(raise_on_error=False)
@@ -203,7 +241,13 @@ class RedisStore:
 
     async def _load_scripts(self) -> None:
         for body in SCRIPTS.values():
-            await self.redis.execute_command("SCRIPT", "LOAD", body)  # type: ignore[no-untyped-call]
+            if self.cluster:
+                # Every primary (a replica just promoted may have none).
+                await self.redis.execute_command(
+                    "SCRIPT LOAD", body, target_nodes=self.redis.PRIMARIES
+                )
+            else:
+                await self.redis.execute_command("SCRIPT", "LOAD", body)
 
     @staticmethod
     def _script(name: str, keys: Sequence[str], args: Iterable[Any]) -> list[Any]:
@@ -225,9 +269,15 @@ class RedisStore:
     async def _listen(self, on_cancel: Callable[[str], None]) -> None:
         """Hear cancels published by any replica; reconnect after a failure."""
         while not self._stopping:
-            pubsub = self.redis.pubsub()
+            pubsub = None
             try:
+                if self.cluster:
+                    # Its pubsub picks a node from the slot map: load the map first.
+                    await self.redis.initialize()
+                pubsub = self.redis.pubsub()
+                # On Cluster: the node of the channel's slot; PUBLISH reaches every node.
                 await pubsub.subscribe(self.channel, self.ended_channel)
+                self.listening.set()
                 async for message in pubsub.listen():
                     if self._stopping:
                         return
@@ -243,9 +293,13 @@ class RedisStore:
                         on_cancel(request_id)
             except self._unreachable as exc:
                 self.health.failed(exc)
+            except self._errors.RedisError:
+                pass  # a Cluster mid-failover (CLUSTERDOWN, a stale slot map): try again
             finally:
-                with contextlib.suppress(Exception):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+                self.listening.clear()
+                if pubsub is not None:
+                    with contextlib.suppress(Exception):
+                        await pubsub.aclose()
             # Heartbeats pick up cancel flags set meanwhile.
             await asyncio.sleep(1.0)
 
@@ -255,8 +309,9 @@ class RedisStore:
         if self._listener is not None:
             await stop_task(self._listener)
         self._listener = None
-        with contextlib.suppress(Exception):
-            await self._follow_client.aclose()
+        if self._follow_client is not self.redis:
+            with contextlib.suppress(Exception):
+                await self._follow_client.aclose()
         with contextlib.suppress(Exception):
             await self.redis.aclose()
 
@@ -269,39 +324,50 @@ class RedisStore:
         created = await self._eval("create", [meta, lease], args)
         return Created.CREATED if created == 1 else Created.EXISTS
 
+    def _append(self, append: Append, entries: Sequence[Entry], retry: bool) -> list[Any]:
+        """The command writing ``entries`` of ``append`` (see ``APPEND``'s modes)."""
+        # Always the script (one command per commit all the same): its gap check
+        # catches what a failed-over or crashed Redis lost, and the session's
+        # replay fills it.
+        meta, stream, lease, _reader = self.keys(append.request_id)
+        args: list[Any] = [
+            self.owner,
+            self.max_events,
+            append.end or "",
+            self.ttl_ms,
+            self.idle_ms,
+            "1" if append.first else "0",
+            "1" if retry else "0",
+        ]
+        for entry in entries:
+            args += [f"0-{entry.seq + 1}", entry.type, entry.frame]
+        return self._script("append", [meta, stream, lease], args)
+
     async def commit(self, appends: Sequence[Append]) -> set[str]:
-        commands: list[list[Any]] = []
-        for append in appends:
-            meta, stream, lease, _reader = self.keys(append.request_id)
-            if len(append.entries) == 1 and not append.first and append.end is None:
-                # The common case of a paced stream: one event, one command.
-                entry = append.entries[0]
-                commands.append(
-                    ["XADD", stream, "NOMKSTREAM", "MAXLEN", "~", self.max_events]
-                    + [f"0-{entry.seq + 1}", "t", entry.type, "f", entry.frame]
-                )
-                continue
-            args: list[Any] = [
-                self.owner,
-                self.max_events,
-                append.end or "",
-                self.ttl_ms,
-                self.idle_ms,
-                "1" if append.first else "0",
-            ]
-            for entry in append.entries:
-                args += [f"0-{entry.seq + 1}", entry.type, entry.frame]
-            commands.append(self._script("append", [meta, stream, lease], args))
+        commands = [self._append(a, a.entries, a.retry) for a in appends]
         # Announce the ends (a DELETE may be waiting for one, on any replica).
         commands += [
             ["PUBLISH", self.ended_channel, a.request_id] for a in appends if a.end is not None
         ]
         results = (await self._pipeline(commands))[: len(appends)]
-        # A script answers 1, an XADD the new ID; nil (no stream), 0 or an error: refused.
+        # A gap: the stream lacks entries this replica committed (a primary that died
+        # before replicating them). Write back what the session still holds of them.
+        gaps = [i for i, r in enumerate(results) if r == -2]
+        if gaps:
+            again = []
+            for i in gaps:
+                append = appends[i]
+                first = append.entries[0].seq
+                replay = [e for e in append.replay if e.seq < first] + append.entries
+                again.append(self._append(append, replay, True))
+            for i, result in zip(gaps, await self._pipeline(again), strict=True):
+                results[i] = result
+            log(logging.WARNING, "resume_store_replayed", streams=len(gaps))
+        # A script answers 1, an XADD the new ID; nil (no stream), 0, -2 or an error: refused.
         return {
             a.request_id
             for a, r in zip(appends, results, strict=True)
-            if r is None or isinstance(r, Exception) or r == 0
+            if r is None or isinstance(r, Exception) or r == 0 or r == -2
         }
 
     async def open_reader(self, request_id: str, after: int) -> StoreReader:
@@ -431,6 +497,20 @@ class RedisStore:
             await self._pipeline([["PUBLISH", self.ended_channel, request_id]])
 
     async def housekeeping(self) -> None:
-        info = await self.call("INFO", "memory")
-        used = int(info.get("used_memory", 0)) if isinstance(info, dict) else 0
-        self.full = used >= self.max_bytes
+        if self.cluster:
+            info = await self._command(
+                self.redis, ["INFO", "memory"], target_nodes=self.redis.PRIMARIES
+            )
+        else:
+            info = await self.call("INFO", "memory")
+        self.full = used_memory_of(info) >= self.max_bytes
+
+
+def used_memory_of(info: Any) -> int:
+    """``used_memory`` of an ``INFO memory`` reply: one server's, or on Cluster (a
+    reply per node) the largest, since one full node is enough to refuse writes."""
+    if not isinstance(info, dict):
+        return 0
+    if "used_memory" in info:
+        return int(info["used_memory"])
+    return max((used_memory_of(node) for node in info.values()), default=0)

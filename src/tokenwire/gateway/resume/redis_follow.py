@@ -48,6 +48,12 @@ class Commands(Protocol):
     async def pipeline(self, commands: Sequence[Sequence[Any]]) -> list[Any]: ...
 
 
+class Following(Protocol):
+    """What a reader needs of its follower (``Follower``, or ``ClusterFollower``)."""
+
+    def remove(self, follow: Follow) -> None: ...
+
+
 class Follow:
     """One reader's place in the multiplexed follow."""
 
@@ -80,7 +86,7 @@ class RedisReader:
     """A ``StoreReader`` fed by the follower."""
 
     def __init__(
-        self, store: Commands, follower: Follower, key: str, first: list[Entry], finished: bool
+        self, store: Commands, follower: Following, key: str, first: list[Entry], finished: bool
     ) -> None:
         self._store = store
         self._follower = follower

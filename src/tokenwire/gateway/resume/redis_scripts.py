@@ -31,17 +31,33 @@ return 1
 """
 
 #: KEYS meta, stream, lease. ARGV owner, maxlen, end status or '', ttl_ms, idle_ms,
-#: first ('1'/'0'), then (id, type, frame) per entry. A script, so that a batch
-#: stops at its first refused entry instead of leaving a gap.
+#: first ('1'/'0'), mode, then (id, type, frame) per entry. A script, so that a
+#: batch stops at its first refused entry instead of leaving a gap. Mode '0': a
+#: seq at or below the stream's last is refused; a gap (the first entry is not
+#: the next seq: a failed-over primary lost some) answers -2, writing nothing.
+#: Mode '1' (a retry, or the writer's replay of its recent entries): entries
+#: already stored are skipped, the others written, and an end already written by
+#: this owner with the same status counts as done.
 APPEND = """
 local first = ARGV[6] == '1'
-if first then
-  local meta = redis.call('HMGET', KEYS[1], 'status', 'owner')
-  if meta[1] ~= 'live' or meta[2] ~= ARGV[1] then return 0 end
+local retry = ARGV[7] == '1'
+local meta = redis.call('HMGET', KEYS[1], 'status', 'owner')
+if meta[2] ~= ARGV[1] then return 0 end
+if meta[1] ~= 'live' then
+  if retry and ARGV[3] ~= '' and meta[1] == ARGV[3] then return 1 end
+  return 0
 end
-for i = 7, #ARGV, 3 do
+local top = -1
+local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
+if last[1] then top = tonumber(string.sub(last[1][1], 3)) end
+if not retry and not first and #ARGV >= 8 and tonumber(string.sub(ARGV[8], 3)) > top + 1 then
+  return -2
+end
+for i = 8, #ARGV, 3 do
   local id
-  if first then
+  if retry and tonumber(string.sub(ARGV[i], 3)) <= top then
+    id = true  -- stored already
+  elseif first then
     id = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], ARGV[i],
                     't', ARGV[i + 1], 'f', ARGV[i + 2])
   else
@@ -126,7 +142,14 @@ def load_redis() -> tuple[ModuleType, ModuleType, tuple[type[BaseException], ...
     import redis.asyncio as client
     import redis.exceptions as errors
 
-    return client, errors, (errors.ConnectionError, errors.TimeoutError, OSError)
+    # A Cluster mid-failover answers these until a replica has taken over: an outage.
+    failover = (
+        errors.ClusterDownError,
+        errors.TryAgainError,
+        errors.MasterDownError,
+        errors.SlotNotCoveredError,
+    )
+    return client, errors, (errors.ConnectionError, errors.TimeoutError, OSError, *failover)
 
 
 def redacted(url: str) -> str:

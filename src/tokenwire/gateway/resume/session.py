@@ -19,6 +19,7 @@ twin, which ends ``DISCARDED``)::
 from __future__ import annotations
 
 import asyncio
+import collections
 import enum
 import math
 from collections.abc import Callable
@@ -65,6 +66,7 @@ class Input(enum.Enum):
     TAKE_END = "take_end"  # the flusher puts the end in a commit
     COMMITTED = "committed"  # that commit succeeded
     LOSE = "lose"  # the record cannot be complete any more
+    RETRY = "retry"  # the commit with the end did not reach the store: again
 
 
 _S, _I = State, Input
@@ -90,6 +92,7 @@ TRANSITIONS: Final[dict[tuple[State, Input], State]] = {
     (_S.ENDING, _I.DETACH): _S.ENDING,
     (_S.ENDING, _I.CANCEL): _S.ENDING,
     (_S.ENDING, _I.COMMITTED): _S.DONE,
+    (_S.ENDING, _I.RETRY): _S.CLOSED,
     (_S.ENDING, _I.LOSE): _S.DISCARDED,
     (_S.DONE, _I.DETACH): _S.DONE,
     (_S.DONE, _I.CANCEL): _S.DONE,
@@ -112,6 +115,7 @@ TRANSITIONS: Final[dict[tuple[State, Input], State]] = {
     (_S.DISCARDED, _I.LOSE): _S.DISCARDED,
     # The end's commit came back after the record was given up: it stays given up.
     (_S.DISCARDED, _I.COMMITTED): _S.DISCARDED,
+    (_S.DISCARDED, _I.RETRY): _S.DISCARDED,
 }
 
 #: The generation still runs.
@@ -143,6 +147,8 @@ class Registry(Protocol):
     """The manager's side of a session."""
 
     max_pending: int
+    #: How many committed entries a session keeps for ``Append.replay`` (0: none).
+    replay_tail: int
     clock: Callable[[], float]
 
     def mark_dirty(self, session: Session) -> None: ...
@@ -171,6 +177,11 @@ class Session:
         self.last: Entry | None = None
         self.error_code: str | None = None
         self.appends = 0  # appends handed to the store so far (the first one creates it)
+        #: The last entries handed to the store (``Append.replay``), when the store can lose some.
+        self.tail: collections.deque[Entry] | None = (
+            collections.deque(maxlen=manager.replay_tail) if manager.replay_tail else None
+        )
+        self.retry = False  # the next append repeats one that may or may not have landed
         self.task: asyncio.Task[None] | None = None
         self.last_reader = math.inf  # while attached, the original client is the reader
         self.next_reader_check = 0.0
@@ -282,7 +293,28 @@ class Session:
             end = end_status(self.error_code)
         first = self.appends == 0
         self.appends += 1
-        return Append(self.request_id, entries, end, first)
+        tail = self.tail
+        replay: collections.deque[Entry] | tuple[()] = ()
+        if tail is not None:
+            replay = tail
+            top = tail[-1].seq if tail else -1
+            tail.extend(e for e in entries if e.seq > top)
+        retry, self.retry = self.retry, False
+        return Append(self.request_id, entries, end, first, retry, replay)
+
+    def requeue(self, append: Append) -> None:
+        """``append`` did not reach the store (unreachable): its entries go back in front
+        of what came since, for the next commit, which skips what did land."""
+        if self.state not in RECORDING:
+            return
+        self.pending = append.entries + self.pending
+        self.retry = True
+        if append.first:
+            self.appends -= 1  # the next one still creates the stream
+        if append.end is not None:
+            self.fire(Input.RETRY)
+        if len(self.pending) > self.manager.max_pending:
+            self.manager.lose(self)  # an outage longer than the session may hold
 
     def committed(self) -> None:
         """The commit with this stream's end succeeded."""

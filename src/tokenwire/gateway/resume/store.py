@@ -21,7 +21,7 @@ import msgspec
 
 from ... import events as ev
 from ...errors import TokenwireError
-from ..telemetry.logs import LOGGER_NAME
+from ..telemetry.logs import LOGGER_NAME, bounded
 
 #: §4.7: the request extension that makes a stream resumable.
 EXTENSION: Final = "tokenwire:resumable"
@@ -48,6 +48,12 @@ FOLLOW_BLOCK_S: Final = 1.0
 READ_BATCH: Final = 512
 #: Appends per store commit (one Redis pipeline).
 COMMIT_BATCH: Final = 256
+#: The entries a session on the Redis store keeps after committing them, to write
+#: back those a failed-over Redis lost (docs/scaling.md, "What a failover loses").
+REPLAY_TAIL: Final = 64
+#: After a commit found the store unreachable, the pause before the next try (its
+#: events wait in the session, bounded by ``max_events_per_stream``).
+COMMIT_RETRY_S: Final = 0.25
 #: How often the manager checks grace periods and escalates slow cancellations.
 TICK_S: Final = 0.25
 #: How often the store's own housekeeping runs (expiry; Redis memory check).
@@ -62,11 +68,11 @@ _json = msgspec.json.Encoder()
 
 
 def log(level: int, msg: str, **fields: Any) -> None:
-    """One JSON line on the gateway logger, like the request log."""
+    """One JSON line on the gateway logger, like the request log (its strings cut,
+    ``telemetry.logs.bounded``: a ``request_id`` from a path can be any length)."""
     if logger.isEnabledFor(level):
-        logger.log(
-            level, _json.encode({"ts": round(time.time(), 3), "msg": msg, **fields}).decode()
-        )
+        line = bounded({"ts": round(time.time(), 3), "msg": msg, **fields})
+        logger.log(level, _json.encode(line).decode())
 
 
 # --- Errors -----------------------------------------------------------------------------
@@ -115,12 +121,19 @@ class Append(NamedTuple):
     """Entries to add to one stream; ``end`` is its final state when it ended with them.
 
     ``first`` marks a stream's first append (the Redis store sets its idle TTL then).
+    ``retry``: an earlier commit of (some of) these may have landed or not (the
+    store was unreachable): what is stored already is skipped, not refused.
+    ``replay``: the stream's last entries committed before (the session keeps a
+    few, ``REPLAY_TAIL``), for a store that can lose acknowledged writes (a Redis
+    primary that died before replicating them): it writes back those it lacks.
     """
 
     request_id: str
     entries: list[Entry]
     end: str | None
     first: bool
+    retry: bool = False
+    replay: Sequence[Entry] = ()
 
 
 class StreamInfo(NamedTuple):
@@ -236,6 +249,15 @@ class Store(Protocol):
     async def housekeeping(self) -> None: ...
 
 
+def unscoped(stream_id: str) -> str:
+    """The client's ``request_id`` of a stored stream's id (``access.scoped``)."""
+    if stream_id.startswith("k:"):
+        return stream_id.split(":", 2)[2]
+    if stream_id.startswith("a:"):
+        return stream_id[2:]
+    return stream_id
+
+
 def closing_entries(
     request_id: str,
     info: StreamInfo,
@@ -252,8 +274,10 @@ def closing_entries(
     ``seen`` is the last seq the reader asking for the end already has: events
     go to a client before they are stored, so a replica that died may have
     sent more than it stored, and the end must come after what the client has
-    (§5.2.1: its seqs go on without a gap or a repeat).
+    (§5.2.1: its seqs go on without a gap or a repeat). ``request_id`` is the
+    stored id; the events echo the client's (``unscoped``).
     """
+    request_id = unscoped(request_id)
     events: list[ev.KnownEvent]
     if seen > (last.seq if last is not None else -1):
         events = [

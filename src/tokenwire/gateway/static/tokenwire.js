@@ -1588,6 +1588,68 @@ async function open(response, {
   });
 }
 
+// src/url.ts
+var STREAM_PATH = "/v1/stream";
+var ROUTES = [
+  [/\/v1\/chat\/completions$/, "the OpenAI Chat Completions route"],
+  [/\/v1\/completions$/, "the OpenAI legacy completions route"],
+  [/\/v1\/responses(\/input_tokens)?$/, "the OpenAI Responses route"],
+  [/\/v1\/messages(\/count_tokens)?$/, "the Anthropic Messages route"],
+  [/\/v2\/chat$/, "the Cohere chat route"],
+  [/\/v1(beta|alpha)?\/models\/[^/]*:[A-Za-z]+$/, "a Gemini model route"],
+  [/\/v1\/models(\/[^/]*)?$/, "the models list"],
+  [/\/v1\/streams(\/[^/]*)?$/, "the resume route"],
+  [/\/(healthz|metrics)$/, "a monitoring route"],
+  [/\/v1\/.+$/, "a route below /v1"]
+];
+var SCHEME = /^([A-Za-z][A-Za-z0-9+.-]*):\/\//;
+var PASS_EXAMPLE = "pass the gateway's base URL (http://127.0.0.1:8080) or its stream URL (http://127.0.0.1:8080/v1/stream)";
+var URLGrammarError = class extends TokenwireError {
+};
+function firstOf(text, chars) {
+  const found = [...chars].map((c) => text.indexOf(c)).filter((i) => i >= 0);
+  return found.length ? Math.min(...found) : text.length;
+}
+function endpoint(url) {
+  const given = String(url).trim();
+  if (!given) throw new URLGrammarError(`no URL given: ${PASS_EXAMPLE}`);
+  if (/\s/.test(given)) throw new URLGrammarError(`${given} has a space in it: ${PASS_EXAMPLE}`);
+  const m = SCHEME.exec(given);
+  const scheme = m ? m[1].toLowerCase() : "http";
+  let rest = m ? given.slice(m[0].length) : given;
+  if (scheme !== "http" && scheme !== "https") {
+    throw new URLGrammarError(`${given} is not an http:// or https:// URL: ${PASS_EXAMPLE}`);
+  }
+  rest = rest.split("#", 1)[0];
+  const cut = firstOf(rest, "/?");
+  const authority = rest.slice(0, cut);
+  rest = rest.slice(cut);
+  if (!authority || authority.startsWith(":")) {
+    throw new URLGrammarError(`${given} names no host: ${PASS_EXAMPLE}`);
+  }
+  const qcut = firstOf(rest, "?");
+  let path = rest.slice(0, qcut).replace(/\/+$/, "");
+  const query = rest.slice(qcut);
+  const origin = `${scheme}://${authority}`;
+  if (path.endsWith(STREAM_PATH)) {
+    path = path.slice(0, -STREAM_PATH.length);
+  } else if (path.endsWith("/v1")) {
+    path = path.slice(0, -3);
+  } else {
+    for (const [pattern, name] of ROUTES) {
+      const found = pattern.exec(path);
+      if (found) {
+        const prefix = origin + path.slice(0, found.index);
+        throw new URLGrammarError(
+          `${origin + path} is ${name}, not an LLM-Stream endpoint: pass the gateway's base URL (${prefix}) or its stream URL (${prefix}${STREAM_PATH})`
+        );
+      }
+    }
+  }
+  const base = origin + path;
+  return { base, stream: base + STREAM_PATH + query, query };
+}
+
 // src/client.ts
 var RESUME_TOKEN_HEADER = "tokenwire-resume-token";
 var RESUME_TOKEN_REQUEST_HEADER = "Tokenwire-Resume-Token";
@@ -1642,22 +1704,31 @@ var Client = class {
   confirm;
   maxEventBytes;
   streamPath;
+  /** The query given with `baseURL` (`""` or `"?..."`), sent on every request. */
+  query;
   resumePath;
   fetch;
   constructor(options) {
     if (!options?.baseURL) throw new TokenwireError("Client: baseURL is required");
-    this.baseURL = String(options.baseURL).replace(/\/+$/, "");
+    this.streamPath = options.streamPath ?? STREAM_PATH;
+    if (this.streamPath === STREAM_PATH) {
+      const found = endpoint(options.baseURL);
+      this.baseURL = found.base;
+      this.query = found.query;
+    } else {
+      this.baseURL = String(options.baseURL).replace(/\/+$/, "");
+      this.query = "";
+    }
     this.headers = { ...options.headers ?? {} };
     this.resume = options.resume ?? true;
     this.confirm = options.confirm ?? null;
     this.maxEventBytes = options.maxEventBytes ?? 1 << 20;
-    this.streamPath = options.streamPath ?? "/v1/stream";
     this.resumePath = options.resumePath ?? "/v1/streams/{request_id}";
     this.fetch = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
   }
   /** The absolute URL of `path` on this gateway. */
   url(path) {
-    return this.baseURL + (path.startsWith("/") ? path : `/${path}`);
+    return this.baseURL + (path.startsWith("/") ? path : `/${path}`) + this.query;
   }
   /**
    * Send `request` and stream its events. Nothing is sent until the result
@@ -1986,6 +2057,7 @@ export {
   SCHEMA_LIMITS,
   SSEDecoder,
   STOP_REASONS,
+  STREAM_PATH,
   SchemaError,
   SeqTracker,
   ServerError,
@@ -1996,12 +2068,14 @@ export {
   TYPE_NAME,
   TokenwireError,
   ToolCallError,
+  URLGrammarError,
   UnsupportedMediaTypeError,
   VERSION,
   Validator,
   checkSchema,
   decodeFrames,
   encodeFrame,
+  endpoint,
   feedMessage,
   httpError,
   isExtensionEvent,

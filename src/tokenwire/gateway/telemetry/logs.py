@@ -12,6 +12,13 @@ With ``log_content=True`` (``tokenwire serve --log-content``) the line also
 carries the prompt (the request's messages), the completion (the streamed
 text and tool calls) and full error messages. Collecting the completion costs
 a little per event, so it only happens then.
+
+Bounded (issue 30): every string a request can choose (the ``route``/path,
+``model``, ``request_id``, ``error_path``, ``format``...) is cut to
+``MAX_FIELD_CHARS`` characters, ending in ``…`` and the count cut
+(``bounded``), so a 100 KB ``request_id`` or a 60 KB path writes at most a
+few hundred bytes. Only what ``log_content`` adds (the operator asked for the
+content itself) is written whole.
 """
 
 from __future__ import annotations
@@ -28,9 +35,47 @@ import msgspec
 from ... import events as ev
 from ...server import StreamRecord, Tee
 
-__all__ = ["LOGGER_NAME", "RequestLog", "configure", "log_unknown_events"]
+__all__ = [
+    "LOGGER_NAME",
+    "MAX_FIELD_CHARS",
+    "RequestLog",
+    "bounded",
+    "configure",
+    "cut",
+    "log_unknown_events",
+]
 
 LOGGER_NAME: Final = "tokenwire.gateway"
+#: The longest string a request puts in a log line; longer ones are cut (docs/gateway.md).
+MAX_FIELD_CHARS: Final = 256
+#: The fields ``log_content`` adds: the content itself, written whole.
+_CONTENT_FIELDS: Final = frozenset(
+    {"prompt", "completion", "tool_calls", "error_message", "exception_message"}
+)
+
+
+def cut(value: str, limit: int = MAX_FIELD_CHARS) -> str:
+    """``value``, or its first ``limit`` characters and ``…(N more)`` when it is longer."""
+    if len(value) <= limit:
+        return value
+    return f"{value[:limit]}…({len(value) - limit} more)"
+
+
+def _bound(value: Any) -> Any:
+    if isinstance(value, str):
+        return cut(value)
+    if isinstance(value, dict):
+        return {cut(str(k)): _bound(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_bound(v) for v in value[:64]]
+    return value
+
+
+def bounded(line: dict[str, Any]) -> dict[str, Any]:
+    """``line`` with every string (nested ones too) cut to ``MAX_FIELD_CHARS``,
+    except the ``log_content`` fields."""
+    return {key: value if key in _CONTENT_FIELDS else _bound(value) for key, value in line.items()}
+
 
 _encode = msgspec.json.Encoder().encode
 
@@ -82,7 +127,7 @@ def log_unknown_events(
         "request_id": request_id,
         "types": dict(sorted(counts.items())),
     }
-    log.warning(_encode(line).decode())
+    log.warning(_encode(bounded(line)).decode())
 
 
 class _Transcript:
@@ -128,7 +173,7 @@ class RequestLog:
         transcript = self._transcripts.pop(id(record), None)
         if not self.logger.isEnabledFor(logging.INFO):
             return
-        self.logger.info(_encode(self.line(record, transcript)).decode())
+        self.logger.info(_encode(bounded(self.line(record, transcript))).decode())
 
     def line(self, record: StreamRecord, transcript: _Transcript | None = None) -> dict[str, Any]:
         """The log line's fields for ``record``."""

@@ -17,11 +17,16 @@ Prompt and completion text are added (``gen_ai.input.messages``,
 ``gen_ai.output.messages``) only with ``log_content``. Metrics:
 ``gen_ai.server.request.duration``, ``gen_ai.server.time_to_first_token`` and
 ``gen_ai.client.token.usage`` (by ``gen_ai.token.type``).
+
+An unreachable collector costs one JSON warning line and an exponential
+backoff (otel_export.py), and ``shutdown`` waits on the exporters at most
+``SHUTDOWN_FLUSH_S``.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any, Final
@@ -32,6 +37,7 @@ from ... import events as ev
 from ...server import StreamRecord
 from ..config.production import TelemetryConfig
 from ..context import RequestContext
+from .otel_export import EXPORT_TIMEOUT_S, Gate, metric_exporter, span_exporter
 
 __all__ = ["Telemetry", "enabled", "traceparent_of"]
 
@@ -52,6 +58,8 @@ _SECONDS_BUCKETS: Final = (
     81.92,
 )
 _TOKEN_BUCKETS: Final = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576)
+#: The longest a shutdown waits for the last spans and metrics to go out.
+SHUTDOWN_FLUSH_S: Final = 2.5
 
 
 def enabled(config: TelemetryConfig, environ: Mapping[str, str] = os.environ) -> bool:
@@ -79,8 +87,6 @@ class Telemetry:
     """The tracer and meter of one gateway worker, exporting over OTLP/HTTP."""
 
     def __init__(self, config: TelemetryConfig, *, log_content: bool = False) -> None:
-        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.metrics import MeterProvider
         from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
         from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
@@ -93,13 +99,20 @@ class Telemetry:
         self.log_content = log_content
         resource = Resource.create({SERVICE_NAME: config.service_name})
         base = config.endpoint.rstrip("/") if config.endpoint else None
-        span_exporter = OTLPSpanExporter(endpoint=f"{base}/v1/traces" if base else None)
+        where = base or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or "http://localhost:4318"
+        #: One collector behind both exporters: one warning, one backoff.
+        self.gate = Gate(where)
+        spans = span_exporter(f"{base}/v1/traces" if base else None, self.gate)
         self.tracer_provider = TracerProvider(resource=resource)
-        self.tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
+        self.tracer_provider.add_span_processor(
+            BatchSpanProcessor(spans, export_timeout_millis=EXPORT_TIMEOUT_S * 1000)
+        )
         self.tracer = self.tracer_provider.get_tracer("tokenwire.gateway")
-        metric_exporter = OTLPMetricExporter(endpoint=f"{base}/v1/metrics" if base else None)
+        metrics = metric_exporter(f"{base}/v1/metrics" if base else None, self.gate)
         reader = PeriodicExportingMetricReader(
-            metric_exporter, export_interval_millis=config.export_interval_s * 1000
+            metrics,
+            export_interval_millis=config.export_interval_s * 1000,
+            export_timeout_millis=EXPORT_TIMEOUT_S * 1000,
         )
         views = [
             View(
@@ -201,8 +214,19 @@ class Telemetry:
         span.end()
 
     def shutdown(self) -> None:
-        """Flush and stop both exporters (at the worker's shutdown)."""
-        try:
-            self.tracer_provider.shutdown()
-        finally:
-            self.meter_provider.shutdown()
+        """Flush and stop both exporters (at the worker's shutdown), for at most
+        ``SHUTDOWN_FLUSH_S``: what has not gone out by then is dropped.
+
+        The flush runs in a daemon thread, so an exporter stuck past the bound
+        holds up neither the shutdown nor the process's exit.
+        """
+
+        def flush() -> None:
+            try:
+                self.tracer_provider.shutdown()
+            finally:
+                self.meter_provider.shutdown(timeout_millis=EXPORT_TIMEOUT_S * 1000)
+
+        flusher = threading.Thread(target=flush, name="tokenwire-otel-flush", daemon=True)
+        flusher.start()
+        flusher.join(SHUTDOWN_FLUSH_S)
