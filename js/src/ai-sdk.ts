@@ -30,6 +30,7 @@ import { StreamError, TokenwireError } from "./errors.js";
 import {
   EXTENSION_EVENTS,
   EXTENSIONS,
+  type BlockExtension,
   type ContentDelta,
   type ContentStop,
   type ErrorEvent,
@@ -248,6 +249,24 @@ export function toRequest(
   if ((own.reasoning ?? reasoning) && extensions[EXTENSIONS.reasoning] === undefined) {
     extensions[EXTENSIONS.reasoning] = true;
   }
+  // tokenwire extensions 1.1: the AI SDK's tool approval responses are the answers
+  // to the previous turn's approval requests.
+  const approvals: { id: string; approve: boolean; reason?: string }[] = [];
+  for (const message of options.prompt) {
+    if (message.role !== "tool") continue;
+    for (const part of message.content) {
+      if (part.type !== "tool-approval-response") continue;
+      const answer: { id: string; approve: boolean; reason?: string } = {
+        id: part.approvalId,
+        approve: part.approved,
+      };
+      if (part.reason !== undefined) answer.reason = part.reason;
+      approvals.push(answer);
+    }
+  }
+  if (approvals.length && extensions[EXTENSIONS.approvals] === undefined) {
+    extensions[EXTENSIONS.approvals] = approvals;
+  }
   const request: RequestInput = { model: modelId, messages: toMessages(options.prompt) };
   if (tools.length) request.tools = tools;
   if (Object.keys(parameters).length) request.parameters = parameters;
@@ -304,6 +323,9 @@ function usageOf(usage: Usage | null, cache: UsageExtension | null): LanguageMod
  */
 export class PartMapper {
   private readonly open = new Map<number, "text" | "reasoning">();
+  /** 1.1: audio blocks being received, by index: their data fragments, joined at the stop. */
+  private readonly audio = new Map<number, string[]>();
+  private sources = 0;
   private usage: Usage | null = null;
   private cache: UsageExtension | null = null;
   private stopReason: string | null = null;
@@ -358,6 +380,9 @@ export class PartMapper {
       case EXTENSION_EVENTS.usage: // docs/extensions.md: prompt-cache counts
         this.cache = event as UsageExtension;
         break;
+      case EXTENSION_EVENTS.block:
+        parts.push(...this.block(event as BlockExtension));
+        break;
       case "error": {
         const e = event as ErrorEvent;
         this.errored = true;
@@ -371,7 +396,65 @@ export class PartMapper {
     return parts;
   }
 
+  /**
+   * tokenwire extensions 1.1 as AI SDK parts: a citation with a URL is a
+   * `source`; an approval request a provider-executed `tool-call` (never run by
+   * the SDK) and its `tool-approval-request`; audio output and Gemini's inline
+   * data a `file`. Everything else rides on the raw events only.
+   */
+  private block(e: BlockExtension): LanguageModelV3StreamPart[] {
+    const parts: LanguageModelV3StreamPart[] = [];
+    const citation = e["tokenwire:citation"];
+    if (citation !== undefined) {
+      const inner = (citation.url_citation ?? citation) as Record<string, unknown>;
+      const web = (inner.web ?? {}) as Record<string, unknown>;
+      const url = inner.url ?? web.uri ?? inner.uri;
+      if (typeof url === "string") {
+        this.sources += 1;
+        const title = inner.title ?? web.title;
+        parts.push({
+          type: "source",
+          sourceType: "url",
+          id: `source-${this.sources}`,
+          url,
+          ...(typeof title === "string" ? { title } : {}),
+        });
+      }
+    }
+    const approval = e["tokenwire:approval"];
+    if (approval !== undefined && typeof approval.id === "string") {
+      parts.push(
+        {
+          type: "tool-call",
+          toolCallId: approval.id,
+          toolName: approval.name,
+          input: approval.arguments ?? "{}",
+          providerExecuted: true,
+        },
+        { type: "tool-approval-request", approvalId: approval.id, toolCallId: approval.id },
+      );
+    }
+    const audio = e["tokenwire:audio"];
+    if (audio !== undefined) {
+      const pieces = this.audio.get(e.index) ?? [];
+      if (typeof audio.data === "string") pieces.push(audio.data);
+      this.audio.set(e.index, pieces);
+    }
+    const raw = e["tokenwire:raw"];
+    const inline = raw?.inlineData as { mimeType?: unknown; data?: unknown } | undefined;
+    if (inline && typeof inline.mimeType === "string" && typeof inline.data === "string") {
+      parts.push({ type: "file", mediaType: inline.mimeType, data: inline.data });
+    }
+    return parts;
+  }
+
   private end(index: number): LanguageModelV3StreamPart[] {
+    const pieces = this.audio.get(index);
+    if (pieces !== undefined) {
+      this.audio.delete(index);
+      // Chat streams pcm16/wav by the request's audio.format; wav is its default container.
+      if (pieces.length) return [{ type: "file", mediaType: "audio/wav", data: pieces.join("") }];
+    }
     const kind = this.open.get(index);
     if (kind === undefined) return [];
     this.open.delete(index);
@@ -382,7 +465,8 @@ export class PartMapper {
   finish(): LanguageModelV3StreamPart[] {
     if (this.finished) return [];
     this.finished = true;
-    const parts = [...this.open.keys()].flatMap((i) => this.end(i));
+    const indexes = new Set([...this.open.keys(), ...this.audio.keys()]);
+    const parts = [...indexes].flatMap((i) => this.end(i));
     const reason = this.toolCalls && this.stopReason === null ? "tool_use" : this.stopReason;
     parts.push({
       type: "finish",

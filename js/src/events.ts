@@ -73,6 +73,40 @@ export const EXTENSIONS = Object.freeze({
   cacheReadInputTokens: "tokenwire:cache_read_input_tokens",
   /** `tokenwire.usage`: input tokens written to the vendor's prompt cache. */
   cacheCreationInputTokens: "tokenwire:cache_creation_input_tokens",
+  /** `tokenwire.block`: a refusal marker on the block it concerns (1.1: the one carrier). */
+  refusal: "tokenwire:refusal",
+  /** `tokenwire.block`: the vendor's id of the item the block came from. */
+  id: "tokenwire:id",
+  /** `tokenwire.block`: the tool call a signature or tool kind belongs to. */
+  toolCallId: "tokenwire:tool_call_id",
+  /** `tokenwire.block`: a vendor object kept whole. */
+  raw: "tokenwire:raw",
+  /** 1.1 `tokenwire.block`: a client-run tool call that is not a JSON function (`custom`, `apply_patch`). */
+  toolKind: "tokenwire:tool_kind",
+  /** 1.1 `tokenwire.block`: an approval request (consent, never a result, never executed). */
+  approval: "tokenwire:approval",
+  /** 1.1 `tokenwire.block`: an MCP item the vendor ran (`list_tools`, `call`, `result`). */
+  mcp: "tokenwire:mcp",
+  /** 1.1 `tokenwire.block`: a compaction of the context, sent back byte-identical. */
+  compaction: "tokenwire:compaction",
+  /** 1.1 `tokenwire.block`: log probabilities of the text block's tokens. */
+  logprobs: "tokenwire:logprobs",
+  /** 1.1 `tokenwire.block`: audio output fragments (id, data, transcript). */
+  audio: "tokenwire:audio",
+  /** 1.1 `tokenwire.block`: the URLs retrieved, each with its status. */
+  urlContext: "tokenwire:url_context",
+  /** 1.1 `tokenwire.block`: code the vendor ran, or its result. */
+  code: "tokenwire:code",
+  /** 1.1 `tokenwire.block`: the vendor's own status of the item. */
+  status: "tokenwire:status",
+  /** 1.1 `tokenwire.stop` / request: the container a pause_turn continuation names. */
+  container: "tokenwire:container",
+  /** 1.1 request: the declared tools that are not JSON functions. */
+  tools: "tokenwire:tools",
+  /** 1.1 request: the answers to approval requests. */
+  approvals: "tokenwire:approvals",
+  /** 1.1 request: the vendor-bound blocks of earlier assistant messages. */
+  blockHistory: "tokenwire:block_history",
 } as const);
 
 /**
@@ -192,6 +226,27 @@ export interface BlockExtension extends Envelope {
   "tokenwire:vendor"?: string;
   "tokenwire:server_tool"?: { [field: string]: unknown };
   "tokenwire:citation"?: { [field: string]: unknown };
+  "tokenwire:refusal"?: boolean;
+  "tokenwire:id"?: string;
+  "tokenwire:tool_call_id"?: string;
+  "tokenwire:raw"?: { [field: string]: unknown };
+  /** 1.1: the `tool.call` on this block is a custom (`{input}`) or apply_patch call. */
+  "tokenwire:tool_kind"?: "custom" | "apply_patch";
+  /** 1.1: a request for consent; answer it with the request's `tokenwire:approvals`. */
+  "tokenwire:approval"?: { id: string; name: string; arguments?: string; server_label?: string };
+  /** 1.1: an MCP item the vendor ran; a `result` names its call in `call_id`. */
+  "tokenwire:mcp"?: { kind: "list_tools" | "call" | "result"; [field: string]: unknown };
+  /** 1.1: a compaction (summary, encrypted content), bound to `tokenwire:vendor`. */
+  "tokenwire:compaction"?: { [field: string]: unknown };
+  /** 1.1: the tokens' log probabilities, with their top alternatives. */
+  "tokenwire:logprobs"?: { token: string; logprob: number; [field: string]: unknown }[];
+  /** 1.1: audio output fragments of this block. */
+  "tokenwire:audio"?: { id?: string; data?: string; transcript?: string; expires_at?: number };
+  /** 1.1: each URL the model retrieved, with its retrieval status. */
+  "tokenwire:url_context"?: { url: string; status: string }[];
+  /** 1.1: code the vendor ran (`language`, `code`) or its result (`outcome`, `output`). */
+  "tokenwire:code"?: { [field: string]: unknown };
+  "tokenwire:status"?: string;
 }
 
 /** `tokenwire.usage`: prompt-cache token counts, next to the standard `usage` event. */
@@ -205,6 +260,8 @@ export interface UsageExtension extends Envelope {
 export interface StopExtension extends Envelope {
   type: "tokenwire.stop";
   "tokenwire:raw_stop_reason": string;
+  /** 1.1: the container the turn ran in (a pause_turn continuation names it). */
+  "tokenwire:container"?: { id: string; expires_at?: string };
 }
 
 /** One of tokenwire's extension events ({@link EXTENSION_EVENTS}). */

@@ -242,7 +242,7 @@ describe("tokenwire extension events in the parts (docs/extensions.md)", () => {
     return parts.find((p) => p.type === "finish");
   };
 
-  test("tokenwire.usage gives the cache counts; tokenwire.block and .stop make no part", () => {
+  test("tokenwire.usage gives the cache counts; a citation is a source; .stop makes no part", () => {
     const mapper = new PartMapper();
     const parts = [
       env(0, "stream.start", { model: "m", created: 1 }),
@@ -259,8 +259,14 @@ describe("tokenwire extension events in the parts (docs/extensions.md)", () => {
     ].flatMap((e) => mapper.feed(e));
     assert.deepEqual(
       parts.map((p) => p.type),
-      ["response-metadata", "text-start", "text-delta", "text-end", "finish"],
+      ["response-metadata", "text-start", "text-delta", "source", "text-end", "finish"],
     );
+    assert.deepEqual(parts[3], {
+      type: "source",
+      sourceType: "url",
+      id: "source-1",
+      url: "https://x",
+    });
     const { usage, finishReason } = parts.at(-1);
     assert.deepEqual(usage.inputTokens, {
       total: 10,
@@ -286,5 +292,94 @@ describe("tokenwire extension events in the parts (docs/extensions.md)", () => {
     assert.equal(finish.usage.inputTokens.cacheRead, undefined);
     assert.equal(finish.usage.inputTokens.cacheWrite, undefined);
     assert.deepEqual(finish.usage.raw, { input_tokens: 1, output_tokens: 1 });
+  });
+});
+
+describe("tokenwire extensions 1.1 in the parts (docs/extensions.md, New in 1.1)", () => {
+  const env = (seq, type, fields) => ({ v: "1.0", seq, type, ...fields });
+  const feed = (events) => {
+    const mapper = new PartMapper();
+    return events.flatMap((e) => mapper.feed(e));
+  };
+
+  test("an approval request is a provider-executed call and a tool-approval-request", () => {
+    const approval = { id: "mcpr_1", name: "ask", arguments: '{"q":"?"}', server_label: "wiki" };
+    const parts = feed([
+      env(0, "stream.start", { model: "m", created: 1 }),
+      env(1, "tokenwire.block", { index: 0, "tokenwire:approval": approval }),
+      env(2, "content.stop", { index: 0, stop_reason: "end_turn" }),
+      env(3, "stream.end", {}),
+    ]);
+    assert.deepEqual(parts.slice(1, 3), [
+      {
+        type: "tool-call",
+        toolCallId: "mcpr_1",
+        toolName: "ask",
+        input: '{"q":"?"}',
+        providerExecuted: true,
+      },
+      { type: "tool-approval-request", approvalId: "mcpr_1", toolCallId: "mcpr_1" },
+    ]);
+  });
+
+  test("audio output is one file when its block stops; Gemini inline data a file", () => {
+    const parts = feed([
+      env(0, "stream.start", { model: "m", created: 1 }),
+      env(1, "tokenwire.block", { index: 0, "tokenwire:audio": { id: "audio_1", data: "UklG" } }),
+      env(2, "tokenwire.block", {
+        index: 0,
+        "tokenwire:audio": { data: "RgAA", transcript: "Hi" },
+      }),
+      env(3, "tokenwire.block", {
+        index: 1,
+        "tokenwire:raw": { inlineData: { mimeType: "image/png", data: "iVBO" } },
+        "tokenwire:vendor": "gemini",
+      }),
+      env(4, "content.stop", { index: 0, stop_reason: "end_turn" }),
+      env(5, "content.stop", { index: 1, stop_reason: "end_turn" }),
+      env(6, "stream.end", {}),
+    ]);
+    const files = parts.filter((p) => p.type === "file");
+    assert.deepEqual(files, [
+      { type: "file", mediaType: "image/png", data: "iVBO" },
+      { type: "file", mediaType: "audio/wav", data: "UklGRgAA" },
+    ]);
+  });
+
+  test("tool approval responses in the prompt become tokenwire:approvals", async () => {
+    let sent;
+    const server = createServer((req, res) => {
+      let body = "";
+      req.on("data", (c) => (body += c));
+      req.on("end", () => {
+        sent = JSON.parse(body);
+        res.writeHead(200, { "content-type": "text/event-stream" });
+        res.end(
+          'event: stream.start\ndata: {"v":"1.0","seq":0,"type":"stream.start","model":"m","created":1}\n\n' +
+            'event: stream.end\ndata: {"v":"1.0","seq":1,"type":"stream.end"}\n\n',
+        );
+      });
+    });
+    server.listen(0, "127.0.0.1");
+    await once(server, "listening");
+    try {
+      const provider = createTokenwire({ baseURL: `http://127.0.0.1:${server.address().port}` });
+      const model = provider("m");
+      const { stream } = await model.doStream({
+        prompt: [
+          { role: "user", content: [{ type: "text", text: "Ask the wiki." }] },
+          {
+            role: "tool",
+            content: [{ type: "tool-approval-response", approvalId: "mcpr_1", approved: true }],
+          },
+        ],
+      });
+      for await (const _ of stream) {
+        // drain
+      }
+    } finally {
+      server.close();
+    }
+    assert.deepEqual(sent.extensions["tokenwire:approvals"], [{ id: "mcpr_1", approve: true }]);
   });
 });

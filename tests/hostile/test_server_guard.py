@@ -225,13 +225,14 @@ def test_the_documented_limits_are_the_defaults() -> None:
     import tomllib
     from pathlib import Path
 
-    from tokenwire.gateway.config import ServerConfig, parse
+    from tokenwire.gateway.config import parse
 
     doc = (Path(__file__).resolve().parents[2] / "docs" / "gateway.md").read_text()
     section = doc.split("## Request limits and timeouts", 1)[1]
     block = section.split("```toml\n", 1)[1].split("```", 1)[0]
     documented = parse(tomllib.loads(block)).server
-    assert documented == ServerConfig()  # every value shown is the default
+    # Every value shown is the default (shutdown_timeout_s's is fitted to drain_s at parse).
+    assert documented == parse({}).server
     assert len(tomllib.loads(block)["server"]) == 8
 
 

@@ -451,7 +451,8 @@ def test_recording_web_search() -> None:
         "marking over 20 years since their first international retail expansion."
     )
     assert result.tools == []  # web_search ran on Anthropic's side
-    assert result.stops == ["end_turn"]
+    # extensions 1.1: every block ends with content.stop (the two server tool blocks too).
+    assert result.stops == ["end_turn", "end_turn", "end_turn"]
     assert result.usage == (15665, 795)
     assert result.error is None
     # Every text block is one standard block; the server tool blocks before it

@@ -63,8 +63,9 @@ def test_vector(vector: dict[str, Any]) -> None:
 Row = tuple[dict[int, str], list[tuple[int, str, Any]], dict[int, str], list[Any], list[str]]
 SF = {"location": "San Francisco"}
 EXPECTED: dict[str, Row] = {
+    # extensions 1.1: the block still ends with content.stop before the error.
     "raw-sse-gemini-2.5-flash-malformed-function-call.sse": (
-        {}, [], {}, [(61, 0)], ["internal_error"],
+        {}, [], {0: "end_turn"}, [(61, 0)], ["internal_error"],
     ),
     # The thought part is dropped; thoughtsTokenCount (59) counts as output.
     "raw-sse-gemini-2.5-flash-thought-max-tokens.sse": (

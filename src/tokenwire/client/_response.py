@@ -16,6 +16,7 @@ from ..errors import StreamError
 from ..lifecycle import Violation
 from ..request import Message, Request, ToolCallRef
 from ..translate import _extensions as x
+from ..translate._lossless import block_parts
 
 __all__ = [
     "ParsedToolCall",
@@ -146,6 +147,14 @@ def tool_results_request(
         entries = list(previous) if isinstance(previous, list) else []
         entries.append({"message": len(history), "parts": parts})
         extensions = {**(extensions or {}), x.REASONING_HISTORY: entries}
+    blocks = block_parts(response.events)
+    if blocks:
+        # tokenwire extensions 1.1: compaction, MCP items, approval requests, tool
+        # kinds... go back with this assistant message, byte-identical.
+        previous = (extensions or {}).get(x.BLOCK_HISTORY)
+        entries = list(previous) if isinstance(previous, list) else []
+        entries.append({"message": len(history), "parts": blocks})
+        extensions = {**(extensions or {}), x.BLOCK_HISTORY: entries}
     history.append(response.to_message())
     for call in response.tool_calls:
         result = results[call.id]

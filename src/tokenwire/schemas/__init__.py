@@ -1,12 +1,15 @@
-"""The JSON Schemas (draft 2020-12) of LLM-Stream 1.0 and of tokenwire extensions 1.0.
+"""The JSON Schemas (draft 2020-12) of LLM-Stream 1.0 and of tokenwire extensions 1.1.
 
-Two documents ship in the package (docs/extensions.md):
+Three documents ship in the package (docs/extensions.md):
 
 * ``llm-stream-1.0.schema.json``: the seven standard events of §5.3, one
   ``$defs`` entry per type name;
-* ``tokenwire-extensions-1.0.schema.json``: the extension events
+* ``tokenwire-extensions-1.1.schema.json``: the extension events
   (``tokenwire.block``, ``tokenwire.usage``, ``tokenwire.stop``,
-  ``tokenwire.tool_delta``) and the request's ``tokenwire:`` extensions.
+  ``tokenwire.tool_delta``) and the request's ``tokenwire:`` extensions, the
+  one the validator uses (``EXTENSIONS_SCHEMA``);
+* ``tokenwire-extensions-1.0.schema.json``: the same as 1.0 defined them (1.1
+  only adds names), kept for readers pinned to it (``EXTENSIONS_SCHEMA_1_0``).
 
 ``jsonschema`` is imported, and each validator compiled, on first use only:
 the lifecycle validator's hot path (text deltas) never touches a schema.
@@ -23,6 +26,7 @@ from typing import Any, Final
 __all__ = [
     "EXTENSION_EVENTS",
     "EXTENSIONS_SCHEMA",
+    "EXTENSIONS_SCHEMA_1_0",
     "STANDARD_SCHEMA",
     "event_error",
     "extension_error",
@@ -31,7 +35,8 @@ __all__ = [
 ]
 
 STANDARD_SCHEMA: Final = "llm-stream-1.0.schema.json"
-EXTENSIONS_SCHEMA: Final = "tokenwire-extensions-1.0.schema.json"
+EXTENSIONS_SCHEMA: Final = "tokenwire-extensions-1.1.schema.json"
+EXTENSIONS_SCHEMA_1_0: Final = "tokenwire-extensions-1.0.schema.json"
 
 #: The extension event types tokenwire extensions 1.0 defines (and the validator checks).
 EXTENSION_EVENTS: Final = frozenset(
@@ -46,7 +51,7 @@ _MAX_MESSAGE: Final = 200
 
 @cache
 def load(name: str) -> dict[str, Any]:
-    """The schema document ``name`` (one of the two shipped), parsed."""
+    """The schema document ``name`` (one of those shipped), parsed."""
     text = resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
     document: dict[str, Any] = json.loads(text)
     return document
@@ -105,6 +110,7 @@ _SUPPORTED: Final = frozenset(
         "description",
         "type",
         "const",
+        "enum",
         "minimum",
         "minLength",
         "properties",
@@ -162,6 +168,12 @@ def _compile(schema: dict[str, Any], defs: dict[str, Any]) -> Check | None:
         if type(const) not in (str, bool):  # JSON equality of numbers is not Python's
             return None
         checks.append(_const(const))
+    if "enum" in schema:
+        values = schema["enum"]
+        if not all(type(v) in (str, bool) for v in values):
+            return None  # JSON equality of numbers is not Python's
+        options = tuple((type(v), v) for v in values)
+        checks.append(lambda v: (type(v), v) in options)
     if "minimum" in schema:
         checks.append(_minimum(schema["minimum"]))
     if "minLength" in schema:

@@ -22,6 +22,16 @@ assistant turn that made such a call does not start with the very same
 thinking / redacted blocks, in order, or when any thinking block's signature
 does not match its text: dropped, reordered or altered reasoning fails the way
 it fails against the real API.
+
+tokenwire extensions 1.1: ``Script.items`` are content blocks sent before the
+text. A ``compaction`` item is streamed as Anthropic does (``compaction_delta``)
+with an ``encrypted_content`` that signs its summary (``compaction_block``), and
+the calls of that turn carry its digest; a later request is refused when a
+compaction block's summary differs from what it signed, or when such a call
+comes without its compaction block. A ``server_tool_use`` item with
+``Script.container`` set pauses the turn (``pause_turn``, the container in
+``message_delta``, ``container_id``); the continuation is refused when the
+paused block was altered or the request's ``container`` is not that container.
 """
 
 from __future__ import annotations
@@ -58,6 +68,8 @@ __all__ = [
     "argument_fragments",
     "bad_event",
     "check_request",
+    "compaction_block",
+    "container_id",
     "reasoning_blocks",
     "redacted_data",
     "refusal_body",
@@ -199,6 +211,84 @@ def _check_reasoning(messages: list[Any]) -> str | None:
                     "assistant message cannot be modified. These blocks must remain as they "
                     "were in the original response."
                 )
+    return None
+
+
+# --- tokenwire extensions 1.1: compaction and pause_turn, checked on the next turn ----
+
+#: ``toolu_fake0000_cmp<digest>``: a call made in a turn that compacted the context.
+_COMPACTED_CALL: Final = re.compile(r"toolu_fake\d{4}_cmp([0-9a-f]{16})")
+#: ``srvtoolu_fake_<digest>``: a server tool block the fake paused its turn on.
+_PAUSED_TOOL: Final = re.compile(r"srvtoolu_fake_([0-9a-f]{16})")
+
+
+def _digest(*parts: Any) -> str:
+    return hashlib.sha256(_SIGNING_KEY + _encode(list(parts))).hexdigest()[:16]
+
+
+def compaction_block(summary: str) -> dict[str, Any]:
+    """The fake's compaction block for ``summary``: its encrypted content signs the text."""
+    sealed = base64.b64encode(b"\x1a\x03" + bytes.fromhex(_digest("compaction", summary)))
+    return {"type": "compaction", "content": summary, "encrypted_content": sealed.decode()}
+
+
+def container_id(server_tool_id: str) -> str:
+    """The container the fake ran a paused server tool in (its id names the tool)."""
+    return f"container_fake_{_digest('container', server_tool_id)}"
+
+
+def _sign_item(item: dict[str, Any]) -> dict[str, Any]:
+    if item.get("type") == "compaction":
+        return compaction_block(str(item.get("content", "")))
+    if item.get("type") == "server_tool_use":
+        tool_id = f"srvtoolu_fake_{_digest(item.get('name'), item.get('input'))}"
+        return {"id": tool_id, **item}
+    return item
+
+
+def _check_lossless(body: dict[str, Any], messages: list[Any]) -> str | None:
+    """Anthropic's next-turn rules for compaction and pause_turn (module docstring)."""
+    paused: str | None = None
+    for i, message in enumerate(messages):
+        content = message.get("content")
+        if message.get("role") != "assistant" or not isinstance(content, list):
+            continue
+        compactions: set[str] = set()
+        for k, block in enumerate(content):
+            if not isinstance(block, dict):
+                continue
+            kind = block.get("type")
+            if kind == "compaction":
+                summary = block.get("content")
+                if block != compaction_block(str(summary)):
+                    return (
+                        f"messages.{i}.content.{k}: the `compaction` block's `content` differs "
+                        "from the text its `encrypted_content` recorded"
+                    )
+                compactions.add(_digest("compaction", summary))
+            elif kind == "tool_use":
+                match = _COMPACTED_CALL.fullmatch(str(block.get("id", "")))
+                if match and match[1] not in compactions:
+                    return (
+                        f"messages.{i}.content.{k}: `tool_use` block {block.get('id')} was made "
+                        "after a `compaction` block that is missing from this assistant message"
+                    )
+            elif kind == "server_tool_use":
+                match = _PAUSED_TOOL.fullmatch(str(block.get("id", "")))
+                if match is None:
+                    continue
+                if _digest(block.get("name"), block.get("input")) != match[1]:
+                    return f"messages.{i}.content.{k}: `server_tool_use` block was modified"
+                if i == len(messages) - 1:
+                    paused = str(block["id"])
+    container = body.get("container")
+    if paused is not None and container != container_id(paused):
+        return (
+            "container: continuing a `pause_turn` requires the container of the paused turn"
+            f" (got {container!r})"
+        )
+    if isinstance(container, str) and container.startswith("container_fake_") and paused is None:
+        return "container: no paused turn to continue in this container"
     return None
 
 
@@ -536,7 +626,11 @@ def check_request(request: RecordedRequest) -> str | None:
             return f"messages.{i}.role: must be user or assistant"
     if body.get("stream") is not True:
         return "the fake only streams: stream must be true"
-    return _check_agent_fields(body, request.headers) or _check_reasoning(messages)
+    return (
+        _check_agent_fields(body, request.headers)
+        or _check_reasoning(messages)
+        or _check_lossless(body, messages)
+    )
 
 
 def argument_fragments(arguments: dict[str, Any]) -> list[str]:
@@ -618,6 +712,26 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
     )
     for start, agent_deltas in agent:
         block(start, agent_deltas)
+    # tokenwire extensions 1.1: compaction / server tool blocks (signed), before the text.
+    for item in map(_sign_item, script.items):
+        if item["type"] == "compaction":
+            deltas = [
+                {
+                    "type": "compaction_delta",
+                    "content": item["content"],
+                    "encrypted_content": item["encrypted_content"],
+                }
+            ]
+            block({"type": "compaction", "content": None}, deltas)
+            digest = digest or f"_cmp{_digest('compaction', item['content'])}"
+        elif item["type"] == "server_tool_use":
+            fragments = argument_fragments(item.get("input", {}))
+            block(
+                {**item, "input": {}},
+                [{"type": "input_json_delta", "partial_json": f} for f in fragments],
+            )
+        else:
+            block(item, [])
     pieces = script.pieces
     if pieces:
         block({"type": "text", "text": ""}, [{"type": "text_delta", "text": p} for p in pieces])
@@ -646,6 +760,14 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
         final_usage["server_tool_use"] = _server_usage(agent)
         if any(start.get("name") == "code_execution" for start, _ in agent):
             delta["container"] = {"id": "container_fake0001", "expires_at": "2026-12-31T00:00:00Z"}
+    paused = [i for i in map(_sign_item, script.items) if i.get("type") == "server_tool_use"]
+    if script.container is not None and paused:
+        # The turn pauses on its (long-running) server tool, in a container.
+        delta["stop_reason"] = "pause_turn"
+        delta["container"] = {
+            "id": container_id(paused[-1]["id"]),
+            "expires_at": "2026-12-01T00:00:00Z",
+        }
     out.append(_frame({"type": "message_delta", "delta": delta, "usage": final_usage}))
     out.append(_frame({"type": "message_stop"}))
     return out

@@ -30,6 +30,15 @@ OpenAI's error body (``check_request`` / ``refusal_body``) when a reasoning
 item's encrypted content does not verify (altered), or when a signed
 ``function_call`` item comes without that reasoning item before it in the
 same assistant turn (dropped or reordered).
+
+tokenwire extensions 1.1 (``Script.items``, output items sent after the calls;
+``check_items``): the fake gives a ``custom_tool_call`` or ``apply_patch_call``
+a ``call_id``, and an ``mcp_approval_request`` or ``compaction`` item an ``id``,
+that carries a digest of the item (``sign_item``). A later request is refused
+when such an item comes back altered (or as another item type: a custom call
+sent back as a ``function_call``), when a tool output has no call of its own
+type before it (``custom_tool_call_output`` needs its ``custom_tool_call``), or
+when an ``mcp_approval_response`` has no ``mcp_approval_request`` before it.
 """
 
 from __future__ import annotations
@@ -65,7 +74,9 @@ __all__ = [
     "encrypted_content",
     "error_body",
     "refusal_body",
+    "check_items",
     "render",
+    "sign_item",
 ]
 
 CONTENT_TYPE: Final = "text/event-stream; charset=utf-8"
@@ -195,7 +206,81 @@ def check_request(request: RecordedRequest) -> str | None:
     if problem is not None:
         return problem
     if isinstance(body["input"], list):
-        return _check_reasoning(body["input"])
+        return _check_reasoning(body["input"]) or check_items(body["input"])
+    return None
+
+
+# --- tokenwire extensions 1.1: items the next turn must send back unchanged ----------
+
+#: ``call_fake_<digest>`` / ``mcpr_fake_<digest>``: ids of items the fake made, each
+#: carrying a digest of the item's content, so an altered item is caught.
+_SIGNED_ITEM: Final = re.compile(r"(?:call|mcpr|cmp)_fake_([0-9a-f]{16})")
+_OUTPUTS: Final = {
+    "function_call_output": ("function_call", "function call output"),
+    "custom_tool_call_output": ("custom_tool_call", "custom tool call output"),
+    "apply_patch_call_output": ("apply_patch_call", "apply patch call output"),
+}
+
+
+def _item_digest(item: dict[str, Any]) -> str:
+    """The digest a signed item's id carries: of the fields that must come back as sent."""
+    kind = item.get("type")
+    if kind == "custom_tool_call":
+        signed: Any = [kind, item.get("name"), item.get("input")]
+    elif kind == "apply_patch_call":
+        signed = [kind, item.get("operation")]
+    elif kind == "mcp_approval_request":
+        signed = [kind, item.get("server_label"), item.get("name"), item.get("arguments")]
+    else:  # compaction
+        signed = [kind, item.get("encrypted_content")]
+    return _mac(msgspec.json.encode(signed, order="sorted")).hex()[:16]
+
+
+def sign_item(item: dict[str, Any], n: int) -> dict[str, Any]:
+    """``item`` with the ids the fake gives it: ``call_id`` (a client-run call) or ``id``."""
+    kind = item.get("type")
+    digest = _item_digest(item)
+    if kind in ("custom_tool_call", "apply_patch_call"):
+        prefix = "ctc" if kind == "custom_tool_call" else "apc"
+        return {"id": f"{prefix}_fake{n:04d}", "call_id": f"call_fake_{digest}", **item}
+    if kind == "mcp_approval_request":
+        return {"id": f"mcpr_fake_{digest}", **item}
+    if kind == "compaction":
+        return {"id": f"cmp_fake_{digest}", **item}
+    return {"id": f"item_fake{n:04d}", **item}
+
+
+def check_items(items: list[Any]) -> str | None:
+    """OpenAI's next-turn rules for 1.1 items, as the fake enforces them.
+
+    A tool output needs its call, of its own type, earlier in ``input``; an
+    ``mcp_approval_response`` needs its ``mcp_approval_request``; an item the
+    fake signed must come back unaltered.
+    """
+    calls: dict[str, str] = {}  # call_id -> item type
+    approvals: set[str] = set()
+    for i, item in enumerate(items):
+        kind = item.get("type", "message")
+        for key in ("call_id", "id"):
+            match = _SIGNED_ITEM.fullmatch(str(item.get(key, "")))
+            # Any item with a signed id (outputs only name it): one sent back as
+            # another type is altered too.
+            if match and kind not in _OUTPUTS and _item_digest(item) != match[1]:
+                return f"input[{i}]: item '{item.get(key)}' of type '{kind}' was modified."
+        if kind in ("function_call", "custom_tool_call", "apply_patch_call"):
+            calls[str(item.get("call_id"))] = kind
+        elif kind == "mcp_approval_request":
+            approvals.add(str(item.get("id")))
+        elif kind in _OUTPUTS:
+            want, words = _OUTPUTS[kind]
+            if calls.get(str(item.get("call_id"))) != want:
+                return f"No tool call found for {words} with call_id {item.get('call_id')}."
+        elif kind == "mcp_approval_response":
+            if str(item.get("approval_request_id")) not in approvals:
+                return (
+                    "No approval request found for mcp_approval_response with "
+                    f"approval_request_id {item.get('approval_request_id')}."
+                )
     return None
 
 
@@ -584,6 +669,20 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
         item = {**opened, "status": "completed", "arguments": arguments}
         body.add("response.output_item.done", output_index=index, item=item)
         output.append(item)
+    for n, extra in enumerate(script.items):
+        index = len(output)
+        made: dict[str, Any] = sign_item(extra, n)
+        if made.get("type") == "custom_tool_call":
+            opened = {**made, "input": ""}
+            body.add("response.output_item.added", output_index=index, item=opened)
+            at = {"item_id": made["id"], "output_index": index}
+            for piece in split_words(str(made.get("input", ""))):
+                body.add("response.custom_tool_call_input.delta", **at, delta=piece)
+            body.add("response.custom_tool_call_input.done", **at, input=made.get("input", ""))
+        else:
+            body.add("response.output_item.added", output_index=index, item=made)
+        body.add("response.output_item.done", output_index=index, item=made)
+        output.append(made)
     if script.error is not None:
         code, message = script.error
         etype, ecode = ERRORS.get(code, ERRORS["internal_error"])

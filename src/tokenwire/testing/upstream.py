@@ -214,6 +214,14 @@ class Script(msgspec.Struct, frozen=True, kw_only=True):
     thinking: str = ""
     #: Encrypted reasoning sent whole before the answer (Anthropic's redacted_thinking).
     redacted_thinking: bool = False
+    #: Vendor items sent after the tool calls, in the vendor's own shape (Responses:
+    #: output items such as ``custom_tool_call``, ``apply_patch_call``,
+    #: ``mcp_approval_request``, ``compaction``; Anthropic: content blocks such as
+    #: ``compaction``, ``server_tool_use``). Ids the next turn must send back are
+    #: filled in and signed by the vendor's module, which checks them then.
+    items: list[dict[str, Any]] = []
+    #: Anthropic: the container of the turn (``pause_turn`` continuations name it).
+    container: str | None = None
 
     @property
     def pieces(self) -> list[str]:

@@ -58,6 +58,19 @@ __all__ = [
     "TOOL_DELTAS",
     "USAGE",
     "VENDOR",
+    "APPROVAL",
+    "APPROVALS",
+    "AUDIO",
+    "BLOCK_HISTORY",
+    "CODE",
+    "COMPACTION",
+    "CONTAINER",
+    "LOGPROBS",
+    "MCP",
+    "STATUS",
+    "TOOL_KIND",
+    "TOOLS",
+    "URL_CONTEXT",
     "choice_mark",
     "extension",
     "fields",
@@ -112,6 +125,49 @@ def choice_mark(choice: int, index: int) -> ev.UnknownEvent | None:
 #: Request extension: ``[{"message": i, "parts": [reasoning part, ...]}, ...]``, the
 #: reasoning parts (``{"type": "tokenwire:reasoning", ...}``) of assistant message ``i``.
 REASONING_HISTORY: Final = "tokenwire:reasoning_history"
+
+# --- tokenwire extensions 1.1 (docs/extensions.md, "New in 1.1") -------------------
+
+#: ``tokenwire.block``: block ``index`` carries a ``tool.call`` of a client-run tool
+#: that is not a JSON function: ``"custom"`` (free-form input, the call's
+#: ``arguments`` are ``{"input": <raw text>}``) or ``"apply_patch"`` (the
+#: ``arguments`` are the patch operation). Sent before the ``tool.call``.
+TOOL_KIND: Final = "tokenwire:tool_kind"
+#: ``tokenwire.block``: a request for the user's consent before a tool runs (an MCP
+#: approval): ``{"id", "name", "arguments", "server_label"?}``. Never executed, never
+#: a result: the answer goes in the next request's ``tokenwire:approvals``.
+APPROVAL: Final = "tokenwire:approval"
+#: ``tokenwire.block``: an MCP item the vendor ran: ``{"kind": "list_tools" | "call" |
+#: "result", "id", "server_label", ...}``; a result names its call in ``call_id``.
+MCP: Final = "tokenwire:mcp"
+#: ``tokenwire.block``: a compaction of the context (summary and/or encrypted
+#: content), to be sent back byte-identical on the next turn (with ``tokenwire:vendor``).
+COMPACTION: Final = "tokenwire:compaction"
+#: ``tokenwire.stop``: the container the turn ran in (``{"id", "expires_at"?}``),
+#: which a ``pause_turn`` continuation must name; request extension: the same.
+CONTAINER: Final = "tokenwire:container"
+#: ``tokenwire.block``: the log probabilities of text block ``index``'s tokens.
+LOGPROBS: Final = "tokenwire:logprobs"
+#: ``tokenwire.block``: audio output of block ``index``: ``{"id"?, "data"?,
+#: "transcript"?, "expires_at"?, "format"?}`` (data and transcript are fragments).
+AUDIO: Final = "tokenwire:audio"
+#: ``tokenwire.block``: the URLs the model retrieved, ``[{"url", "status"}]``.
+URL_CONTEXT: Final = "tokenwire:url_context"
+#: ``tokenwire.block``: code the vendor ran (``{"language", "code"}``) or its result
+#: (``{"outcome", "output"}``): one shape for Gemini and Responses code execution.
+CODE: Final = "tokenwire:code"
+#: ``tokenwire.block``: the vendor's own status of the item block ``index`` came from.
+STATUS: Final = "tokenwire:status"
+
+#: Request extension: ``{tool name: {"kind": "custom", "format"?: {...}} |
+#: {"kind": "apply_patch"}}``, the declared tools that are not JSON functions.
+TOOLS: Final = "tokenwire:tools"
+#: Request extension: ``[{"id": approval id, "approve": bool, "reason"?: str}]``.
+APPROVALS: Final = "tokenwire:approvals"
+#: Request extension: ``[{"message": i, "parts": [part, ...]}]``, the vendor-bound
+#: blocks of assistant message ``i`` (compaction, MCP, approvals, tool kinds, audio,
+#: server tools), sent back the way the vendor requires.
+BLOCK_HISTORY: Final = "tokenwire:block_history"
 
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode

@@ -133,7 +133,41 @@ var EXTENSIONS = Object.freeze({
   /** `tokenwire.usage`: input tokens read from the vendor's prompt cache. */
   cacheReadInputTokens: "tokenwire:cache_read_input_tokens",
   /** `tokenwire.usage`: input tokens written to the vendor's prompt cache. */
-  cacheCreationInputTokens: "tokenwire:cache_creation_input_tokens"
+  cacheCreationInputTokens: "tokenwire:cache_creation_input_tokens",
+  /** `tokenwire.block`: a refusal marker on the block it concerns (1.1: the one carrier). */
+  refusal: "tokenwire:refusal",
+  /** `tokenwire.block`: the vendor's id of the item the block came from. */
+  id: "tokenwire:id",
+  /** `tokenwire.block`: the tool call a signature or tool kind belongs to. */
+  toolCallId: "tokenwire:tool_call_id",
+  /** `tokenwire.block`: a vendor object kept whole. */
+  raw: "tokenwire:raw",
+  /** 1.1 `tokenwire.block`: a client-run tool call that is not a JSON function (`custom`, `apply_patch`). */
+  toolKind: "tokenwire:tool_kind",
+  /** 1.1 `tokenwire.block`: an approval request (consent, never a result, never executed). */
+  approval: "tokenwire:approval",
+  /** 1.1 `tokenwire.block`: an MCP item the vendor ran (`list_tools`, `call`, `result`). */
+  mcp: "tokenwire:mcp",
+  /** 1.1 `tokenwire.block`: a compaction of the context, sent back byte-identical. */
+  compaction: "tokenwire:compaction",
+  /** 1.1 `tokenwire.block`: log probabilities of the text block's tokens. */
+  logprobs: "tokenwire:logprobs",
+  /** 1.1 `tokenwire.block`: audio output fragments (id, data, transcript). */
+  audio: "tokenwire:audio",
+  /** 1.1 `tokenwire.block`: the URLs retrieved, each with its status. */
+  urlContext: "tokenwire:url_context",
+  /** 1.1 `tokenwire.block`: code the vendor ran, or its result. */
+  code: "tokenwire:code",
+  /** 1.1 `tokenwire.block`: the vendor's own status of the item. */
+  status: "tokenwire:status",
+  /** 1.1 `tokenwire.stop` / request: the container a pause_turn continuation names. */
+  container: "tokenwire:container",
+  /** 1.1 request: the declared tools that are not JSON functions. */
+  tools: "tokenwire:tools",
+  /** 1.1 request: the answers to approval requests. */
+  approvals: "tokenwire:approvals",
+  /** 1.1 request: the vendor-bound blocks of earlier assistant messages. */
+  blockHistory: "tokenwire:block_history"
 });
 var EXTENSION_EVENTS = Object.freeze({
   /** Metadata of standard block `index` ({@link BlockExtension}). */

@@ -20,6 +20,8 @@ from .._contract import EncodeEvent
 from .._ingress import json_kind
 from .errors import ERROR_TYPES, STOP_REASONS, VENDOR_STOP_REASONS
 
+VENDOR: Final = "anthropic"
+
 _encode = msgspec.json.Encoder().encode
 
 
@@ -135,8 +137,34 @@ def _reasoning_part(block: Mapping[str, Any], path: str) -> dict[str, Any]:
     }
 
 
+def _kept_part(block: dict[str, Any]) -> dict[str, Any] | None:
+    """1.1: an assistant block kept whole for the next turn, as a block history part."""
+    kind = block.get("type")
+    if kind == "compaction":
+        fields = {k: v for k, v in block.items() if k != "type"}
+        return {"type": x.COMPACTION, x.COMPACTION: fields, x.VENDOR: VENDOR}
+    if kind == "mcp_tool_use":
+        mcp = {
+            "kind": "call",
+            "id": block.get("id"),
+            "name": block.get("name"),
+            "server_label": block.get("server_name"),
+            "arguments": _encode(block.get("input", {})).decode(),
+        }
+        return {"type": x.MCP, x.MCP: mcp, x.RAW: block, x.VENDOR: VENDOR}
+    if kind == "mcp_tool_result":
+        mcp = {"kind": "result", "call_id": block.get("tool_use_id")}
+        return {"type": x.MCP, x.MCP: mcp, x.RAW: block, x.VENDOR: VENDOR}
+    if kind == "server_tool_use" or (isinstance(kind, str) and kind.endswith("_tool_result")):
+        return {"type": x.SERVER_TOOL, x.SERVER_TOOL: block}
+    return None
+
+
 def _vendor_message(
-    message: object, path: str, reasoning: list[dict[str, Any]] | None = None
+    message: object,
+    path: str,
+    reasoning: list[dict[str, Any]] | None = None,
+    kept: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """One Anthropic message as standard messages (a user turn's tool results split off).
 
@@ -187,6 +215,8 @@ def _vendor_message(
         elif kind in ("thinking", "redacted_thinking") and role == "assistant":
             if reasoning is not None:
                 reasoning.append(_reasoning_part(block, where))
+        elif role == "assistant" and kept is not None and (part := _kept_part(block)):
+            kept.append(part)
         elif kind == "tool_result" and role == "user":
             result = block.get("content", "")
             out.append(
@@ -280,12 +310,16 @@ def request_from_vendor(body: dict[str, Any]) -> rq.Request:
             f"required: a non-empty array of messages, got {json_kind(history)}", path="messages"
         )
     history_reasoning: list[dict[str, Any]] = []
+    history_blocks: list[dict[str, Any]] = []
     for i, message in enumerate(history):
         reasoning: list[dict[str, Any]] = []
-        messages.extend(_vendor_message(message, f"messages[{i}]", reasoning))
+        kept: list[dict[str, Any]] = []
+        messages.extend(_vendor_message(message, f"messages[{i}]", reasoning, kept))
         if reasoning:
             # The assistant message is the last one _vendor_message produced.
             history_reasoning.append({"message": len(messages) - 1, "parts": reasoning})
+        if kept:
+            history_blocks.append({"message": len(messages) - 1, "parts": kept})
     tools = _vendor_tools(body["tools"]) if body.get("tools") is not None else None
     parameters = {
         key: body[key]
@@ -295,6 +329,11 @@ def request_from_vendor(body: dict[str, Any]) -> rq.Request:
     metadata = body.get("metadata")
     extras = {k: v for k, v in body.items() if k not in _STANDARD_FIELDS}
     extensions: dict[str, Any] = {}
+    if isinstance(extras.get("container"), str):
+        # 1.1: the container of a pause_turn continuation has a standard home.
+        extensions[x.CONTAINER] = {"id": extras.pop("container")}
+    if history_blocks:
+        extensions[x.BLOCK_HISTORY] = history_blocks
     if extras:
         extensions["vendor:anthropic"] = extras
         thinking = extras.get("thinking")
@@ -360,6 +399,7 @@ class EventEncoder:
         self._cache: tuple[int, int] | None = None  # (read, creation), tokenwire.usage
         self._raw_stop: str | None = None  # tokenwire.stop
         self._citing = False  # the open text block was opened for citations, no text yet
+        self._container: dict[str, Any] | None = None  # 1.1: tokenwire.stop's container
 
     @property
     def ended(self) -> bool:
@@ -470,6 +510,7 @@ class EventEncoder:
                     "delta": {
                         "stop_reason": vendor_stop,
                         "stop_sequence": None,
+                        **({"container": self._container} if self._container else {}),
                     },
                     "usage": usage,
                 },
@@ -508,6 +549,8 @@ class EventEncoder:
         if kind == x.STOP:
             raw = body.get(x.RAW_STOP_REASON)
             self._raw_stop = raw if isinstance(raw, str) and raw in STOP_REASONS else None
+            container = body.get(x.CONTAINER)
+            self._container = container if isinstance(container, dict) else None
             return b""
         if kind != x.BLOCK:
             return b""
@@ -526,6 +569,21 @@ class EventEncoder:
         redacted = body.get(x.REDACTED)
         if isinstance(redacted, str):
             return self._whole_block({"type": "redacted_thinking", "data": redacted}, None)
+        compaction = body.get(x.COMPACTION)
+        if isinstance(compaction, dict) and body.get(x.VENDOR) == VENDOR:
+            # 1.1: streamed as Anthropic does: an empty start, one compaction_delta.
+            delta: dict[str, Any] = {"type": "compaction_delta"}
+            delta.update((k, compaction.get(k)) for k in ("content", "encrypted_content"))
+            extra = {k: v for k, v in compaction.items() if k not in delta}
+            return self._whole_block({"type": "compaction", "content": None, **extra}, delta)
+        raw = body.get(x.RAW)
+        if isinstance(body.get(x.MCP), dict) and isinstance(raw, dict):
+            if raw.get("type") == "mcp_tool_use":
+                partial = _encode(raw.get("input") or {}).decode()
+                return self._whole_block(
+                    {**raw, "input": {}}, {"type": "input_json_delta", "partial_json": partial}
+                )
+            return self._whole_block(raw, None)
         server = body.get(x.SERVER_TOOL)
         if isinstance(server, dict) and isinstance(server.get("type"), str):
             if server["type"] == "server_tool_use":

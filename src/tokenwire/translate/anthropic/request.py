@@ -11,6 +11,7 @@ import msgspec
 from ... import request as rq
 from ...errors import InvalidRequest
 from .. import _extensions as x
+from .. import _lossless
 from .._base import VendorRequest
 from .._request import reasoning_history, vendor_parameters, versioned_url
 
@@ -108,8 +109,43 @@ def _reasoning_blocks(req: rq.Request) -> dict[int, list[dict[str, Any]]]:
     return out
 
 
+def _history_blocks(
+    req: rq.Request,
+) -> dict[int, tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
+    """1.1: message index -> (blocks before its reasoning, blocks after it).
+
+    From ``extensions["tokenwire:block_history"]``: this vendor's compaction
+    blocks go first (they stand for the context before them), then server tool
+    blocks (a ``pause_turn`` continuation sends them back as they came) and MCP
+    blocks, byte-identical. Other vendors' blocks are dropped (docs/translation.md).
+    """
+    out: dict[int, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
+    for message, parts in _lossless.block_history(req).items():
+        first: list[dict[str, Any]] = []
+        rest: list[dict[str, Any]] = []
+        for part in parts:
+            kind = part.get("type")
+            if kind == x.COMPACTION and part.get(x.VENDOR) == "anthropic":
+                first.append({"type": "compaction", **part[x.COMPACTION]})
+            elif kind == x.SERVER_TOOL:
+                block = part[x.SERVER_TOOL]
+                btype = block.get("type")
+                if isinstance(btype, str) and (
+                    btype == "server_tool_use" or btype.endswith("_tool_result")
+                ):
+                    rest.append(block)
+            elif kind == x.MCP and part.get(x.VENDOR) == "anthropic":
+                raw = part.get(x.RAW)
+                if isinstance(raw, dict):
+                    rest.append(raw)
+        out[message] = (first, rest)
+    return out
+
+
 def _turns(
-    messages: list[rq.Message], reasoning: dict[int, list[dict[str, Any]]] | None = None
+    messages: list[rq.Message],
+    reasoning: dict[int, list[dict[str, Any]]] | None = None,
+    history: dict[int, tuple[list[dict[str, Any]], list[dict[str, Any]]]] | None = None,
 ) -> tuple[list[str], list[dict[str, Any]]]:
     """System texts, and user/assistant turns with same-role neighbours merged.
 
@@ -136,8 +172,10 @@ def _turns(
                 result["content"] = content
             role, blocks = "user", [result]
         else:
-            # Anthropic: thinking and redacted blocks first, exactly as they came.
-            blocks = list(reasoning.get(i, ())) if reasoning else []
+            # Anthropic: thinking and redacted blocks first, exactly as they came
+            # (1.1: after a compaction block, and before server tool / MCP blocks).
+            first, rest = history.get(i, ([], [])) if history else ([], [])
+            blocks = [*first, *(reasoning.get(i, ()) if reasoning else ()), *rest]
             blocks += _blocks(message.content, path)
             for k, call in enumerate(message.tool_calls or ()):
                 blocks.append(
@@ -182,7 +220,7 @@ def request_body(req: rq.Request, *, upstream_model: str | None = None) -> dict[
     call arguments that are not a JSON object, a non-text system part, a
     ``vendor:anthropic`` extension that is not an object.
     """
-    system, messages = _turns(req.messages, _reasoning_blocks(req))
+    system, messages = _turns(req.messages, _reasoning_blocks(req), _history_blocks(req))
     body: dict[str, Any] = {"model": upstream_model or req.model}
     params = req.parameters or rq.Parameters()
     body["max_tokens"] = params.max_tokens or DEFAULT_MAX_TOKENS
@@ -199,6 +237,9 @@ def request_body(req: rq.Request, *, upstream_model: str | None = None) -> dict[
             tools.append(entry)
         body["tools"] = tools
     body.update(vendor_parameters(params, _PARAMETERS))
+    container = _lossless.container(req)
+    if container is not None:
+        body["container"] = container  # 1.1: a pause_turn continuation names it
     extension = req.extension("vendor:anthropic")
     if extension is not None:
         if not isinstance(extension, dict):

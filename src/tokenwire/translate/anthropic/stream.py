@@ -60,10 +60,15 @@ class _Delta(msgspec.Struct, frozen=True, gc=False):
     thinking: str = ""
     signature: str = ""
     citation: msgspec.Raw = msgspec.Raw(b"")
+    # compaction_delta (tokenwire extensions 1.1)
+    content: str | None = None
+    encrypted_content: str | None = None
 
 
 class _MessageDeltaBody(msgspec.Struct, frozen=True, gc=False):
     stop_reason: str | None = None
+    #: 1.1: ``{"id", "expires_at"}``, the container a pause_turn continuation names.
+    container: dict[str, Any] | None = None
 
 
 class _ErrorBody(msgspec.Struct, frozen=True, gc=False):
@@ -154,7 +159,14 @@ _KNOWN_TYPES: Final = frozenset(
 #: The delta types the translator reads; any other, in a block it knows, is counted
 #: as unknown (docs/extensions.md, "Unknown vendor event types").
 _KNOWN_DELTAS: Final = frozenset(
-    {"text_delta", "input_json_delta", "thinking_delta", "signature_delta", "citations_delta"}
+    {
+        "text_delta",
+        "input_json_delta",
+        "thinking_delta",
+        "signature_delta",
+        "citations_delta",
+        "compaction_delta",
+    }
 )
 
 
@@ -175,6 +187,8 @@ _THINKING: Final = 1  # thinking -> a reasoning block of its own, or dropped
 _TOOL: Final = 2  # tool_use -> one tool.call on its own block
 _SKIP: Final = 3  # an unknown block type: dropped
 _SERVER: Final = 4  # server_tool_use -> a tokenwire:server_tool block, never executed
+_MCP: Final = 5  # mcp_tool_use -> a tokenwire:mcp call block (1.1), never executed
+_COMPACTION: Final = 6  # compaction -> a tokenwire:compaction block (1.1), sent back as is
 
 #: Block types that ran on Anthropic's side; their results come whole in the start.
 _SERVER_RESULTS: Final = ("_tool_result",)
@@ -183,7 +197,7 @@ _SERVER_RESULTS: Final = ("_tool_result",)
 class _Block:
     """The state of one Anthropic content block (by its ``index``)."""
 
-    __slots__ = ("kind", "id", "name", "parts", "start_input", "done", "index")
+    __slots__ = ("kind", "id", "name", "parts", "start_input", "done", "index", "whole")
 
     def __init__(self, kind: int, id: str = "", name: str = "", start_input: bytes = b"") -> None:
         self.kind = kind
@@ -193,6 +207,8 @@ class _Block:
         self.start_input = start_input
         self.done = False
         self.index = -1  # the standard block it became (thinking, server tools)
+        #: 1.1: the block as it started (MCP, compaction), completed by its deltas.
+        self.whole: dict[str, Any] = {}
 
 
 def _tool_arguments(block: _Block) -> str | None:
@@ -242,6 +258,7 @@ class Translator(SSETranslator):
         self._output = 0
         self._output_reported = False  # message_delta's output count came (not the placeholder)
         self._payload = ""  # the JSON of the event being dispatched (slow path only)
+        self._container: dict[str, Any] | None = None
 
     # -- dispatch ----------------------------------------------------------
 
@@ -369,10 +386,27 @@ class Translator(SSETranslator):
             # Ran on Anthropic's side: shown (tokenwire:server_tool), never executed.
             self._blocks[index] = _Block(_SERVER, cb.id, cb.name, bytes(cb.input))
             return []
+        if kind in ("mcp_tool_use", "compaction"):
+            # 1.1: kept whole (the next turn sends them back byte-identical).
+            block = _Block(
+                _MCP if kind == "mcp_tool_use" else _COMPACTION, cb.id, cb.name, bytes(cb.input)
+            )
+            block.whole = _decode_any(self._payload).get("content_block", {})
+            self._blocks[index] = block
+            return []
+        if kind == "mcp_tool_result":
+            # 1.1: the result of an MCP call, linked to it by call_id; never executed.
+            start = _decode_any(self._payload).get("content_block", {})
+            content = start.get("content")
+            if isinstance(content, list):
+                content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+            mcp: dict[str, Any] = {"kind": "result", "call_id": start.get("tool_use_id")}
+            mcp["error" if start.get("is_error") else "output"] = content
+            return self._closed_block({x.MCP: mcp, x.RAW: start, x.VENDOR: self.name})
         if kind.endswith(_SERVER_RESULTS):
             # web_search_tool_result, code_execution_tool_result...: whole in the start.
             start = _decode_any(self._payload).get("content_block", {})
-            return self._block_event(self._new_index(), {x.SERVER_TOOL: start})
+            return self._closed_block({x.SERVER_TOOL: start})
         self._blocks[index] = _Block(_SKIP)  # a block type Anthropic added later
         self.note_unknown("content_block." + kind)
         return []
@@ -403,7 +437,16 @@ class Translator(SSETranslator):
                 citation = _decode_any(bytes(delta.citation))
                 return self._block_event(self._text_index, {x.CITATION: citation})
             return []
-        if kind == _TOOL or kind == _SERVER:
+        if kind == _COMPACTION:
+            if delta.type == "compaction_delta":
+                for key in ("content", "encrypted_content"):
+                    value = getattr(delta, key)
+                    if value is not None:
+                        block.whole[key] = value  # whole, as the SDK reads it (not a fragment)
+            elif delta.signature:
+                block.whole["signature"] = (block.whole.get("signature") or "") + delta.signature
+            return []
+        if kind == _TOOL or kind == _SERVER or kind == _MCP:
             if delta.type == "input_json_delta":
                 block.parts.append(delta.partial_json)
                 if kind == _TOOL and self.tool_deltas and delta.partial_json:
@@ -463,6 +506,11 @@ class Translator(SSETranslator):
         self._visible = True
         return self.writer.add(x.extension(x.BLOCK, {"index": index, **body}))
 
+    def _closed_block(self, body: dict[str, Any]) -> list[ev.Event]:
+        """A block that only carries ``tokenwire.block``, closed at once (1.1, rule 9)."""
+        index = self._new_index()
+        return self._block_event(index, body) + self.writer.stop(index, "end_turn")
+
     def _on_block_stop(self, event: ContentBlockStop) -> list[ev.Event]:
         block = self._blocks.get(event.index)
         if block is not None and block.kind == _SERVER and not block.done:
@@ -474,7 +522,23 @@ class Translator(SSETranslator):
                 "name": block.name,
                 "input": _decode_any(arguments) if arguments is not None else {},
             }
-            return self._block_event(self._new_index(), {x.SERVER_TOOL: server_tool})
+            return self._closed_block({x.SERVER_TOOL: server_tool})
+        if block is not None and block.kind == _MCP and not block.done:
+            block.done = True
+            arguments = _tool_arguments(block) or "{}"
+            raw = {**block.whole, "input": _decode_any(arguments)}
+            mcp = {
+                "kind": "call",
+                "id": block.id,
+                "name": block.name,
+                "server_label": raw.get("server_name"),
+                "arguments": arguments,
+            }
+            return self._closed_block({x.MCP: mcp, x.RAW: raw, x.VENDOR: self.name})
+        if block is not None and block.kind == _COMPACTION and not block.done:
+            block.done = True
+            compaction = {k: v for k, v in block.whole.items() if k != "type"}
+            return self._closed_block({x.COMPACTION: compaction, x.VENDOR: self.name})
         if block is None or block.kind != _TOOL or block.done:
             return []
         # §5.3.4 / DESIGN: a tool call is emitted whole, once its input is complete.
@@ -499,6 +563,8 @@ class Translator(SSETranslator):
     def _on_message_delta(self, event: MessageDelta) -> list[ev.Event]:
         if event.delta.stop_reason is not None:
             self._vendor_stop = event.delta.stop_reason
+        if event.delta.container is not None:
+            self._container = event.delta.container
         if event.usage is not None:
             self._merge_usage(event.usage)
             self._output_reported = self._output_reported or event.usage.output_tokens is not None
@@ -583,8 +649,18 @@ class Translator(SSETranslator):
         reason = stop_reason(vendor, has_tool_calls=bool(self._tool_indexes))
         writer = self.writer
         if vendor is not None:
-            # docs/extensions.md: the vendor's own value, next to the mapped stop_reason.
-            out += writer.add(x.extension(x.STOP, {x.RAW_STOP_REASON: vendor}))
+            # docs/extensions.md: the vendor's own value, next to the mapped stop_reason;
+            # 1.1: the container a pause_turn continuation must name.
+            stop: dict[str, Any] = {x.RAW_STOP_REASON: vendor}
+            if self._container is not None:
+                stop[x.CONTAINER] = self._container
+            out += writer.add(x.extension(x.STOP, stop))
+        if vendor == "refusal":
+            # 1.1: one refusal carrier for every vendor, on the block it concerns
+            # (the answer's text block, reserved when no text came).
+            if self._text_index < 0:
+                self._text_index = self._new_index()
+            out += self._block_event(self._text_index, {x.REFUSAL: True})
         if not writer.open_blocks:
             # No block carried anything (a refusal often has none): one
             # content.stop still tells the client why generation stopped.

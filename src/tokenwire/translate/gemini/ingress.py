@@ -426,6 +426,7 @@ class EventEncoder:
         self._raw_stop: str | None = None
         self._raw_detail: dict[str, Any] = {}
         self._grounding: dict[str, Any] | None = None
+        self._url_context: dict[str, Any] | None = None  # 1.1: urlContextMetadata
         self._supports: list[dict[str, Any]] = []
         self._sources: list[dict[str, Any]] = []
         self._finish_error: str | None = None
@@ -438,11 +439,11 @@ class EventEncoder:
         """True once the last chunk or an error chunk has been written."""
         return self._ended
 
-    def _chunk(self, parts: list[dict[str, Any]], block: int | None = None) -> bytes:
+    def _chunk(self, parts: list[dict[str, Any]], block: int | None = None, **fields: Any) -> bytes:
         index = self._choice_of.get(block, 0) if block is not None and self._choice_of else 0
         if index:
             self._candidates.setdefault(index, None)
-        candidate = {"content": {"parts": parts, "role": "model"}, "index": index}
+        candidate = {"content": {"parts": parts, "role": "model"}, "index": index, **fields}
         return _frame(
             {"candidates": [candidate], "modelVersion": self.model, "responseId": self.id}
         )
@@ -551,6 +552,8 @@ class EventEncoder:
             if self._supports:
                 grounding["groundingSupports"] = self._supports
             candidate["groundingMetadata"] = grounding
+        if self._url_context is not None:
+            candidate["urlContextMetadata"] = self._url_context
         others = [
             {
                 "content": {"parts": [{"text": ""}], "role": "model"},
@@ -571,8 +574,8 @@ class EventEncoder:
             return self._finish_error
         reason = self._stop or "end_turn"
         raw = self._raw_stop
-        if raw is not None:
-            mapped = FINISH_REASONS.get(raw, "end_turn")
+        if raw is not None and raw in FINISH_REASONS:  # not another vendor's ("completed")
+            mapped = FINISH_REASONS[raw]
             if mapped == reason or (raw == "STOP" and reason == "tool_use"):
                 return raw  # the vendor's own value (tokenwire.stop)
         return _FINISH.get(reason, "STOP")
@@ -605,6 +608,40 @@ class EventEncoder:
             elif citation.get("type") == "citation_source":
                 self._sources.append(rest)
             return b""  # another vendor's citation has no Gemini form
+        tokens = body.get(x.LOGPROBS)
+        if isinstance(tokens, list):
+            # 1.1: any vendor's logprobs as Gemini's logprobsResult, on a chunk of their own.
+            chosen = [
+                {"token": t.get("token"), "logProbability": t.get("logprob")}
+                for t in tokens
+                if isinstance(t, dict)
+            ]
+            top = [
+                {
+                    "candidates": [
+                        {"token": a.get("token"), "logProbability": a.get("logprob")}
+                        for a in t.get("top_logprobs") or ()
+                        if isinstance(a, dict)
+                    ]
+                }
+                for t in tokens
+                if isinstance(t, dict)
+            ]
+            result = {"chosenCandidates": chosen, "topCandidates": top}
+            return self._flush_call() + self._chunk([], logprobsResult=result)
+        code = body.get(x.CODE)
+        if isinstance(code, dict) and body.get(x.VENDOR) != _VENDOR:
+            # 1.1, cross-vendor: another vendor's code execution (a Responses
+            # code_interpreter_call) as Gemini's executableCode + codeExecutionResult.
+            parts: list[dict[str, Any]] = []
+            if isinstance(code.get("code"), str):
+                language = str(code.get("language") or "python").upper()
+                parts.append({"executableCode": {"language": language, "code": code["code"]}})
+            if "output" in code:
+                outcome = "OUTCOME_OK" if code.get("outcome", "ok") == "ok" else "OUTCOME_FAILED"
+                result = {"outcome": outcome, "output": str(code.get("output") or "")}
+                parts.append({"codeExecutionResult": result})
+            return self._flush_call() + self._chunk(parts) if parts else b""
         if body.get(x.VENDOR) != _VENDOR:
             return b""  # bound to another vendor: Gemini cannot check it (dropped)
         signature = body.get(x.SIGNATURE)
@@ -627,6 +664,9 @@ class EventEncoder:
                 return b""
             return self._flush_call() + self._chunk([dict(server)])
         raw = body.get(x.RAW)
+        if isinstance(raw, dict) and isinstance(raw.get("urlContextMetadata"), dict):
+            self._url_context = raw["urlContextMetadata"]  # a candidate field, not a part
+            return b""
         if isinstance(raw, dict):
             return self._flush_call() + self._chunk([dict(raw)])
         return b""

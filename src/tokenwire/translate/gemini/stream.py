@@ -203,6 +203,16 @@ _encode = msgspec.json.Encoder().encode
 # --- Stream side ---------------------------------------------------------------------
 
 
+def _code(name: str, value: Any) -> dict[str, Any] | None:
+    """1.1 ``tokenwire:code`` of an ``executableCode`` / ``codeExecutionResult`` part."""
+    if not isinstance(value, dict):
+        return None
+    if name == "executableCode":
+        return {"language": str(value.get("language", "PYTHON")).lower(), "code": value.get("code")}
+    outcome = "ok" if value.get("outcome") == "OUTCOME_OK" else "error"
+    return {"outcome": outcome, "output": value.get("output", "")}
+
+
 class Translator(SSETranslator):
     """Gemini ``alt=sse`` body -> standard events. See the module docstring.
 
@@ -231,6 +241,11 @@ class Translator(SSETranslator):
         self._details_sent = False
         self._grounding: dict[int, bytes] = {}  # candidate -> the last groundingMetadata
         self._cited: set[bytes] = set()  # citation sources already sent
+        #: 1.1: blocks that carry only tokenwire.block (server tools, raw parts, URL
+        #: context) -> their candidate; they end with content.stop too (rule 9).
+        self._meta: dict[int, int] = {}
+        self._refused: set[int] = set()  # blocks marked tokenwire:refusal
+        self._url_context: dict[int, bytes] = {}  # candidate -> the last urlContextMetadata
 
     # -- helpers -------------------------------------------------------------
 
@@ -453,12 +468,10 @@ class Translator(SSETranslator):
             raw["blockReasonMessage"] = feedback.blockReasonMessage
         if len(feedback.safetyRatings):
             raw["safetyRatings"] = _decode_any(feedback.safetyRatings)
-        stop = {
-            x.RAW_STOP_REASON: feedback.blockReason,
-            x.REFUSAL: True,
-            x.RAW: {"promptFeedback": raw},
-        }
+        stop = {x.RAW_STOP_REASON: feedback.blockReason, x.RAW: {"promptFeedback": raw}}
         writer = self.writer
+        # 1.1: one refusal carrier for every vendor, the block's tokenwire:refusal.
+        self._block_event({"index": self._block(0, False), x.REFUSAL: True})
         self.out += writer.add(x.extension(x.STOP, stop))
         self.out += writer.stop(self._block(0, False), "content_filter")
         self._usage_details()
@@ -493,15 +506,83 @@ class Translator(SSETranslator):
                     if whole is None:
                         self._on_part(c, part)
                         continue
-                    index = self._new_index()
+                    index = self._meta_block(c)
                     self._mark(c, index)
                     self._block_event({"index": index, x.RAW: whole, x.VENDOR: VENDOR})
                     if part.thoughtSignature:
                         self._signature(index, part.thoughtSignature)
-        if cand.groundingMetadata or cand.citationMetadata or cand.finishReason is not None:
+        if (
+            cand.groundingMetadata
+            or cand.citationMetadata
+            or cand.urlContextMetadata
+            or cand.logprobsResult
+            or cand.finishReason is not None
+        ):
             self._on_metadata(c, cand)
 
+    def _meta_block(self, c: int) -> int:
+        """A block of candidate ``c`` that only carries ``tokenwire.block`` events."""
+        index = self._new_index()
+        self._meta[index] = c
+        return index
+
+    def _on_url_context(self, c: int, raw: msgspec.Raw) -> None:
+        # 1.1: each URL the model retrieved with its status, and the vendor's object.
+        data = bytes(raw)
+        if self._url_context.get(c) == data:
+            return  # repeated on a later chunk
+        self._url_context[c] = data
+        metadata = _decode_any(data)
+        entries = metadata.get("urlMetadata") if isinstance(metadata, dict) else None
+        urls = (
+            [
+                {"url": e.get("retrievedUrl"), "status": e.get("urlRetrievalStatus")}
+                for e in entries
+                if isinstance(e, dict)
+            ]
+            if isinstance(entries, list)
+            else []
+        )
+        body = {
+            "index": self._meta_block(c),
+            x.URL_CONTEXT: urls,
+            x.RAW: {"urlContextMetadata": metadata},
+            x.VENDOR: VENDOR,
+        }
+        self._block_event(body)
+
+    def _on_logprobs(self, c: int, raw: msgspec.Raw) -> None:
+        # 1.1: the chunk's tokens with their log probabilities and top alternatives,
+        # on the candidate's text block, right after its text.
+        result = _decode_any(raw)
+        if not isinstance(result, dict):
+            return
+        chosen = result.get("chosenCandidates")
+        tops = result.get("topCandidates")
+        tokens = []
+        for i, pick in enumerate(chosen if isinstance(chosen, list) else ()):
+            if not isinstance(pick, dict):
+                continue
+            entry: dict[str, Any] = {
+                "token": pick.get("token"),
+                "logprob": pick.get("logProbability"),
+            }
+            top = tops[i] if isinstance(tops, list) and i < len(tops) else None
+            alternatives = top.get("candidates") if isinstance(top, dict) else None
+            entry["top_logprobs"] = [
+                {"token": a.get("token"), "logprob": a.get("logProbability")}
+                for a in (alternatives if isinstance(alternatives, list) else ())
+                if isinstance(a, dict)
+            ]
+            tokens.append(entry)
+        if tokens:
+            self._block_event({"index": self._block(c, False), x.LOGPROBS: tokens})
+
     def _on_metadata(self, c: int, cand: _Candidate) -> None:
+        if cand.logprobsResult:
+            self._on_logprobs(c, cand.logprobsResult)
+        if cand.urlContextMetadata:
+            self._on_url_context(c, cand.urlContextMetadata)
         if cand.groundingMetadata:
             self._on_grounding(c, cand.groundingMetadata)
         if cand.citationMetadata:
@@ -539,9 +620,14 @@ class Translator(SSETranslator):
             raw: msgspec.Raw = getattr(part, name)
             if len(raw):
                 # Ran on Gemini's side: shown (tokenwire:server_tool), never executed.
-                index = self._new_index()
-                server_tool = {name: _decode_any(raw)}
-                self._block_event({"index": index, x.SERVER_TOOL: server_tool, x.VENDOR: VENDOR})
+                index = self._meta_block(c)
+                value = _decode_any(raw)
+                server_tool = {name: value}
+                body = {"index": index, x.SERVER_TOOL: server_tool, x.VENDOR: VENDOR}
+                code = _code(name, value)
+                if code is not None:
+                    body[x.CODE] = code  # 1.1: the cross-vendor shape
+                self._block_event(body)
                 if signature:
                     self._signature(index, signature)
                 return
@@ -551,7 +637,7 @@ class Translator(SSETranslator):
             if len(getattr(part, name))
         }
         if whole:
-            index = self._new_index()
+            index = self._meta_block(c)
             self._block_event({"index": index, x.RAW: whole, x.VENDOR: VENDOR})
             if signature:
                 self._signature(index, signature)
@@ -568,7 +654,7 @@ class Translator(SSETranslator):
         if not isinstance(metadata, dict):
             return
         supports = metadata.pop("groundingSupports", None)
-        index = self._new_index()
+        index = self._meta_block(c)
         server_tool = {"groundingMetadata": metadata}
         self._block_event({"index": index, x.SERVER_TOOL: server_tool, x.VENDOR: VENDOR})
         text = self._block(c, False)
@@ -602,13 +688,21 @@ class Translator(SSETranslator):
         if cand.finishMessage:
             detail["finishMessage"] = cand.finishMessage
         if reason in REFUSAL_REASONS:
-            stop[x.REFUSAL] = True
+            # 1.1: one refusal carrier for every vendor, on the candidate's text block.
+            block = self._block(c, False)
+            self._refused.add(block)
+            self._block_event({"index": block, x.REFUSAL: True})
             if len(cand.safetyRatings):
                 detail["safetyRatings"] = _decode_any(cand.safetyRatings)
         if detail:
             stop[x.RAW] = detail
         self.out += self.writer.add(x.extension(x.STOP, stop))
         if reason in FINISH_ERRORS:
+            # 1.1, rule 9: the candidate's blocks still end with content.stop (the
+            # raw reason just went out), then the error.
+            # A candidate that sent nothing still gets one content.stop (its text block).
+            self._meta.setdefault(self._block(c, False), c)
+            self._stop_blocks(lambda _c: "end_turn")
             message = f": {cand.finishMessage}" if cand.finishMessage else ""
             self._fail(FINISH_ERRORS[reason], f"gemini: {reason}{message}")
             return
@@ -650,6 +744,25 @@ class Translator(SSETranslator):
 
     # -- end of body -------------------------------------------------------------
 
+    def _stop_blocks(self, reason_of: Any) -> None:
+        """``content.stop`` for every block not stopped yet, in index order: the open
+        ones, the refused ones and (1.1) the metadata-only ones."""
+        writer = self.writer
+        pending = {
+            index: c
+            for (c, _reasoning), index in self._blocks.items()
+            if index in writer.open_blocks or index in self._refused
+        }
+        pending.update(self._meta)
+        for index in sorted(pending):
+            reason = reason_of(pending[index])
+            if index in self._meta and reason == "tool_use":
+                reason = "end_turn"  # it carries no tool.call
+            self.out += writer.stop(index, reason)
+        self._meta.clear()
+        self._refused.clear()
+        self._blocks = {k: v for k, v in self._blocks.items() if v not in pending}
+
     def _on_eof(self) -> None:
         # Gemini's end marker is a finishReason on every candidate, then EOF.
         if not self._seen or any(c not in self._finish for c in self._seen):
@@ -658,9 +771,6 @@ class Translator(SSETranslator):
                 "internal_error", f"{self.name} stream ended before its end marker (truncated)"
             )
             return
-        out = self.out
-        for (c, _reasoning), index in sorted(self._blocks.items(), key=lambda kv: kv[1]):
-            if index in self.writer.open_blocks:
-                out += self.writer.stop(index, self._finish[c])
+        self._stop_blocks(lambda c: self._finish[c])
         self._usage_details()
         self.out += self._usage_events() + self.writer.end()

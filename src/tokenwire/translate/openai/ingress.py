@@ -201,6 +201,17 @@ def request_from_vendor(body: Any, *, vendor: str = "openai") -> rq.Request:
     ]
     if reasoning:
         extensions[x.REASONING_HISTORY] = reasoning
+    # 1.1: an assistant message's audio output is named by its id next turn.
+    audio = [
+        {"message": i, "parts": [{"type": x.AUDIO, x.AUDIO: {"id": m["audio"]["id"]}}]}
+        for i, m in enumerate(messages)
+        if isinstance(m, dict)
+        and m.get("role") == "assistant"
+        and isinstance(m.get("audio"), dict)
+        and isinstance(m["audio"].get("id"), str)
+    ]
+    if audio:
+        extensions[x.BLOCK_HISTORY] = audio
     try:
         return rq.build(
             model=model,
@@ -427,6 +438,17 @@ class ChunkEncoder:
                 self._choice_of[body["index"]] = choice
             if body.get(x.REFUSAL) is True:
                 self._refusals.add(body["index"])
+            audio = body.get(x.AUDIO)
+            if isinstance(audio, dict):
+                return self._start() + self._delta({"audio": audio})
+            tokens = body.get(x.LOGPROBS)
+            if isinstance(tokens, list):
+                # 1.1: on the chunk's choice, for the tokens just sent.
+                key = "refusal" if body["index"] in self._refusals else "content"
+                logprobs = {"content": None, "refusal": None, key: tokens}
+                return self._start() + self._chunk(
+                    [{"index": 0, "delta": {}, "logprobs": logprobs, "finish_reason": None}]
+                )
             citation = body.get(x.CITATION)
             if isinstance(citation, dict) and citation.get("type") == "url_citation":
                 if not isinstance(citation.get("url_citation"), dict):

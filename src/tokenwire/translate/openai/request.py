@@ -10,6 +10,7 @@ import msgspec
 from ... import request as rq
 from ...errors import InvalidRequest
 from .. import _extensions as x
+from .. import _lossless
 from .._base import VendorRequest
 from .._request import function_call, function_tool, reasoning_history, vendor_parameters
 
@@ -95,11 +96,13 @@ def messages_to_openai(
     convert: PartConverter = _part_to_openai,
     *,
     reasoning: dict[int, str] | None = None,
+    audio: dict[int, str] | None = None,
 ) -> list[dict[str, Any]]:
     """The standard history as Chat Completions ``messages`` (parts via ``convert``).
 
     ``reasoning`` (message index -> text) goes in the assistant message's
-    ``reasoning_content`` (DeepSeek, vLLM and other compatible servers take it).
+    ``reasoning_content`` (DeepSeek, vLLM and other compatible servers take it);
+    ``audio`` (message index -> audio id, 1.1) in its ``audio``.
     """
     out: list[dict[str, Any]] = []
     for i, m in enumerate(messages):
@@ -111,6 +114,8 @@ def messages_to_openai(
             item["content"] = _text_only(m)
             if reasoning and i in reasoning:
                 item["reasoning_content"] = reasoning[i]
+            if audio and i in audio:
+                item["audio"] = {"id": audio[i]}
             if m.tool_calls:
                 item["tool_calls"] = [function_call(call) for call in m.tool_calls]
         else:
@@ -118,6 +123,16 @@ def messages_to_openai(
         if m.name is not None and m.role != "tool":
             item["name"] = m.name
         out.append(item)
+    return out
+
+
+def audio_ids(req: rq.Request) -> dict[int, str]:
+    """1.1: message index -> the id of its audio output (``tokenwire:block_history``)."""
+    out: dict[int, str] = {}
+    for message, parts in _lossless.block_history(req).items():
+        for audio in _lossless.parts_of(parts, x.AUDIO):
+            if isinstance(audio.get("id"), str):
+                out[message] = audio["id"]
     return out
 
 
@@ -195,7 +210,9 @@ def build_request(
     body: dict[str, Any] = {
         "model": upstream_model or req.model,
         "messages": messages_to_openai(
-            req.messages, reasoning=reasoning_texts(req) if send_reasoning else None
+            req.messages,
+            reasoning=reasoning_texts(req) if send_reasoning else None,
+            audio=audio_ids(req),
         ),
         "stream": True,
         "stream_options": {"include_usage": True},

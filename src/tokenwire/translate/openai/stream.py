@@ -45,6 +45,15 @@ class _ContentPart(msgspec.Struct, gc=False):
     thinking: list[_ContentPart] | None = None
 
 
+class _Audio(msgspec.Struct, gc=False, omit_defaults=True):
+    """``delta.audio`` (1.1): fragments of the audio output and its transcript."""
+
+    id: str | None = None
+    data: str | None = None
+    transcript: str | None = None
+    expires_at: int | None = None
+
+
 class _Delta(msgspec.Struct, gc=False):
     content: str | list[_ContentPart] | None = None
     refusal: str | None = None
@@ -53,12 +62,19 @@ class _Delta(msgspec.Struct, gc=False):
     reasoning_content: str | None = None  # DeepSeek
     reasoning: str | None = None  # OpenRouter, vLLM
     annotations: list[msgspec.Raw] | None = None  # url_citation (search models)
+    audio: _Audio | None = None  # 1.1: audio output (id, data, transcript)
+
+
+class _Logprobs(msgspec.Struct, gc=False):
+    content: list[msgspec.Raw] | None = None
+    refusal: list[msgspec.Raw] | None = None
 
 
 class _Choice(msgspec.Struct, gc=False):
     index: int = 0
     delta: _Delta | None = None
     finish_reason: str | None = None
+    logprobs: _Logprobs | None = None  # 1.1: the tokens' log probabilities, when asked
 
 
 class _Details(msgspec.Struct, gc=False):
@@ -108,6 +124,7 @@ class _ChoiceState:
     """What one choice has opened so far."""
 
     __slots__ = (
+        "audio_block",
         "by_index",
         "calls",
         "finished",
@@ -124,6 +141,7 @@ class _ChoiceState:
         self.text_block: int | None = None
         self.reason_block: int | None = None
         self.refusal_block: int | None = None
+        self.audio_block: int | None = None
         self.refused = False
         self.finished = False
         self.calls: list[_PendingCall] = []
@@ -201,7 +219,7 @@ class Translator(SSETranslator):
         ):
             choice = choices[0]
             delta = choice.delta
-            if delta is not None and choice.finish_reason is None:
+            if delta is not None and choice.finish_reason is None and choice.logprobs is None:
                 content = delta.content
                 state = self._choices.get(choice.index)
                 if (
@@ -217,6 +235,7 @@ class Translator(SSETranslator):
                         or delta.reasoning
                         or delta.function_call is not None
                         or delta.annotations is not None
+                        or delta.audio is not None
                     )
                 ):
                     # More text for an open block: Writer.text's fast path.
@@ -244,6 +263,8 @@ class Translator(SSETranslator):
             state = self._choices.get(choice.index) or self._choice(choice.index)
             if choice.delta is not None:
                 self._on_delta(state, choice.delta)
+            if choice.logprobs is not None:
+                self._logprobs(state, choice.logprobs)
             if choice.finish_reason is not None:
                 self._finish(state, choice.finish_reason)
                 if self.writer.ended:
@@ -268,6 +289,8 @@ class Translator(SSETranslator):
                         self._text(state, part.text)
         if delta.refusal:
             self._refusal(state, delta.refusal)
+        if delta.audio is not None:
+            self._audio(state, delta.audio)
         if delta.annotations:
             index = self._text_index(state)
             for annotation in delta.annotations:
@@ -335,6 +358,28 @@ class Translator(SSETranslator):
             self.out += self.writer.add(x.extension(x.BLOCK, body))
         self.out += self.writer.text(text, state.refusal_block)
 
+    def _audio(self, state: _ChoiceState, audio: _Audio) -> None:
+        # 1.1: audio output on a block of its own (id, data and transcript
+        # fragments), closed at the choice's finish like its other blocks.
+        if state.finished:
+            raise TranslationError(f"choice {state.index} sent audio after its finish_reason")
+        if state.audio_block is None:
+            state.audio_block = self._own_index(state)
+        fields = {k: v for k, v in msgspec.structs.asdict(audio).items() if v is not None}
+        body = {"index": state.audio_block, x.AUDIO: fields}
+        self.out += self.writer.add(x.extension(x.BLOCK, body))
+
+    def _logprobs(self, state: _ChoiceState, logprobs: _Logprobs) -> None:
+        # 1.1: the log probabilities of the tokens just sent, on their block.
+        for entries, block in (
+            (logprobs.content, state.text_block),
+            (logprobs.refusal, state.refusal_block),
+        ):
+            if entries and block is not None:
+                tokens = [_decode_any(bytes(entry)) for entry in entries]
+                body = {"index": block, x.LOGPROBS: tokens}
+                self.out += self.writer.add(x.extension(x.BLOCK, body))
+
     def _reasoning(self, state: _ChoiceState, text: str) -> None:
         # Reasoning is not in the draft's registry: carried only when asked for,
         # on its own block, marked "tokenwire:reasoning" (docs/extensions.md).
@@ -374,6 +419,8 @@ class Translator(SSETranslator):
             self.out += writer.stop(state.text_block, stop)
         if state.refusal_block is not None:
             self.out += writer.stop(state.refusal_block, stop)
+        if state.audio_block is not None:
+            self.out += writer.stop(state.audio_block, stop)
         # A choice that wrote no text leaves its own index free: its first
         # tool call takes it (so a lone call is block 0, "0 for primary", §5.3.2).
         spare = state.index if state.index not in self._taken else None

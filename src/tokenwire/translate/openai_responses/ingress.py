@@ -16,13 +16,16 @@ from ... import events as ev
 from ... import request as rq
 from ...errors import InvalidRequest
 from .. import _extensions as x
+from .. import _lossless
 from .._contract import EncodeEvent
-from .._ingress import tool_from_function, want
+from .._ingress import want
+from .items import CLIENT_CALLS, CLIENT_TOOLS, KEPT_ITEMS, client_call, kept_part, tools_11
 from .request import VENDOR
 
 __all__ = ["ResponsesEncoder", "parse_ingress", "request_from_vendor"]
 
 _encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder().decode
 
 # --- Request side: Responses body -> standard (§7.3 ingress) -----------------------
 
@@ -109,15 +112,32 @@ def _reasoning_part(item: dict[str, Any], path: str) -> dict[str, Any]:
 
 def _messages(items: Any, instructions: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """``(standard messages, reasoning history)`` for ``input``."""
+    messages, history, _, _ = _messages_11(items, instructions)
+    return messages, history
+
+
+def _messages_11(
+    items: Any, instructions: Any
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """``(standard messages, reasoning history, block history, approvals)`` for ``input``."""
     messages: list[dict[str, Any]] = []
     history: list[dict[str, Any]] = []
+    blocks: list[dict[str, Any]] = []
+    answers: list[dict[str, Any]] = []
+
+    def keep(at: int, part: dict[str, Any]) -> None:
+        if blocks and blocks[-1]["message"] == at:
+            blocks[-1]["parts"].append(part)
+        else:
+            blocks.append({"message": at, "parts": [part]})
+
     if instructions is not None:
         messages.append(
             {"role": "system", "content": want(instructions, str, "instructions", "a string")}
         )
     if isinstance(items, str):
         messages.append({"role": "user", "content": items})
-        return messages, history
+        return messages, history, blocks, answers
     want(items, list, "input", "a string or an array of items")
     # The assistant message the following reasoning / function_call items join.
     open_turn: dict[str, Any] | None = None
@@ -141,12 +161,34 @@ def _messages(items: Any, instructions: Any) -> tuple[list[dict[str, Any]], list
                 open_turn = message
                 message["tool_calls"] = []
             continue
-        if kind in ("reasoning", "function_call"):
-            if open_turn is None or (kind == "reasoning" and open_turn["tool_calls"]):
+        if kind == "mcp_approval_response":
+            answer = {
+                "id": want(
+                    item.get("approval_request_id"),
+                    str,
+                    f"{path}.approval_request_id",
+                    "a string",
+                ),
+                "approve": want(item.get("approve"), bool, f"{path}.approve", "true or false"),
+            }
+            if item.get("reason") is not None:
+                answer["reason"] = want(item["reason"], str, f"{path}.reason", "a string")
+            answers.append(answer)
+            continue
+        if kind in ("reasoning", "function_call", *KEPT_ITEMS, *CLIENT_CALLS):
+            if open_turn is None or (
+                kind not in ("function_call", *CLIENT_CALLS) and open_turn["tool_calls"]
+            ):
                 open_turn = {"role": "assistant", "content": "", "tool_calls": []}
                 messages.append(open_turn)
             at = len(messages) - 1
-            if kind == "reasoning":
+            if kind in KEPT_ITEMS:
+                keep(at, kept_part(item, path))
+            elif kind in CLIENT_CALLS:
+                call, part = client_call(item, path)
+                open_turn["tool_calls"].append(call)
+                keep(at, part)
+            elif kind == "reasoning":
                 part = _reasoning_part(item, path)
                 if history and history[-1]["message"] == at:
                     history[-1]["parts"].append(part)
@@ -163,7 +205,7 @@ def _messages(items: Any, instructions: Any) -> tuple[list[dict[str, Any]], list
                     }
                 )
             continue
-        if kind == "function_call_output":
+        if kind in ("function_call_output", "custom_tool_call_output", "apply_patch_call_output"):
             open_turn = None
             output = item.get("output")
             if isinstance(output, list):
@@ -180,21 +222,7 @@ def _messages(items: Any, instructions: Any) -> tuple[list[dict[str, Any]], list
     for message in messages:
         if message.get("tool_calls") == []:
             del message["tool_calls"]
-    return messages, history
-
-
-def _tools(tools: Any) -> list[dict[str, Any]] | None:
-    if tools is None:
-        return None
-    want(tools, list, "tools", "an array")
-    out = []
-    for i, tool in enumerate(tools):
-        path = f"tools[{i}]"
-        want(tool, dict, path, "a tool object")
-        if tool.get("type") != "function":
-            continue  # a hosted tool: see request_from_vendor
-        out.append(tool_from_function(tool, path))
-    return out
+    return messages, history, blocks, answers
 
 
 def request_from_vendor(body: Any) -> rq.Request:
@@ -215,7 +243,8 @@ def request_from_vendor(body: Any) -> rq.Request:
     """
     want(body, dict, "$", "a JSON object")
     model = want(body.get("model"), str, "model", "a string")
-    messages, history = _messages(body.get("input"), body.get("instructions"))
+    messages, history, blocks, answers = _messages_11(body.get("input"), body.get("instructions"))
+    tools_out, kinds = tools_11(body.get("tools"))
     params = {
         name: body[key]
         for name, key in (
@@ -228,7 +257,7 @@ def request_from_vendor(body: Any) -> rq.Request:
     rest = {k: v for k, v in body.items() if k not in _MAPPED_FIELDS}
     tools = body.get("tools")
     if isinstance(tools, list) and any(
-        not isinstance(t, dict) or t.get("type") != "function" for t in tools
+        not isinstance(t, dict) or t.get("type") not in CLIENT_TOOLS for t in tools
     ):
         # Hosted tools (web_search, file_search, code_interpreter...) run at
         # OpenAI: a Responses upstream gets the caller's whole list back; the
@@ -244,11 +273,17 @@ def request_from_vendor(body: Any) -> rq.Request:
         extensions[x.REASONING] = True
     if history:
         extensions[x.REASONING_HISTORY] = history
+    if kinds:
+        extensions[x.TOOLS] = kinds
+    if blocks:
+        extensions[x.BLOCK_HISTORY] = blocks
+    if answers:
+        extensions[x.APPROVALS] = answers
     metadata = body.get("metadata")
     return rq.build(
         model=model,
         messages=messages,
-        tools=_tools(body.get("tools")),
+        tools=tools_out,
         parameters=params or None,
         metadata=metadata if isinstance(metadata, dict) else None,
         extensions=extensions or None,
@@ -314,6 +349,8 @@ class ResponsesEncoder:
         self._output: list[_Out] = []
         self._refusals: set[int] = set()
         self._sealed: dict[int, dict[str, Any]] = {}  # reasoning block -> id/encrypted
+        self._kinds: dict[int, dict[str, Any]] = {}  # 1.1: tool.call block -> its tool kind
+        self._code: dict[str, Any] | None = None  # 1.1: another vendor's code, awaiting its result
         self._usage: dict[str, Any] | None = None
         self._cached: int | None = None
         self._reasoning_tokens: int | None = None
@@ -492,7 +529,91 @@ class ResponsesEncoder:
             "response.output_text.delta", **at, delta=event.text, logprobs=[]
         )
 
+    def _client_tool(self, event: ev.ToolCall, marker: dict[str, Any]) -> bytes:
+        """1.1: a custom tool or apply_patch ``tool.call`` as the item it came as."""
+        index = len(self._output)
+        kind = marker.get(x.TOOL_KIND)
+        given = marker.get(x.ITEM_ID)
+        item: dict[str, Any]
+        if kind == "custom":
+            item = {
+                "id": given if isinstance(given, str) else self._new_id("ctc"),
+                "type": "custom_tool_call",
+                "call_id": event.id,
+                "name": event.name,
+                "input": "",
+            }
+        else:
+            item = {
+                "id": given if isinstance(given, str) else self._new_id("apc"),
+                "type": "apply_patch_call",
+                "status": "in_progress",
+                "call_id": event.id,
+                "operation": _decode(event.arguments),
+            }
+        out = _Out(item, index, item["type"])
+        out.done = True
+        self._output.append(out)
+        frames = self._frame("response.output_item.added", output_index=index, item=dict(item))
+        if kind == "custom":
+            raw = _lossless.custom_input(event.arguments)
+            at = {"item_id": item["id"], "output_index": index}
+            frames += self._frame("response.custom_tool_call_input.delta", **at, delta=raw)
+            frames += self._frame("response.custom_tool_call_input.done", **at, input=raw)
+            item["input"] = raw
+        else:
+            status = marker.get(x.STATUS)
+            item["status"] = status if isinstance(status, str) else "completed"
+        return frames + self._frame("response.output_item.done", output_index=index, item=item)
+
+    def _foreign_code(self, code: dict[str, Any]) -> bytes:
+        """1.1, cross-vendor: Gemini's code execution as a ``code_interpreter_call``
+        (the code, then its result, which completes the item)."""
+        frames = b""
+        if isinstance(code.get("code"), str):
+            frames = self._flush_code()
+            self._code = {
+                "id": self._new_id("ci"),
+                "type": "code_interpreter_call",
+                "status": "completed",
+                "code": code["code"],
+                "container_id": "",
+                "outputs": [],
+            }
+        if "output" in code:
+            item = self._code or {
+                "id": self._new_id("ci"),
+                "type": "code_interpreter_call",
+                "status": "completed",
+                "code": None,
+                "container_id": "",
+                "outputs": [],
+            }
+            item["outputs"] = [{"type": "logs", "logs": str(code.get("output") or "")}]
+            if code.get("outcome") == "error":
+                item["status"] = "failed"
+            self._code = item
+            frames += self._flush_code()
+        return frames
+
+    def _flush_code(self) -> bytes:
+        item, self._code = self._code, None
+        return self._whole_item(item) if item is not None else b""
+
+    def _whole_item(self, item: dict[str, Any]) -> bytes:
+        """An item sent whole (``output_item.added`` and ``.done``): hosted tools, MCP..."""
+        index = len(self._output)
+        out = _Out(dict(item), index, "server_tool")
+        out.done = True
+        self._output.append(out)
+        return self._frame("response.output_item.added", output_index=index, item=item) + (
+            self._frame("response.output_item.done", output_index=index, item=item)
+        )
+
     def _tool_call(self, event: ev.ToolCall) -> bytes:
+        marker = self._kinds.get(event.index)
+        if marker is not None and marker.get(x.TOOL_KIND) in _lossless.KINDS:
+            return self._client_tool(event, marker)
         index = len(self._output)
         item: dict[str, Any] = {
             "id": self._new_id("fc"),
@@ -533,6 +654,25 @@ class ResponsesEncoder:
             return b""
         if body.get(x.REFUSAL) is True:
             self._refusals.add(block)
+        if x.TOOL_KIND in body:
+            self._kinds[block] = body
+            return b""
+        code = body.get(x.CODE)
+        if isinstance(code, dict) and body.get(x.VENDOR) not in (None, VENDOR):
+            return self._foreign_code(code)
+        approval = body.get(x.APPROVAL)
+        if isinstance(approval, dict) and isinstance(approval.get("id"), str):
+            return self._whole_item({"type": "mcp_approval_request", **approval})
+        mcp = body.get(x.MCP)
+        if isinstance(mcp, dict) and mcp.get("kind") in ("list_tools", "call"):
+            kind = "mcp_list_tools" if mcp["kind"] == "list_tools" else "mcp_call"
+            fields = {k: v for k, v in mcp.items() if k not in ("kind", "call_id")}
+            return self._whole_item({"type": kind, **fields})
+        compaction = body.get(x.COMPACTION)
+        if isinstance(compaction, dict) and body.get(x.VENDOR) == VENDOR:
+            # Another vendor's compaction cannot be checked by OpenAI: dropped
+            # (docs/translation.md); its summary text, if any, is not an answer.
+            return self._whole_item({"type": "compaction", **compaction})
         if body.get(x.VENDOR) == VENDOR and (x.ITEM_ID in body or x.REDACTED in body):
             sealed = self._sealed.setdefault(block, {})
             if isinstance(body.get(x.ITEM_ID), str):
@@ -587,7 +727,8 @@ class ResponsesEncoder:
 
     def _end(self) -> bytes:
         self._done = True
-        frames = b"".join(self._close(out) for out in self._output)
+        frames = self._flush_code()
+        frames += b"".join(self._close(out) for out in self._output)
         usage = self._usage_object()
         if self._error is not None:
             failed = self._response("failed", error=self._error, usage=usage)

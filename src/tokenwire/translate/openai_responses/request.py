@@ -20,8 +20,9 @@ from typing import Any, Final
 import msgspec
 
 from ...errors import InvalidRequest
-from ...request import AudioPart, DocumentPart, ImagePart, Message, Request, TextPart
+from ...request import AudioPart, DocumentPart, ImagePart, Message, Request, TextPart, Tool
 from .. import _extensions as x
+from .. import _lossless
 from .._base import VendorRequest
 from .._request import merge_extensions, reasoning_history, sse_headers, versioned_url
 
@@ -99,11 +100,70 @@ def reasoning_items(req: Request) -> dict[int, list[dict[str, Any]]]:
     return out
 
 
+def _history_items(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """1.1: the items of ``tokenwire:block_history`` parts, byte-identical (approval
+    requests, MCP items, this vendor's compaction items), in their order."""
+    items: list[dict[str, Any]] = []
+    for part in parts:
+        kind = part.get("type")
+        if kind == x.APPROVAL:
+            items.append({"type": "mcp_approval_request", **part[x.APPROVAL]})
+        elif kind == x.MCP and part.get(x.VENDOR) in (None, VENDOR):
+            mcp = part[x.MCP]
+            if mcp.get("kind") in ("list_tools", "call"):
+                item = "mcp_list_tools" if mcp["kind"] == "list_tools" else "mcp_call"
+                items.append(
+                    {"type": item, **{k: v for k, v in mcp.items() if k not in ("kind", "call_id")}}
+                )
+        elif kind == x.COMPACTION and part.get(x.VENDOR) == VENDOR:
+            items.append({"type": "compaction", **part[x.COMPACTION]})
+    return items
+
+
+def _call_item(call: Any, kind: dict[str, Any] | None, item_ids: dict[str, str]) -> dict[str, Any]:
+    """An assistant's tool call as the item it was: a function, custom or apply_patch call."""
+    if kind is None:
+        return {
+            "type": "function_call",
+            "call_id": call.id,
+            "name": call.name,
+            "arguments": call.arguments,
+        }
+    item: dict[str, Any]
+    if kind["kind"] == "custom":
+        raw = _lossless.custom_input(call.arguments)
+        item = {"type": "custom_tool_call", "call_id": call.id, "name": call.name, "input": raw}
+    else:
+        operation = msgspec.json.decode(call.arguments)
+        item = {
+            "type": "apply_patch_call",
+            "call_id": call.id,
+            "operation": operation,
+            "status": "completed",
+        }
+    if call.id in item_ids:
+        item["id"] = item_ids[call.id]
+    return item
+
+
 def _input(req: Request) -> tuple[list[str], list[dict[str, Any]]]:
     """``(instructions, input items)`` for the history."""
     instructions: list[str] = []
     items: list[dict[str, Any]] = []
     reasoning = reasoning_items(req)
+    kinds = _lossless.tool_kinds(req)
+    blocks = _lossless.block_history(req)
+    # The item ids of custom / apply_patch calls (sent back with them), by call id.
+    item_ids = {
+        p[x.TOOL_CALL_ID]: p[x.ITEM_ID]
+        for parts in blocks.values()
+        for p in parts
+        if p.get("type") == x.TOOL_KIND
+        and p.get(x.VENDOR) in (None, VENDOR)
+        and isinstance(p.get(x.TOOL_CALL_ID), str)
+        and isinstance(p.get(x.ITEM_ID), str)
+    }
+    call_kinds: dict[str, str] = {}  # call id -> its tool kind, for the tool results
     for i, message in enumerate(req.messages):
         path = f"messages[{i}]"
         if message.role == "system":
@@ -128,6 +188,7 @@ def _input(req: Request) -> tuple[list[str], list[dict[str, Any]]]:
                 )
             # The reasoning items first: they preceded the answer and the calls.
             items.extend(reasoning.get(i, ()))
+            items.extend(_history_items(blocks.get(i, [])))
             text = message.text
             if text:
                 items.append(
@@ -138,23 +199,48 @@ def _input(req: Request) -> tuple[list[str], list[dict[str, Any]]]:
                     }
                 )
             for call in message.tool_calls or ():
-                items.append(
-                    {
-                        "type": "function_call",
-                        "call_id": call.id,
-                        "name": call.name,
-                        "arguments": call.arguments,
-                    }
-                )
+                kind = kinds.get(call.name)
+                items.append(_call_item(call, kind, item_ids))
+                if kind is not None:
+                    call_kinds[call.id] = kind["kind"]
         else:  # tool
-            items.append(
-                {
-                    "type": "function_call_output",
-                    "call_id": message.tool_call_id,
-                    "output": message.text,
-                }
-            )
+            output = {
+                "custom": "custom_tool_call_output",
+                "apply_patch": "apply_patch_call_output",
+            }.get(call_kinds.get(message.tool_call_id or "", ""), "function_call_output")
+            item = {"type": output, "call_id": message.tool_call_id, "output": message.text}
+            if output == "apply_patch_call_output":
+                item["status"] = "completed"
+            items.append(item)
+    # 1.1: the answers to the previous turn's approval requests, after them.
+    for answer in _lossless.approvals(req):
+        response: dict[str, Any] = {
+            "type": "mcp_approval_response",
+            "approval_request_id": answer["id"],
+            "approve": answer["approve"],
+        }
+        if answer.get("reason") is not None:
+            response["reason"] = answer["reason"]
+        items.append(response)
     return instructions, items
+
+
+def _tool(tool: Tool, kind: dict[str, Any] | None) -> dict[str, Any]:
+    """A declared tool: a function, or (1.1, ``tokenwire:tools``) custom or apply_patch."""
+    if kind is None:
+        return {
+            "type": "function",
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": tool.parameters,
+            "strict": False,
+        }
+    if kind["kind"] == "apply_patch":
+        return {"type": "apply_patch"}
+    out: dict[str, Any] = {"type": "custom", "name": tool.name, "description": tool.description}
+    if kind.get("format") is not None:
+        out["format"] = kind["format"]
+    return out
 
 
 def build_request(
@@ -182,16 +268,8 @@ def build_request(
     if instructions:
         body["instructions"] = "\n\n".join(instructions)
     if req.tools:
-        body["tools"] = [
-            {
-                "type": "function",
-                "name": t.name,
-                "description": t.description,
-                "parameters": t.parameters,
-                "strict": False,
-            }
-            for t in req.tools
-        ]
+        kinds = _lossless.tool_kinds(req)
+        body["tools"] = [_tool(t, kinds.get(t.name)) for t in req.tools]
     params = req.parameters
     if params is not None:
         if params.max_tokens is not None:

@@ -52,6 +52,7 @@ from ... import events as ev
 from ... import sse
 from ...errors import TranslationError
 from .. import _extensions as x
+from .. import _lossless
 from .._base import SSETranslator
 from .errors import INCOMPLETE_REASONS, ErrorBody, error_code
 
@@ -68,6 +69,8 @@ class _Item(msgspec.Struct, frozen=True, gc=False):
     name: str | None = None
     arguments: str | None = None
     encrypted_content: str | None = None
+    input: str | None = None
+    status: str | None = None
 
 
 class _Details(msgspec.Struct, frozen=True, gc=False):
@@ -99,6 +102,7 @@ class _Event(msgspec.Struct, frozen=True, gc=False):
     summary_index: int = 0
     delta: str | None = None
     arguments: str | None = None
+    input: str | None = None
     name: str | None = None
     item: _Item | None = None
     response: _Response | None = None
@@ -132,6 +136,8 @@ _TRANSLATED: Final = frozenset(
         "response.function_call_arguments.done",
         "response.reasoning_summary_text.delta",
         "response.reasoning_text.delta",
+        "response.custom_tool_call_input.delta",
+        "response.custom_tool_call_input.done",
         "response.output_item.added",
         "response.output_item.done",
         "response.completed",
@@ -179,20 +185,44 @@ _NOTHING_NEW: Final = frozenset(
 )
 #: Output item types the translator reads; any other is a hosted (server) tool.
 _OWN_ITEMS: Final = frozenset({"message", "function_call", "reasoning"})
+#: tokenwire extensions 1.1: client-run tools that are not JSON functions, as
+#: ``tool.call`` (docs/extensions.md); the item type -> the tool kind.
+_CLIENT_TOOLS: Final = {"custom_tool_call": "custom", "apply_patch_call": "apply_patch"}
+#: MCP items the vendor ran (shown, never executed) -> the ``tokenwire:mcp`` kind.
+_MCP_ITEMS: Final = {"mcp_list_tools": "list_tools", "mcp_call": "call"}
 #: At most this many unknown payloads are kept per stream (one per type).
 _MAX_KEPT: Final = 16
 
 _REFUSAL_KEY: Final = 2  # block key kinds: 0 text, 1 reasoning, 2 refusal
 
 
+def _code(item: dict[str, Any]) -> dict[str, Any]:
+    """1.1 ``tokenwire:code`` of a ``code_interpreter_call``: its code and its logs."""
+    outputs = item.get("outputs")
+    logs = [
+        o.get("logs", "")
+        for o in (outputs if isinstance(outputs, list) else ())
+        if isinstance(o, dict) and o.get("type") == "logs"
+    ]
+    return {
+        "language": "python",
+        "code": item.get("code"),
+        "outcome": "error" if item.get("status") == "failed" else "ok",
+        "output": "".join(str(log) for log in logs),
+    }
+
+
 class _Call:
     """A function_call item being streamed, keyed by its output_index."""
 
-    __slots__ = ("block", "call_id", "done", "name", "pieces")
+    __slots__ = ("block", "call_id", "done", "item_id", "kind", "name", "pieces")
 
     def __init__(self, call_id: str | None, name: str | None) -> None:
         self.call_id = call_id
         self.name = name
+        #: ``None`` for a function call, else the 1.1 tool kind (``_CLIENT_TOOLS``).
+        self.kind: str | None = None
+        self.item_id: str | None = None
         self.pieces: list[str] = []
         self.done = False
         #: With tool deltas on: the block its tool.call will carry, reserved at
@@ -260,6 +290,17 @@ class Translator(SSETranslator):
                         call.block = self._new_block()
                     call_id = call.call_id or f"call_{event.output_index}"
                     out += self._tool_delta(call.block, call_id, call.name, event.delta)
+        elif kind == "response.custom_tool_call_input.delta":
+            # A custom tool's raw input: not JSON, so no tool delta (those add up to JSON).
+            call = self._calls.setdefault(event.output_index, _Call(None, None))
+            call.kind = "custom"
+            if event.delta:
+                call.pieces.append(event.delta)
+        elif kind == "response.custom_tool_call_input.done":
+            call = self._calls.setdefault(event.output_index, _Call(None, None))
+            call.kind = "custom"
+            if event.input is not None:
+                call.pieces = [event.input]
         elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
             if event.delta and self.reasoning:
                 block = self._block(event.output_index, 1)
@@ -292,6 +333,12 @@ class Translator(SSETranslator):
                     call.block = self._new_block()  # in item order, as the calls began
             elif item.type == "reasoning":
                 self._seal(event.output_index, item)
+            elif item.type == "custom_tool_call":
+                call = self._calls.setdefault(event.output_index, _Call(None, None))
+                call.kind = "custom"
+                call.call_id = call.call_id or item.call_id
+                call.name = call.name or item.name
+                call.item_id = call.item_id or item.id
         elif kind == "response.function_call_arguments.done":
             self._finish_call(event.output_index, event.arguments, event.name, None)
         elif kind == "response.output_item.done":
@@ -302,10 +349,13 @@ class Translator(SSETranslator):
                 self._finish_call(event.output_index, item.arguments, item.name, item.call_id)
             elif item.type == "reasoning":
                 self._seal(event.output_index, item)
-            elif item.type and item.type not in _OWN_ITEMS:
-                # A hosted tool ran on OpenAI's side: shown, never executed.
+            elif item.type == "custom_tool_call":
+                self._finish_client_tool(event.output_index, item, None)
+            elif item.type == "apply_patch_call":
                 whole = _decode_item(data).item or {}
-                self._block_event(self._new_block(), {x.SERVER_TOOL: whole})
+                self._finish_client_tool(event.output_index, item, whole.get("operation"))
+            elif item.type and item.type not in _OWN_ITEMS:
+                self._hosted_item(item, _decode_item(data).item or {})
         elif kind == "response.completed" or kind == "response.incomplete":
             self._on_terminal(event.response, kind)
         elif kind == "response.failed":
@@ -373,6 +423,77 @@ class Translator(SSETranslator):
         body[x.VENDOR] = self.name
         self._block_event(block, body)
 
+    def _hosted_item(self, item: _Item, whole: dict[str, Any]) -> None:
+        """An item OpenAI ran or asks about: a block of its own, closed at once.
+
+        1.1: an approval request is ``tokenwire:approval`` (consent, not a
+        result); MCP items are ``tokenwire:mcp``; a compaction item
+        ``tokenwire:compaction``; any other hosted tool ``tokenwire:server_tool``.
+        Each carries the item's own status, and ends with ``content.stop``.
+        """
+        kind = item.type
+        body: dict[str, Any]
+        if kind == "mcp_approval_request":
+            approval = {
+                k: whole[k] for k in ("id", "name", "arguments", "server_label") if k in whole
+            }
+            body = {x.APPROVAL: approval}
+        elif kind in _MCP_ITEMS:
+            mcp = {"kind": _MCP_ITEMS[kind], **{k: v for k, v in whole.items() if k != "type"}}
+            body = {x.MCP: mcp, x.VENDOR: self.name}
+        elif kind == "compaction":
+            compaction = {k: v for k, v in whole.items() if k != "type"}
+            body = {x.COMPACTION: compaction, x.VENDOR: self.name}
+        else:
+            # A hosted tool ran on OpenAI's side: shown, never executed.
+            body = {x.SERVER_TOOL: whole}
+            if kind == "code_interpreter_call":
+                body[x.CODE] = _code(whole)  # 1.1: the cross-vendor shape (Gemini's)
+        if item.status:
+            body[x.STATUS] = item.status
+        block = self._new_block()
+        self._block_event(block, body)
+        # 1.1, rule 9: every block ends with content.stop, metadata-only blocks too.
+        self.out += self.writer.stop(block, "end_turn")
+
+    def _finish_client_tool(self, output_index: int, item: _Item, operation: Any) -> None:
+        """A custom tool or apply_patch call: a ``tool.call`` the client runs (1.1)."""
+        call = self._calls.setdefault(output_index, _Call(None, None))
+        if call.done:
+            return
+        kind = _CLIENT_TOOLS[item.type]
+        call.kind = kind
+        call.call_id = call.call_id or item.call_id
+        call.item_id = call.item_id or item.id
+        if kind == "custom":
+            call.name = call.name or item.name
+            raw = item.input if item.input is not None else "".join(call.pieces)
+            arguments = _lossless.custom_arguments(raw)
+        else:
+            call.name = "apply_patch"
+            if not isinstance(operation, dict):
+                raise TranslationError(
+                    f"openai-responses: apply_patch_call {output_index} has no operation"
+                )
+            arguments = msgspec.json.encode(operation).decode()
+        if not call.name:
+            raise TranslationError(f"openai-responses: {item.type} {output_index} has no name")
+        call.done = True
+        index = call.block if call.block is not None else self._new_block()
+        call_id = call.call_id or f"call_{output_index}"
+        body: dict[str, Any] = {x.TOOL_KIND: kind, x.TOOL_CALL_ID: call_id}
+        if call.item_id:
+            body[x.ITEM_ID] = call.item_id
+        if item.status:
+            body[x.STATUS] = item.status
+        body[x.VENDOR] = self.name
+        self._block_event(index, body)
+        self.out += self.writer.tool_call(
+            id=call_id, name=call.name, arguments=arguments, index=index
+        )
+        self.out += self.writer.stop(index, "tool_use")
+        self._called = True
+
     def _refusal(self, output_index: int, text: str) -> None:
         key = (output_index, _REFUSAL_KEY)
         block = self._blocks.get(key)
@@ -428,8 +549,10 @@ class Translator(SSETranslator):
         # Calls whose done events never came are complete now.
         for index in sorted(self._calls):
             call = self._calls[index]
-            if not call.done and call.name:
+            if not call.done and call.name and call.kind is None:
                 self._finish_call(index, None, None, None)
+            elif not call.done and call.name and call.kind == "custom":
+                self._finish_client_tool(index, _Item(type="custom_tool_call"), None)
         raw = (response.status if response is not None else None) or kind.rpartition(".")[2]
         if kind == "response.incomplete":
             details = response.incomplete_details if response is not None else None
