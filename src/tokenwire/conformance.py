@@ -23,6 +23,7 @@ import msgspec
 
 from . import events as ev
 from . import sse
+from ._secrets import SECRET_HEADERS, SECRET_PARAMS
 from .errors import EventDecodeError, FramingError
 from .lifecycle import RULES, Validator, Violation
 from .request import MEDIA_TYPE, Request
@@ -58,25 +59,12 @@ WEATHER_TOOL: Final[dict[str, Any]] = {
 }
 
 
-#: Headers that carry credentials: never written into a report or a saved exchange.
-SECRET_HEADERS: Final = frozenset(
-    {
-        "authorization",
-        "proxy-authorization",
-        "x-api-key",
-        "x-goog-api-key",
-        "api-key",
-        "cookie",
-        "set-cookie",
-    }
-)
-#: URL query parameters that carry credentials (Gemini's ``?key=``...).
-_SECRET_QUERY: Final = frozenset({"key", "api_key", "apikey", "access_token", "token"})
 REDACTED: Final = "[redacted]"
 
 
 def redact_headers(headers: Mapping[str, str]) -> dict[str, str]:
     """``headers`` with the value of every credential header replaced by ``[redacted]``."""
+    # §8.1: credentials (one list, ``tokenwire._secrets``) never reach a report or a file.
     return {k: REDACTED if k.lower() in SECRET_HEADERS else v for k, v in headers.items()}
 
 
@@ -87,7 +75,7 @@ def redact_url(url: str) -> str:
     if "@" in netloc:
         netloc = f"{REDACTED}@{netloc.rpartition('@')[2]}"
     query = "&".join(
-        f"{name}={REDACTED}" if name.lower() in _SECRET_QUERY else f"{name}{sep}{value}"
+        f"{name}={REDACTED}" if name.lower() in SECRET_PARAMS else f"{name}{sep}{value}"
         for name, sep, value in (item.partition("=") for item in parts.query.split("&") if item)
     )
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))

@@ -23,15 +23,17 @@
         ├── ClientDisconnected        _asgi: the client left before its body was read
         ├── MediaTypeError            mediatype: a Content-Type or Accept that does not parse
         ├── ConfigError               gateway.config: a bad config, naming the key
-        │   (ConfigProblem, gateway.config_prod, for the production keys)
+        │   (ConfigProblem, gateway.config.production, for the production keys)
         ├── ResumeConflict            server: a resumable request_id already stored (409)
         ├── ResumeStoreError          gateway.resume.store: the store failed
         │   └── StoreUnavailable, StoreRefused, StreamNotFound, EventsTrimmed
         ├── SessionStateError         gateway.resume.session: an input its table does not allow
-        ├── NegotiateError            gateway.signalr_provider: the hub's negotiate step failed
+        ├── NegotiateError            gateway.providers.signalr: the hub's negotiate step failed
         ├── UpstreamError             gateway.upstream: the HTTP/1.1 upstream connection failed,
         │                             timed out (.timeout, .phase) or sent a malformed response
-        └── UnknownFormat             cli._detect: a capture whose format is not recognised
+        ├── UnknownFormat             cli._detect: a capture whose format is not recognised
+        └── WaitTimeout               testing.waiting: a test's condition did not hold in
+                                      time (an AssertionError too, so pytest fails it)
     (private control-flow exceptions descend from TokenwireError too; a test walks the
     package and checks every exception class is in this tree)
 

@@ -315,17 +315,19 @@ class Writer:
         if input_tokens < 0 or output_tokens < 0:
             raise LocalProtocolError("§5.3.5: token counts are non-negative")
         out = self._prelude()
-        self.usage_sent = True
-        out.append(
-            ev.Usage(
-                v=ev.VERSION,
-                seq=self._stamp(),
-                input_tokens=input_tokens,
-                output_tokens=output_tokens,
-                estimated=estimated,
-            )
-        )
+        out.append(self._usage_event(input_tokens, output_tokens, estimated))
         return out
+
+    def _usage_event(self, input_tokens: int, output_tokens: int, estimated: bool) -> ev.Usage:
+        """The stamped ``usage`` event (reported by ``usage`` or owed at the end)."""
+        self.usage_sent = True
+        return ev.Usage(
+            v=ev.VERSION,
+            seq=self._stamp(),
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            estimated=estimated,
+        )
 
     def note_usage(
         self,
@@ -373,16 +375,7 @@ class Writer:
         output_tokens = self._noted_output
         if output_tokens is None:
             output_tokens, estimated = estimate_tokens(self._chars), True
-        self.usage_sent = True
-        return [
-            ev.Usage(
-                v=ev.VERSION,
-                seq=self._stamp(),
-                input_tokens=input_tokens,
-                output_tokens=output_tokens,
-                estimated=estimated,
-            )
-        ]
+        return [self._usage_event(input_tokens, output_tokens, estimated)]
 
     def error(self, code: str, message: str, upstream_status: int | None = None) -> list[ev.Event]:
         """An ``error`` event. Open blocks need no ``content.stop`` after it (§5.4)."""

@@ -16,21 +16,16 @@ import asyncio
 import contextlib
 import json
 import os
-import signal
-import socket
-import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from tokenwire import Writer
 from tokenwire import events as ev
+from tokenwire.testing import processes
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
@@ -215,7 +210,7 @@ class ScriptedServer:
                     writer.write(b"%x\r\n%s\r\n" % (len(step.data), step.data))
             elif isinstance(step, Sleep):
                 await writer.drain()
-                await asyncio.sleep(step.seconds)
+                await asyncio.sleep(step.seconds)  # a scripted pause: the behaviour under test
             elif isinstance(step, Drop):
                 await writer.drain()
                 writer.transport.abort()
@@ -297,23 +292,20 @@ class CuttingProxy:
 # --- subprocess servers ------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+free_port = processes.free_port
 
 
 @dataclass
 class ServerProcess:
-    """A server subprocess on 127.0.0.1:port, stopped on exit."""
+    """A server subprocess on 127.0.0.1:port, stopped on exit: ``processes.ServedProcess``
+    (the one launcher), ready once ``health`` answers below 500."""
 
     argv: list[str]
     port: int
     health: str = "/healthz"
     env: dict[str, str] | None = None
     cwd: Path | None = None
-    proc: subprocess.Popen[bytes] | None = None
+    served: processes.ServedProcess | None = None
 
     @property
     def url(self) -> str:
@@ -322,40 +314,20 @@ class ServerProcess:
     def start(self, wait: float = 30.0) -> ServerProcess:
         env = dict(os.environ)
         env.update(self.env or {})
-        self.proc = subprocess.Popen(
+        self.served = processes.ServedProcess(
             self.argv,
+            self.port,
+            ready=lambda: 0 < processes.http_status(self.port, self.health) < 500,
             env=env,
             cwd=self.cwd or ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                err = self.proc.stderr.read().decode() if self.proc.stderr else ""
-                raise RuntimeError(f"{self.argv} exited with {self.proc.returncode}: {err}")
-            try:
-                if httpx.get(self.url + self.health, timeout=1).status_code < 500:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"{self.argv} did not answer {self.health} in {wait} s")
+            timeout_s=wait,
+        ).start()
+        return self
 
     def stop(self) -> None:
-        proc = self.proc
-        if proc is None or proc.poll() is not None:
-            return
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-        if proc.stderr:
-            proc.stderr.close()
+        if self.served is not None:
+            self.served.close()
+            self.served = None
 
 
 def gateway_argv(port: int, config: Path | None = None) -> list[str]:

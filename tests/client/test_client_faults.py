@@ -151,7 +151,7 @@ def test_idle_clock_ignores_time_spent_by_the_caller(scripted: ScriptedServer) -
         with client.stream(model="m", messages="hi") as stream:
             for event in stream:
                 if event.seq in (0, 1):
-                    time.sleep(0.6)
+                    time.sleep(0.6)  # the slow caller is the behaviour under test
             assert stream.final().text == "ab"
 
 
@@ -484,7 +484,7 @@ def test_idle_clock_ignores_time_spent_confirming(scripted: ScriptedServer) -> N
         ]
 
     def confirm(call: ParsedToolCall) -> bool:
-        time.sleep(0.6)  # longer than both clocks
+        time.sleep(0.6)  # a user thinking, longer than both clocks: the behaviour under test
         return True
 
     scripted.route("POST", "/v1/stream", answer)

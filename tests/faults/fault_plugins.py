@@ -57,7 +57,8 @@ class Probe:
     (``pool``: the upstream connection pool's idle and active connections)."""
 
     async def generate(self, request: Request) -> AsyncIterator[ev.Event]:
-        # Let cancelled tasks of earlier requests finish unwinding first.
+        # Let cancelled tasks of earlier requests finish unwinding first (one loop
+        # turn; the test's bounded wait for the counts covers anything slower).
         await asyncio.sleep(0)
         gc.collect()
         snapshot = {
@@ -87,6 +88,6 @@ class Firehose:
         delta = ev.Delta(text="x" * 100)
         for i in range(self.count):
             if i % 64 == 0:
-                await asyncio.sleep(0)  # hand the loop back, as the demo model does
+                await asyncio.sleep(0)  # one loop turn: hand the loop back, as the demo does
             Firehose.made += 1
             yield ev.ContentDelta(v="1.0", seq=0, index=0, role="assistant", delta=delta)

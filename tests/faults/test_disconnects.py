@@ -26,12 +26,11 @@ import contextlib
 import os
 import socket
 import struct
-import time
 from pathlib import Path
 
 from tests.faults.conftest import MEDIA_TYPE, Faults, probe, request_body
 
-from tokenwire.testing import processes
+from tokenwire.testing import eventually, processes
 
 CYCLES = 1000
 POINTS = ("body", "request", "head", "start", "first", "middle")
@@ -99,12 +98,9 @@ _TCP_STATES = {"01": "ESTABLISHED", "06": "TIME_WAIT", "08": "CLOSE_WAIT", "0A":
 def _settled(faults: Faults, deadline_s: float = 60.0) -> bool:
     """Wait until the paced upstream has seen every request it got end."""
     fake = faults.fakes["paced"]
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        if len(fake.disconnects) + fake.completed >= len(fake.requests):
-            return True
-        time.sleep(0.05)
-    return False
+    return eventually(
+        lambda: len(fake.disconnects) + fake.completed >= len(fake.requests), timeout=deadline_s
+    )
 
 
 def test_a_thousand_hangups_leak_no_task_socket_or_upstream(
@@ -134,13 +130,15 @@ def test_a_thousand_hangups_leak_no_task_socket_or_upstream(
     assert fake.completed == completed0, "no upstream stream ran to its end"
 
     # The worker is back where it started: no task and no connection left over.
-    # (The last hang-ups may still be unwinding: give them a moment.)
+    # (The last hang-ups may still be unwinding: wait, bounded, until they have.)
     after = probe(gateway)
-    for _ in range(50):
-        if after["tasks"] <= before["tasks"] and after["sockets"] <= before["sockets"] + 2:
-            break
-        time.sleep(0.1)
+
+    def unwound() -> bool:
+        nonlocal after
         after = probe(gateway)
+        return after["tasks"] <= before["tasks"] and after["sockets"] <= before["sockets"] + 2
+
+    eventually(unwound, timeout=5.0, max_interval=0.1)  # the asserts below say what is left
     print(
         f"{CYCLES} hang-ups, {requests} upstream calls cancelled; worker before {before}, "
         f"after {after}"

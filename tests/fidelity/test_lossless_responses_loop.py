@@ -191,5 +191,5 @@ def test_an_mcp_approval_loop_is_accepted_and_refused_when_dropped_or_altered(
             parts[0][x.APPROVAL]["arguments"] = '{"question":"Something else?"}'
 
         altered = client.create(with_history(answered, alter))
-    assert dropped.error is not None and "No approval request found" in dropped.error.message
+    assert dropped.error is not None and "No mcp_approval_request found" in dropped.error.message
     assert altered.error is not None and "was modified" in altered.error.message

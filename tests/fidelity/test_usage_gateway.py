@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -23,6 +22,7 @@ from tests.gateway.gateway_procs import Gateway
 import tokenwire
 from tokenwire import events as ev
 from tokenwire.request import build, dumps
+from tokenwire.testing import eventually
 from tokenwire.testing.upstream import FakeUpstream, Fault, RecordedRequest, Script
 
 MEDIA = "application/llm-request+json"
@@ -98,12 +98,7 @@ def _unknown_log_lines(gw: Gateway, request_id: str) -> list[dict[str, Any]]:
 
 
 def _wait_for(predicate: Any, deadline_s: float = 20.0) -> bool:
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return bool(predicate())
+    return eventually(predicate, timeout=deadline_s)
 
 
 def test_unknown_vendor_events_are_counted_in_metrics_and_logged_once_per_stream(

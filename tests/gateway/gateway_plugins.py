@@ -41,7 +41,7 @@ class Recorder:
         started = time.time()
         try:
             for i in range(self.limit):
-                await asyncio.sleep(self.interval)
+                await asyncio.sleep(self.interval)  # a paced model: the pacing is the behaviour
                 yield _delta(f" t{i}")
         except (asyncio.CancelledError, GeneratorExit):
             self._write(request, started=started, cancelled_at=time.time())
@@ -84,8 +84,8 @@ class Stuck:
         yield _delta("stuck")
         while True:
             try:
-                await asyncio.sleep(3600)
+                await asyncio.sleep(3600)  # never ends by itself: what this provider is for
             except asyncio.CancelledError:
                 if self.mode == "block-loop":
                     while True:
-                        time.sleep(3600)
+                        time.sleep(3600)  # blocks the event loop on purpose (the mode's point)

@@ -1,32 +1,30 @@
-"""Helpers for the gateway tests: a real ``tokenwire serve`` process, certificates."""
+"""Helpers for the gateway tests: a real ``tokenwire serve`` process, certificates.
+
+``Gateway`` is ``tokenwire.testing.processes.ServedProcess`` (the one launcher)
+with what these tests read: its stdout and stderr files in ``workdir``, TLS, and
+this directory on ``PYTHONPATH`` for the test plugins.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import ipaddress
 import os
-import signal
-import socket
 import ssl
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from tokenwire.testing import processes
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 
 
-def free_port() -> int:
-    """A port that was free on 127.0.0.1 a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+free_port = processes.free_port
 
 
 class Gateway:
@@ -59,7 +57,12 @@ class Gateway:
             cert, key, _ca = tls
             argv += ["--certfile", str(cert), "--keyfile", str(key)]
         self.argv = argv
-        self.proc: subprocess.Popen[bytes] | None = None
+        self._served: processes.ServedProcess | None = None
+
+    @property
+    def proc(self) -> subprocess.Popen[bytes] | None:
+        """The running server process (``None`` before ``start`` and after ``stop``)."""
+        return self._served.proc if self._served is not None else None
 
     @property
     def url(self) -> str:
@@ -88,52 +91,30 @@ class Gateway:
         return self.stdout_path.read_text(errors="replace")
 
     def start(self, wait: float = 30.0) -> Gateway:
+        """Spawn and wait until ``/healthz`` answers ``200`` (RuntimeError with its stderr)."""
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH")]))
-        with open(self.stderr_path, "wb") as err, open(self.stdout_path, "wb") as out:
-            self.proc = subprocess.Popen(
-                self.argv, env=env, cwd=ROOT, stdout=out, stderr=err, start_new_session=True
-            )
-        try:
-            self._wait_healthy(wait)
-        except BaseException:
-            self.stop()
-            raise
+        tls = self.ssl_context()
+        self._served = processes.ServedProcess(
+            self.argv,
+            self.port,
+            tls=tls if isinstance(tls, ssl.SSLContext) else None,
+            env=env,
+            cwd=ROOT,
+            timeout_s=wait,
+            stderr_path=self.stderr_path,
+            stdout_path=self.stdout_path,
+        ).start()
         return self
-
-    def _wait_healthy(self, wait: float) -> None:
-        assert self.proc is not None
-        deadline = time.monotonic() + wait
-        with self.client(timeout=2.0) as client:
-            while True:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"gateway exited: {self.stderr()}")
-                with contextlib.suppress(httpx.HTTPError):
-                    if client.get("/healthz").status_code == 200:
-                        return
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"gateway did not come up: {self.stderr()}")
-                time.sleep(0.05)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
     def stop(self) -> None:
-        proc = self.proc
-        if proc is None:
-            return
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
-        # Workers live in the server's process group: none may outlive it.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        self.proc = None
+        """Interrupt it; kill its process group (server and workers) if it lingers."""
+        if self._served is not None:
+            self._served.close()
+            self._served = None
 
     def __enter__(self) -> Gateway:
         return self.start()

@@ -11,7 +11,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import tomllib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -29,6 +28,7 @@ from tokenwire.cli.serve import command
 from tokenwire.gateway import config
 from tokenwire.gateway.config import ModelConfig
 from tokenwire.request import MEDIA_TYPE
+from tokenwire.testing import wait_until
 from tokenwire.testing.signalr_hub import Script, SignalRHub
 
 
@@ -60,7 +60,11 @@ def test_certfile_needs_keyfile(tmp_path: Path) -> None:
 
 
 def serve(*args: str) -> subprocess.Popen[str]:
-    """``tokenwire serve`` in its own process group, stdout and stderr piped."""
+    """``tokenwire serve`` in its own process group, stdout and stderr piped.
+
+    Not ``processes.ServedProcess``: what the command prints and how it refuses
+    (a taken port, a bad config) is what these tests read, so they drive it raw.
+    """
     argv = [sys.executable, "-m", "tokenwire", "serve", "--host", "127.0.0.1", *args]
     return subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
@@ -112,14 +116,14 @@ def test_port_zero_announces_the_bound_port_and_a_second_serve_there_is_refused(
         assert match, line
         port = int(match.group(1))
         assert port != 0
-        deadline = time.monotonic() + 60
-        while True:  # the announced port is the one that answers
+
+        def answers() -> bool:  # the announced port is the one that answers
             assert first.poll() is None, first.stderr.read() if first.stderr else ""
             with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
-                    break
-            assert time.monotonic() < deadline, "the gateway did not answer on its port"
-            time.sleep(0.05)
+                return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200
+            return False
+
+        wait_until(answers, timeout=60, what="the gateway answering on its announced port")
         # granian listens with SO_REUSEPORT: without the check, this one would share it.
         assert_one_line_refusal(serve("--port", str(port)), port)
         assert first.poll() is None

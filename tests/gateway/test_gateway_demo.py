@@ -382,7 +382,7 @@ def test_a_cancelled_pause_is_left_alone_by_its_timer() -> None:
         problems: list[dict[str, object]] = []
         loop.set_exception_handler(lambda _loop, context: problems.append(context))
         pause = asyncio.ensure_future(demo._pause(0.01))
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # one loop turn, not a pause: the pause starts its timer
         pause.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await pause

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
-import time
 from typing import Any
 
 import httpx
@@ -12,21 +12,22 @@ from tests.gateway.gateway_http import body, post, request_of
 from tests.gateway.gateway_procs import Gateway
 
 from tokenwire.gateway.providers.demo import plan_reply
+from tokenwire.testing import WaitTimeout, wait_until
 
 SECRET = "SECRET-PROMPT-4242"
 
 
 def _lines(gateway: Gateway, request_id: str, count: int = 1) -> list[dict[str, Any]]:
-    """The JSON log lines carrying ``request_id`` (waits a moment for them)."""
-    deadline = time.monotonic() + 5
-    while True:
-        found = []
-        for line in gateway.stderr().splitlines():
-            if line.startswith("{") and request_id in line:
-                found.append(json.loads(line))
-        if len(found) >= count or time.monotonic() > deadline:
-            return found
-        time.sleep(0.02)
+    """The JSON log lines carrying ``request_id`` (waits up to 5 s for ``count`` of them)."""
+
+    def found() -> list[dict[str, Any]]:
+        lines = gateway.stderr().splitlines()
+        return [json.loads(line) for line in lines if line.startswith("{") and request_id in line]
+
+    # Fewer than ``count`` after 5 s is returned, not raised: the caller's assert names it.
+    with contextlib.suppress(WaitTimeout):
+        wait_until(lambda: len(found()) >= count, timeout=5)
+    return found()
 
 
 def test_one_redacted_json_line_per_request(gateway: Gateway, http: httpx.Client) -> None:

@@ -27,6 +27,7 @@ from tests.gateway.gateway_procs import Gateway
 import tokenwire
 from tokenwire import events as ev
 from tokenwire.gateway.providers.demo import plan_reply
+from tokenwire.testing import wait_for_file
 
 
 def _metric(client: httpx.Client, name: str, **labels: str) -> float:
@@ -91,12 +92,8 @@ def test_events_arrive_incrementally(gateway: Gateway, http: httpx.Client) -> No
 
 def _wait_record(record_dir: Path, request_id: str, timeout: float = 5.0) -> dict[str, Any]:
     path = record_dir / f"{request_id}.json"
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert time.monotonic() < deadline, "the provider never recorded its end"
-        time.sleep(0.005)
-    time.sleep(0.01)  # the write is tiny; let it finish
-    record: dict[str, Any] = json.loads(path.read_text())
+    what = "the provider's record of its end"
+    record: dict[str, Any] = wait_for_file(path, json.loads, timeout=timeout, what=what)
     return record
 
 

@@ -16,6 +16,7 @@ from tests.gateway.gateway_procs import Gateway, self_signed
 
 import tokenwire
 from tokenwire import events as ev
+from tokenwire.testing import wait_for_file
 
 
 @pytest.fixture(scope="module")
@@ -91,12 +92,7 @@ def test_http2_stream_reset_cancels_generation(tls_gateway: Gateway, record_dir:
     reset_at, status = asyncio.run(run())
     assert status == 200
     path = record_dir / f"{request_id}.json"
-    deadline = time.monotonic() + 5
-    while not path.exists():
-        assert time.monotonic() < deadline, "the provider was never cancelled"
-        time.sleep(0.005)
-    time.sleep(0.01)
-    record = json.loads(path.read_text())
+    record = wait_for_file(path, json.loads, timeout=5, what="the provider's cancel")
     assert "cancelled_at" in record
     latency = record["cancelled_at"] - reset_at
     print(f"h2 reset -> cancelled: {latency * 1000:.2f} ms")

@@ -32,6 +32,7 @@ def test_idle_waits_for_every_call_of_the_app() -> None:
         tracked = InFlight(app)  # type: ignore[arg-type]
         other = asyncio.ensure_future(asyncio.sleep(3600))  # not a call: never waited for
         calls = [asyncio.ensure_future(app({}, None, None)), asyncio.ensure_future(logged(app))]
+        # One loop turn each, not a pause: the tasks start (InFlight reads their frames).
         await asyncio.sleep(0)
         assert set(tracked.calls()) == set(calls)
         idle = asyncio.ensure_future(tracked.idle())
@@ -54,7 +55,7 @@ def test_an_async_function_app_is_found_too() -> None:
 
         tracked = InFlight(app)  # type: ignore[arg-type]
         call = asyncio.ensure_future(app({}, None, None))
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # one loop turn: the call starts
         assert tracked.calls() == [call]
         release.set()
         await asyncio.wait_for(tracked.idle(), 10)

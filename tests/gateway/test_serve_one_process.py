@@ -14,7 +14,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ import pytest
 from tests.gateway.gateway_http import StreamReader
 
 from tokenwire import events as ev
+from tokenwire.testing import wait_until
 from tokenwire.testing.processes import ServedProcess, children, gateway_config, serve_gateway
 
 HERE = Path(__file__).resolve().parent
@@ -36,10 +36,7 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc (Li
 
 
 def _wait(predicate: Callable[[], object], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.02)
+    wait_until(predicate, timeout=timeout)
 
 
 def _listening_inodes(port: int) -> set[str]:

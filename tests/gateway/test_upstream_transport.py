@@ -33,6 +33,7 @@ from tokenwire.gateway.providers import HTTPProvider
 from tokenwire.gateway.upstream import HIGH_WATER, MAX_HEAD, Pool, UpstreamError
 from tokenwire.gateway.upstream.protocol import Connection
 from tokenwire.request import build
+from tokenwire.testing import async_wait_until
 
 VECTORS = json.loads(
     (Path(__file__).parent.parent / "vectors" / "upstream" / "http11-responses.json").read_text()
@@ -453,7 +454,7 @@ def test_a_cancelled_connect_leaves_no_connection() -> None:
         async with Server(answer(b"")) as server:
             pool = Pool()
             task = asyncio.create_task(fetch(pool, server.url))
-            await asyncio.sleep(0)  # the connect has started
+            await asyncio.sleep(0)  # one loop turn, not a pause: the connect has started
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
@@ -503,8 +504,7 @@ def test_a_request_waiting_for_the_pool_gets_the_connection_freed() -> None:
             first = asyncio.create_task(fetch(pool, server.url))
             await server.until(lambda: len(server.requests) == 1)
             second = asyncio.create_task(fetch(pool, server.url))
-            await asyncio.sleep(0)
-            assert pool.stats()["waiting"] == 1
+            await async_wait_until(lambda: pool.stats()["waiting"] == 1)
             gate.set()
             assert await first == (200, b"ok")
             assert await second == (200, b"ok")

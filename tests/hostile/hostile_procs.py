@@ -31,7 +31,7 @@ from typing import Any
 
 from tokenwire import events as ev
 from tokenwire.request import Request
-from tokenwire.testing import processes
+from tokenwire.testing import processes, wait_until
 
 HERE = Path(__file__).resolve().parent
 MEDIA_TYPE = "application/llm-request+json"
@@ -48,7 +48,7 @@ class Firehose:
         while True:
             i += 1
             if i % 64 == 0:
-                await asyncio.sleep(0)  # hand the loop back, as the demo model does
+                await asyncio.sleep(0)  # one loop turn: hand the loop back, as the demo does
             yield ev.ContentDelta(v="1.0", seq=0, index=0, role="assistant", delta=delta)
 
 
@@ -126,12 +126,8 @@ def is_closed(sock: socket.socket) -> bool:
 
 
 def wait_for(condition: Callable[[], bool], what: str, deadline_s: float = DEADLINE_S) -> None:
-    """Poll ``condition`` every 50 ms until true; fail naming ``what`` after ``deadline_s``."""
-    deadline = time.monotonic() + deadline_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {deadline_s:.0f} s: {what}")
-        time.sleep(0.05)
+    """Wait until ``condition`` holds; fail naming ``what`` after ``deadline_s``."""
+    wait_until(condition, timeout=deadline_s, what=what)
 
 
 def status_of(response: bytes) -> int:

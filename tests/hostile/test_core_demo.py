@@ -163,7 +163,7 @@ def test_the_longest_reply_keeps_the_loop_turning_and_memory_bounded() -> None:
             nonlocal ticks
             while not stop.is_set():
                 ticks += 1
-                await asyncio.sleep(0)
+                await asyncio.sleep(0)  # one loop turn per tick: the turns are what is counted
 
         task = asyncio.create_task(ticker())
         payload = _payload(extensions={demo.EXTENSION: {"tokens": demo.MAX_TOKENS}})

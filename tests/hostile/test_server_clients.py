@@ -157,7 +157,7 @@ def test_a_body_trickled_slower_than_the_deadline_gets_408(
                 sock.setblocking(True)
             if response:
                 break
-            time.sleep(0.2)
+            time.sleep(0.2)  # the trickle, slower than the deadline: the behaviour under test
         response += hp.read_until_closed(sock)
     assert hp.status_of(response) == 408, response[:200]
 

@@ -22,6 +22,7 @@ from tokenwire._guard import Guard, Limits
 from tokenwire.gateway.app import build_app
 from tokenwire.request import MEDIA_TYPE
 from tokenwire.server import StreamEndpoint
+from tokenwire.testing import async_wait_until
 
 BODY = json.dumps(
     {
@@ -194,10 +195,9 @@ def test_over_the_memory_budget_new_streams_get_503_and_stalled_ones_are_shed() 
         stalled = NeverReads(BODY, reads=2)
         task = asyncio.create_task(app(stalled.scope, stalled.receive, stalled.send))
         # The stalled stream fills its outbox to the high-water mark.
-        for _ in range(10_000):
-            if _outbox.BUDGET.total > limits.memory_budget_bytes:
-                break
-            await asyncio.sleep(0.01)
+        await async_wait_until(
+            lambda: _outbox.BUDGET.total > limits.memory_budget_bytes, timeout=100
+        )
         refused = Exchange(BODY)
         await app(refused.scope, refused.receive, refused.send)
         # Once stalled for STALL_S, the next arrival sheds it.
@@ -206,6 +206,8 @@ def test_over_the_memory_budget_new_streams_get_503_and_stalled_ones_are_shed() 
         while not task.done() and loop.time() < deadline:
             probe = Exchange(BODY, hang_up_after=1)
             await app(probe.scope, probe.receive, probe.send)
+            # A bounded retry, not a wait: shedding happens only on an arrival once
+            # the stream has been stalled STALL_S, so arrivals come every 0.1 s.
             await asyncio.sleep(0.1)
         await asyncio.wait_for(task, 60)
         after = Exchange(BODY, hang_up_after=1)
@@ -277,6 +279,7 @@ class AfterTheBodyDeadline:
         loop = asyncio.get_running_loop()
         until = loop.time() + self.deadline_s * 2
         while loop.time() < until:  # a condition, polled: the deadline is behind us
+            # Time passing is the behaviour here (the guard's clock is real time).
             await asyncio.sleep(self.deadline_s / 4)
         yield ev.ContentDelta(v="1.0", seq=0, index=0, role="assistant", delta=ev.Delta(text="x"))
 

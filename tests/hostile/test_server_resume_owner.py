@@ -52,7 +52,7 @@ class Ticker:
         rid = request.request_id or "?"
         try:
             for i in range(self.count):
-                await asyncio.sleep(self.interval)
+                await asyncio.sleep(self.interval)  # a paced model: the pacing is the behaviour
                 yield ev.ContentDelta(
                     v="1.0", seq=0, index=0, role="assistant", delta=ev.Delta(text=f" t{i}")
                 )

@@ -20,6 +20,7 @@ import pytest
 from tests.passthrough.conftest import UPSTREAM_MODEL, Fakes
 
 from tokenwire import events as ev
+from tokenwire.testing.anthropic import compaction_block
 from tokenwire.testing.processes import ServedProcess
 
 SERVER_TOOLS: list[dict[str, Any]] = [
@@ -148,7 +149,8 @@ def test_mcp_servers_context_management_and_compaction_pass_with_beta_headers(
             {
                 "role": "assistant",
                 "content": [
-                    {"type": "compaction", "content": "Summary of the earlier turns."},
+                    # One this upstream made (the fake, like Anthropic, refuses another).
+                    compaction_block("Summary of the earlier turns."),
                     {
                         "type": "mcp_tool_use",
                         "id": "mcptoolu_01abc",

@@ -11,20 +11,18 @@ A peer that cannot be had skips its tests with the reason, except under
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import importlib.util
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tokenwire.testing import eventually, processes
 
 PEERS = Path(__file__).resolve().parent
 ROOT = PEERS.parents[1]
@@ -63,55 +61,29 @@ def pip_install(packages: dict[str, str]) -> None:
     importlib.invalidate_caches()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def wait_for_port(port: int, proc: subprocess.Popen[bytes], what: str, wait: float = 30.0) -> None:
-    deadline = time.monotonic() + wait
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with {proc.returncode}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
-            return
-        time.sleep(0.05)
-    raise RuntimeError(f"{what} did not listen on {port}")
-
-
-def stop_process(proc: subprocess.Popen[bytes]) -> None:
-    """Interrupt a server we started (its own process group), then kill it if needed."""
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+free_port = processes.free_port
 
 
 class PeerServer:
-    """A connectrpc app (``tests.peers.connect_servers:app``) in a server subprocess."""
+    """A connectrpc app (``tests.peers.connect_servers:app``) in a server subprocess,
+    launched by ``tokenwire.testing.processes`` (ready once its port accepts)."""
 
     def __init__(self, argv: list[str], port: int, log: Path, stderr: Path) -> None:
         self.port = port
         self.log = log
         env = dict(os.environ, TOKENWIRE_PEER_LOG=str(log))
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-        with open(stderr, "wb") as err:
-            self.proc = subprocess.Popen(
-                argv, cwd=ROOT, env=env, stdout=err, stderr=err, start_new_session=True
-            )
         self.stderr = stderr
-        try:
-            wait_for_port(port, self.proc, argv[2])
-        except RuntimeError as exc:
-            stop_process(self.proc)
-            raise RuntimeError(f"{exc}: {stderr.read_text(errors='replace')}") from None
+        self._served = processes.ServedProcess(
+            argv,
+            port,
+            ready=lambda: processes.listening(port),
+            env=env,
+            cwd=ROOT,
+            timeout_s=30.0,
+            stderr_path=stderr,
+            stdout_path=stderr,
+        ).start()
 
     @property
     def url(self) -> str:
@@ -121,15 +93,10 @@ class PeerServer:
         return self.log.read_text(encoding="utf-8").splitlines() if self.log.exists() else []
 
     def wait_for_line(self, line: str, timeout: float = 10.0) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if line in self.lines():
-                return True
-            time.sleep(0.05)
-        return False
+        return eventually(lambda: line in self.lines(), timeout=timeout)
 
     def stop(self) -> None:
-        stop_process(self.proc)
+        self._served.close()
 
 
 @pytest.fixture(scope="session")

@@ -58,7 +58,7 @@ class Chat:
                 raise ConnectError(Code.RESOURCE_EXHAUSTED, "quota exceeded mid-stream")
             if mode == "slow":
                 for i in range(SLOW_CHUNKS):
-                    await asyncio.sleep(0.025)
+                    await asyncio.sleep(0.025)  # the "slow" mode's pacing: the behaviour
                     yield ChatChunk(text=f" {i}")
             if mode == "hang":
                 await asyncio.sleep(30)  # Cursor: the stream stays open, no END_STREAM
@@ -90,7 +90,7 @@ class Standard:
                 texts += [f" {i}" for i in range(SLOW_CHUNKS)]
             for text in texts:
                 if mode == "slow":
-                    await asyncio.sleep(0.025)
+                    await asyncio.sleep(0.025)  # the "slow" mode's pacing: the behaviour
                 delta = pb.ContentDelta(index=0, role="assistant", delta=pb.Delta(text=text))
                 yield _event(seq, "content_delta", delta)
                 seq += 1

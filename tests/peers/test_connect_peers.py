@@ -32,6 +32,7 @@ from tokenwire import events as ev
 from tokenwire import iter_events, validate
 from tokenwire import request as rq
 from tokenwire.gateway.providers.connect import ConnectProvider
+from tokenwire.testing import async_wait_until
 from tokenwire.translate import connect
 
 PROTO_FILE = Path(tokenwire.__file__).resolve().parent / "proto" / "llm_stream.proto"
@@ -250,8 +251,7 @@ def test_client_leaving_ends_the_upstream_stream(
                 seen += 1
 
         task = asyncio.create_task(consume())
-        while seen < 6:
-            await asyncio.sleep(0.01)
+        await async_wait_until(lambda: seen >= 6)
         task.cancel()  # what the gateway does when its client hangs up
         with pytest.raises(asyncio.CancelledError):
             await task

@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from tokenwire import events as ev
 from tokenwire import iter_events, validate
 from tokenwire import request as rq
 from tokenwire.gateway.providers.signalr import SignalRProvider
+from tokenwire.testing import async_wait_until, eventually
 from tokenwire.testing.signalr_hub import Script, SignalRHub
 
 # signalrcore subscribes to a stream's items only after its StreamInvocation is
@@ -61,12 +61,7 @@ def strict_hub() -> Iterator[SignalRHub]:
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return False
+    return eventually(predicate, timeout=timeout)
 
 
 # --- the official clients against the test hub ---------------------------------------------
@@ -353,8 +348,7 @@ def test_client_leaving_cancels_the_invocation_and_closes(hub: SignalRHub, how: 
                 seen.append(event)
 
         task = asyncio.create_task(consume())
-        while len(seen) < 4:
-            await asyncio.sleep(0.01)
+        await async_wait_until(lambda: len(seen) >= 4)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

@@ -6,18 +6,17 @@ import contextlib
 import importlib
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+
+from tokenwire.testing import processes
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -43,19 +42,15 @@ def unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-def free_port() -> int:
-    """A port that was free on 127.0.0.1 a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+free_port = processes.free_port
 
 
 class ServerProcess:
     """A server subprocess on 127.0.0.1 with its output in files; always stopped.
 
-    ``start`` waits for ``/healthz``; ``stop`` interrupts it, then kills its
-    own process group (the server and its workers), never anything else.
+    ``tokenwire.testing.processes.ServedProcess`` (the one launcher): ``start``
+    waits for ``/healthz``; ``stop`` interrupts it, then kills its own process
+    group (the server and its workers), never anything else.
     """
 
     def __init__(self, argv: list[str], port: int, workdir: Path, name: str) -> None:
@@ -64,7 +59,7 @@ class ServerProcess:
         self.name = name
         self.stdout_path = workdir / f"{name}-{port}.stdout"
         self.stderr_path = workdir / f"{name}-{port}.stderr"
-        self.proc: subprocess.Popen[bytes] | None = None
+        self._served: processes.ServedProcess | None = None
 
     @property
     def url(self) -> str:
@@ -76,46 +71,21 @@ class ServerProcess:
     def start(self, wait: float = 30.0) -> ServerProcess:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-        with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
-            self.proc = subprocess.Popen(
-                self.argv, cwd=ROOT, env=env, stdout=out, stderr=err, start_new_session=True
-            )
-        try:
-            self._wait(wait)
-        except BaseException:
-            self.stop()
-            raise
+        self._served = processes.ServedProcess(
+            self.argv,
+            self.port,
+            env=env,
+            cwd=ROOT,
+            timeout_s=wait,
+            stderr_path=self.stderr_path,
+            stdout_path=self.stdout_path,
+        ).start()
         return self
 
-    def _wait(self, wait: float) -> None:
-        assert self.proc is not None
-        deadline = time.monotonic() + wait
-        with httpx.Client(base_url=self.url, timeout=2.0) as client:
-            while True:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"{self.name} exited: {self.stderr()}")
-                with contextlib.suppress(httpx.HTTPError):
-                    if client.get("/healthz").status_code == 200:
-                        return
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{self.name} did not come up: {self.stderr()}")
-                time.sleep(0.05)
-
     def stop(self) -> None:
-        proc = self.proc
-        if proc is None:
-            return
-        self.proc = None
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)  # workers live in its process group
+        if self._served is not None:
+            self._served.close()
+            self._served = None
 
 
 def serve_argv(port: int) -> list[str]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from typing import Any
 
 import httpx
@@ -20,6 +19,7 @@ from tests.playground.conftest import FIXTURES, VECTORS, PageProbe, replay_cases
 from tests.playground.servers import ServerProcess, unavailable
 
 from tokenwire import iter_events
+from tokenwire.testing import wait_until
 from tokenwire.translate import VENDORS
 
 TIMEOUT_MS = 20_000
@@ -58,18 +58,22 @@ def open_settings(page: Any) -> None:
 
 def request_log(server: ServerProcess, request_id: str, wait_s: float = 10.0) -> dict[str, Any]:
     """The gateway's JSON request-log line for ``request_id`` (written when the request ends)."""
-    deadline = time.monotonic() + wait_s
-    while True:
+
+    def logged() -> dict[str, Any] | None:
         for line in server.stderr().splitlines():
             if request_id in line and line.startswith("{"):
                 record: dict[str, Any] = json.loads(line)
                 if record.get("request_id") == request_id:
                     return record
-        if time.monotonic() > deadline:
-            raise AssertionError(
-                f"no request log line for {request_id}:\n{server.stderr()[-3000:]}"
-            )
-        time.sleep(0.05)
+        return None
+
+    found = wait_until(
+        logged,
+        timeout=wait_s,
+        what=lambda: f"a request log line for {request_id}:\n{server.stderr()[-3000:]}",
+    )
+    assert found is not None
+    return found
 
 
 def disconnected_count(server: ServerProcess) -> float:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import signal
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -17,6 +17,7 @@ from tests.resume.resume_http import new_id, payload, read_part, resume
 
 from tokenwire import events as ev
 from tokenwire.gateway.policy.drain import Drain
+from tokenwire.testing import wait_until
 
 
 def _recorder(name: str, record_dir: Path, **options: object) -> str:
@@ -32,11 +33,8 @@ def _recorder(name: str, record_dir: Path, **options: object) -> str:
     )
 
 
-def _wait(predicate: object, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.02)
+def _wait(predicate: Callable[[], object], timeout: float = 20.0) -> None:
+    wait_until(predicate, timeout=timeout)
 
 
 def test_sigterm_lets_streams_finish_then_ends_the_rest(tmp_path: Path) -> None:

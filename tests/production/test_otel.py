@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import http.server
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from tests.gateway.gateway_http import body, events_of, post, text_of
 from tests.gateway.gateway_procs import Gateway
 from tests.production.conftest import IN_CI, start, table
 
+from tokenwire.testing import wait_until
 from tokenwire.testing.upstream import FakeUpstream, Script
 
 try:
@@ -76,14 +76,11 @@ class Receiver:
         self.thread.start()
 
     def wait_span(self, name: str, timeout: float = 20.0) -> Any:
-        deadline = time.monotonic() + timeout
-        while True:
+        def found() -> list[Any]:
             with self.lock:
-                found = [s for s in self.spans if s.name == name]
-            if found:
-                return found[-1]
-            assert time.monotonic() < deadline, f"no span {name!r}: {self.spans}"
-            time.sleep(0.05)
+                return [s for s in self.spans if s.name == name]
+
+        return wait_until(found, timeout=timeout, what=lambda: f"a span {name!r}: {self.spans}")[-1]
 
     def close(self) -> None:
         self.server.shutdown()
@@ -157,15 +154,16 @@ def test_spans_follow_genai_conventions_and_carry_the_trace_upstream(
             # No prompt content without log_content.
             assert not any(PROMPT in str(value) for value in attrs.values())
             assert "gen_ai.input.messages" not in attrs
-            deadline = time.monotonic() + 20.0
             wanted = {
                 "gen_ai.server.request.duration",
                 "gen_ai.server.time_to_first_token",
                 "gen_ai.client.token.usage",
             }
-            while not wanted <= receiver.metric_names:
-                assert time.monotonic() < deadline, receiver.metric_names
-                time.sleep(0.05)
+            wait_until(
+                lambda: wanted <= receiver.metric_names,
+                timeout=20.0,
+                what=lambda: f"{wanted} among {receiver.metric_names}",
+            )
         finally:
             gateway.stop()
 

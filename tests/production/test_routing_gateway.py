@@ -4,7 +4,6 @@ that fail in each way: connection refused, 429, 503, and a cut after the first t
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from tests.gateway.gateway_procs import Gateway, free_port
 from tests.production.conftest import start, table
 
 from tokenwire import events as ev
+from tokenwire.testing import wait_until
 from tokenwire.testing.upstream import FakeUpstream, Fault, Script
 
 
@@ -104,10 +104,7 @@ def _stream_logged(gw: Gateway, model: str) -> tuple[list[ev.Event], dict[str, A
     """The stream's events and its request log line (written just after the stream ends)."""
     before = len(_lines(gw, model))
     events = _stream(gw, model)
-    deadline = time.monotonic() + 10.0
-    while len(_lines(gw, model)) <= before:
-        assert time.monotonic() < deadline, "no request log line"
-        time.sleep(0.02)
+    wait_until(lambda: len(_lines(gw, model)) > before, timeout=10.0, what="a request log line")
     return events, _lines(gw, model)[-1]
 
 

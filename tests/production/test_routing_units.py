@@ -10,6 +10,7 @@ from tokenwire import events as ev
 from tokenwire.gateway.context import CURRENT, RequestContext
 from tokenwire.gateway.policy.routing import CircuitBreaker, Deployment, RetryPolicy, RoutedProvider
 from tokenwire.request import Request
+from tokenwire.testing import async_wait_until
 
 REQUEST = Request(version="1.0", stream=True, model="m", messages=[])
 
@@ -242,8 +243,7 @@ def test_a_trial_cut_short_by_the_client_frees_the_half_open_breaker() -> None:
 
     async def go() -> None:
         task = asyncio.ensure_future(anext(aiter(provider.generate(REQUEST))))
-        while not breaker.trial:
-            await asyncio.sleep(0)
+        await async_wait_until(lambda: breaker.trial)
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
 

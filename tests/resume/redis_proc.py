@@ -3,19 +3,20 @@
 ``redis_binary`` finds the binary, installing Debian's ``redis-server`` package
 with apt-get when it is missing and the tests run as root (``make test`` needs
 nothing installed up front). ``RedisServer`` starts, kills and restarts one
-server on the same port.
+server on the same port, through ``tokenwire.testing.processes.ServedProcess``
+(the one launcher: ready once it answers ``PING``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import signal
 import socket
 import subprocess
-import time
 from pathlib import Path
+
+from tokenwire.testing import processes
 
 APT_TIMEOUT_S = 900
 
@@ -45,11 +46,7 @@ def redis_binary() -> tuple[str | None, str]:
     return (found, "") if found else (None, "apt-get installed redis-server but no binary")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+free_port = processes.free_port
 
 
 class RedisServer:
@@ -64,8 +61,12 @@ class RedisServer:
         self.workdir = workdir
         self.persistent = persistent
         self.port = port or free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
+        self._served: processes.ServedProcess | None = None
         self.log_path = workdir / f"redis-{self.port}.log"
+
+    @property
+    def proc(self) -> subprocess.Popen[bytes] | None:
+        return self._served.proc if self._served is not None else None
 
     @property
     def url(self) -> str:
@@ -95,18 +96,16 @@ class RedisServer:
             "--maxclients",
             "10000",
         ]
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
-        deadline = time.monotonic() + wait
-        while not self.ping():
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"redis-server exited: {self.log_path.read_text()[-2000:]}")
-            if time.monotonic() > deadline:
-                self.kill()
-                raise RuntimeError("redis-server did not answer PING")
-            time.sleep(0.05)
+        # One log of stdout and stderr, appended to: a restart keeps the first run's.
+        self._served = processes.ServedProcess(
+            argv,
+            self.port,
+            ready=self.ping,
+            timeout_s=wait,
+            stderr_path=self.log_path,
+            stdout_path=self.log_path,
+            append=True,
+        ).start()
         return self
 
     def ping(self) -> bool:
@@ -127,22 +126,20 @@ class RedisServer:
 
     def stop(self) -> None:
         """SIGTERM: Redis finishes its append-only file and exits (a clean restart)."""
-        proc = self.proc
-        if proc is None:
+        served = self._served
+        if served is None or served.proc is None:
             return
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
-        self.proc = None
+        served.proc.send_signal(signal.SIGTERM)
+        served.proc.wait(timeout=30)
+        served.close()
+        self._served = None
 
     def kill(self) -> None:
         """SIGKILL: Redis vanishes with everything it held (no persistence)."""
-        proc = self.proc
-        if proc is None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-        self.proc = None
+        if self._served is not None:
+            self._served.kill()
+            self._served.close()
+            self._served = None
 
     def __enter__(self) -> RedisServer:
         return self.start()

@@ -7,7 +7,6 @@ import contextlib
 import itertools
 import json
 import threading
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ import msgspec
 import tokenwire
 from tokenwire import events as ev
 from tokenwire import request as rq
+from tokenwire.testing import wait_for_file, wait_until
 
 MEDIA = rq.MEDIA_TYPE
 QUESTION = "What makes a stream resumable across gateway replicas?"
@@ -158,21 +158,14 @@ def start_of(events: list[ev.Event]) -> ev.StreamStart:
 def wait_record(record_dir: Path, request_id: str, timeout: float = 30.0) -> dict[str, Any]:
     """The Recorder plugin's record of ``request_id``, once it wrote one."""
     path = record_dir / f"{request_id}.json"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with contextlib.suppress(FileNotFoundError, ValueError):
-            record: dict[str, Any] = json.loads(path.read_text())
-            return record
-        time.sleep(0.05)
-    raise AssertionError(f"no record for {request_id} within {timeout} s")
+    record: dict[str, Any] = wait_for_file(
+        path, json.loads, timeout=timeout, what=f"a record for {request_id}"
+    )
+    return record
 
 
 def wait_for(predicate: Any, timeout: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+    wait_until(predicate, timeout=timeout, what=what)
 
 
 class Balancer:

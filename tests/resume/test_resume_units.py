@@ -45,6 +45,7 @@ from tokenwire.gateway.resume import (
 from tokenwire.gateway.resume.redis_scripts import redacted
 from tokenwire.request import Request
 from tokenwire.server import StreamEndpoint, StreamRecord
+from tokenwire.testing import async_wait_until
 from tokenwire.writer import Writer
 
 VECTORS = Path(__file__).resolve().parents[1] / "vectors" / "resume"
@@ -190,6 +191,8 @@ def test_memory_store_basics() -> None:
         assert [e.seq for e in reader.first] == [1]
         assert not reader.finished
         waiting = asyncio.ensure_future(reader.next(5.0))
+        # One loop turn, not a pause: next() runs to its first await and waits, so
+        # the commit below must wake it (asyncio runs ready tasks in order).
         await asyncio.sleep(0)
         assert await store.commit([Append("r", entries[2:], "completed", False)]) == set()
         assert [e.seq for e in await waiting] == [2, 3, 4, 5]
@@ -279,7 +282,7 @@ class Ticker:
         rid = request.request_id or "?"
         try:
             for i in range(self.count):
-                await asyncio.sleep(self.interval)
+                await asyncio.sleep(self.interval)  # the pacing of a model: the behaviour
                 if i == self.fail_at:
                     raise RuntimeError("boom")
                 yield _delta(f" t{i}")
@@ -343,9 +346,27 @@ async def _get(manager: ResumeManager, request_id: str, after: int | None = None
 
 
 async def _until(predicate: Any, timeout: float = 10.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not predicate():
-            await asyncio.sleep(0.01)
+    await async_wait_until(predicate, timeout=timeout)
+
+
+async def _follow_blocked(store: RedisStore) -> bool:
+    """The store's follow is in ``XREAD BLOCK`` (Redis counts it as a blocked client)."""
+    info = await store.call("INFO", "clients")
+    if isinstance(info, dict):
+        return int(info.get("blocked_clients", 0)) > 0
+    text = info.decode() if isinstance(info, bytes) else str(info)
+    return re.search(r"blocked_clients:[1-9]", text) is not None
+
+
+async def _owner_gone(store: RedisStore, request_id: str) -> bool:
+    """The owner's lease on ``request_id`` ran out (the stream is still ``live``)."""
+    state = await store.state(request_id)
+    return state is not None and not state.owner_alive
+
+
+async def _subscribed(store: RedisStore) -> bool:
+    reply = await store.call("PUBSUB", "NUMSUB", store.channel)
+    return int(reply[1]) >= 1
 
 
 def test_hang_up_does_not_cancel_a_resumable_stream() -> None:
@@ -649,7 +670,7 @@ def test_redis_store_roundtrip(redis_target: Target) -> None:
             reader = await store.open_reader("r", 0)
             assert [e.seq for e in reader.first] == [1, 2]
             waiting = asyncio.ensure_future(reader.next(5.0))
-            await asyncio.sleep(0.05)
+            await _until(lambda: _follow_blocked(store))  # the commit must wake the follow
             await store.commit([Append("r", entries[3:], "completed", False)])
             got = await waiting
             got += await reader.next(0)
@@ -679,7 +700,7 @@ def test_redis_store_orphan_is_closed(redis_target: Target) -> None:
             await store.commit([Append("o", entries[:4], None, True)])
             # The owner is alive while its lease is.
             assert not await store.close_orphan("o", "internal_error", ORPHAN_MESSAGE)
-            await asyncio.sleep(0.1)
+            await _until(lambda: _owner_gone(store, "o"))
             state = await store.state("o")
             assert state is not None and state.status == "live" and not state.owner_alive
             assert await store.close_orphan("o", "internal_error", ORPHAN_MESSAGE)
@@ -795,7 +816,7 @@ def test_redis_store_orphan_closed_after_what_the_reader_has(redis_target: Targe
         try:
             await store.create("h", INFO)
             await store.commit([Append("h", _stream(8)[:4], None, True)])
-            await asyncio.sleep(0.1)
+            await _until(lambda: _owner_gone(store, "h"))
             reader = await store.open_reader("h", 5)
             assert reader.first == []
             assert await store.close_orphan("h", "internal_error", ORPHAN_MESSAGE, seen=5)

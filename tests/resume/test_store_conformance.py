@@ -133,6 +133,7 @@ def test_commit_read_follow_and_end(run: Callable[..., None]) -> None:
             assert [e.seq for e in reader.first] == [1]
             assert not reader.finished
             waiting = asyncio.ensure_future(reader.next(30.0))
+            # One loop turn, not a pause: next() starts waiting before the commit.
             await asyncio.sleep(0)
             assert await store.commit([Append("r", entries[2:], "completed", False)]) == set()
             got = await waiting
@@ -161,7 +162,7 @@ def test_wait_ended_wakes_on_the_end(run: Callable[..., None]) -> None:
         entries = _stream(2, "w")
         await store.commit([Append("w", entries[:2], None, True)])
         waiter = asyncio.ensure_future(store.wait_ended("w", 3600.0))
-        await asyncio.sleep(0)  # it registers before its first await
+        await asyncio.sleep(0)  # one loop turn, not a pause: it registers before its first await
         await store.commit([Append("w", entries[2:], "completed", False)])
         async with asyncio.timeout(30):  # bounded: a missed wake fails, never hangs
             await waiter

@@ -82,6 +82,7 @@ class Exchange:
             raise OSError("connection reset")
         if self.hang_up_after is not None and bodies >= self.hang_up_after:
             self.hang_up()
+        # One loop turn per send, as a real transport yields: not a timed pause.
         await asyncio.sleep(0)
 
     def run(self, app: Any) -> Exchange:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import msgspec
@@ -17,6 +17,7 @@ from tokenwire import request as rq
 from tokenwire._outbox import KEEPALIVE
 from tokenwire.errors import ProtocolError
 from tokenwire.server import StreamEndpoint, StreamRecord
+from tokenwire.testing import async_wait_until
 
 
 def _body(model: str = "m", **fields: Any) -> bytes:
@@ -48,13 +49,13 @@ def _assert_estimated(event: ev.Event, input_tokens: int, output_tokens: int) ->
 
 
 class Script:
-    """A provider yielding ``events`` (optionally sleeping first), then maybe raising."""
+    """A provider yielding ``events`` (optionally once ``before()`` holds), then maybe raising."""
 
     def __init__(
         self,
         events: list[ev.Event],
         *,
-        before: float = 0.0,
+        before: Callable[[], bool] | None = None,
         raises: BaseException | None = None,
         forever: bool = False,
     ) -> None:
@@ -68,18 +69,19 @@ class Script:
 
     async def generate(self, request: rq.Request) -> AsyncIterator[ev.Event]:
         try:
-            if self.before:
-                await asyncio.sleep(self.before)
+            if self.before is not None:
+                await async_wait_until(self.before)
             for event in self.events:
                 yield event
             if self.raises is not None:
                 raise self.raises
             while self.forever:
-                await asyncio.sleep(0.001)
+                await asyncio.sleep(0.001)  # a model that never stops: its pacing is the behaviour
                 yield _delta(".")
         except asyncio.CancelledError:
             self.cancelled = True
-            # Cleanup that awaits (closing an upstream) must not be cut short.
+            # Cleanup that awaits (closing an upstream) must not be cut short: the
+            # pause is the behaviour under test (the flag says whether it ran out).
             await asyncio.sleep(0.01)
             self.cleanup_done = True
             raise
@@ -298,8 +300,10 @@ def test_send_failure_counts_as_a_hang_up() -> None:
 
 
 def test_idle_stream_gets_keepalives() -> None:
-    provider = Script([_delta("late")], before=0.2)
-    x = Exchange(_body()).run(StreamEndpoint(provider, keepalive_s=0.01))
+    x = Exchange(_body())
+    # The provider stays idle until a keepalive went out: no race with the clock.
+    provider = Script([_delta("late")], before=lambda: KEEPALIVE in x.bodies)
+    x.run(StreamEndpoint(provider, keepalive_s=0.01))
     assert KEEPALIVE in x.bodies
     assert tokenwire.validate(x.body).ok  # comments are ignored by decoders
 
@@ -551,9 +555,7 @@ def test_provider_starts_before_the_response_and_stream_start_does_not_wait_for_
     async def go() -> None:
         task = asyncio.create_task(endpoint(x.scope, x.receive, x.send))
         # §5.3.1: stream.start reaches the client while the provider still waits.
-        async with asyncio.timeout(30):
-            while not x.bodies:
-                await asyncio.sleep(0)
+        await async_wait_until(lambda: x.bodies)
         assert [e.type for e in x.events()] == ["stream.start"]
         assert provider.answer is not None
         provider.answer.set()
@@ -576,8 +578,8 @@ class _FirstThenMany:
         self.first_sent_before_second: bool | None = None
 
     async def generate(self, request: rq.Request) -> AsyncIterator[ev.Event]:
-        while not self.x.bodies:  # the upstream works while stream.start goes out
-            await asyncio.sleep(0)
+        # The upstream works while stream.start goes out.
+        await async_wait_until(lambda: self.x.bodies)
         yield _delta("first ")
         self.first_sent_before_second = b"first " in self.x.body
         for i in range(50):

@@ -7,12 +7,8 @@ refuses with JSON, and cancels its provider when the client hangs up.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -23,6 +19,7 @@ import pytest
 from tests.server.test_server_docs import _example
 
 import tokenwire
+from tokenwire.testing import processes, wait_for_file
 
 GRANIAN = Path(sys.executable).parent / "granian"
 
@@ -37,7 +34,7 @@ class Slow:
     async def generate(self, request):
         try:
             for i in range(10_000):
-                await asyncio.sleep(0.02)
+                await asyncio.sleep(0.02)  # a paced model: the pacing is the behaviour
                 yield events.ContentDelta(v="1.0", seq=0, index=0, role="assistant",
                                           delta=events.Delta(text=f" {i}"))
         except asyncio.CancelledError:
@@ -54,46 +51,16 @@ async def app(scope, receive, send):
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     workdir = tmp_path_factory.mktemp("toolkit")
     (workdir / "docs_example.py").write_text(_example("provider") + SLOW)
-    port = _free_port()
-    proc = subprocess.Popen(
-        [str(GRANIAN), "--interface", "asgi", "--host", "127.0.0.1", "--port", str(port)]
-        + ["--log-level", "warning", "--working-dir", str(workdir), "docs_example:app"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            with contextlib.suppress(httpx.HTTPError):
-                httpx.get(url + "/", timeout=1)
-                break
-            assert proc.poll() is None and time.monotonic() < deadline, "granian did not start"
-            time.sleep(0.05)
-        yield url
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        assert proc.stderr is not None
-        proc.stderr.close()
+    port = processes.free_port()
+    argv = [str(GRANIAN), "--interface", "asgi", "--host", "127.0.0.1", "--port", str(port)]
+    argv += ["--log-level", "warning", "--working-dir", str(workdir), "docs_example:app"]
+    # Any answer on "/" means it serves (the example refuses a GET there).
+    with processes.ServedProcess(argv, port, ready_path="/", ready_status=None, timeout_s=30):
+        yield f"http://127.0.0.1:{port}"
 
 
 def _body(**fields: object) -> bytes:
@@ -131,9 +98,5 @@ def test_hang_up_cancels_on_granian(served: str, tmp_path: Path) -> None:
         while seen.count(b"event: content.delta") < 3:
             seen += sock.recv(65536)
         hung_up = time.time()
-    deadline = time.monotonic() + 5
-    while not record.exists():
-        assert time.monotonic() < deadline, "never cancelled"
-        time.sleep(0.005)
-    time.sleep(0.01)
-    assert float(record.read_text()) - hung_up < 0.1
+    cancelled_at = wait_for_file(record, float, timeout=5, what="the provider's cancel")
+    assert cancelled_at - hung_up < 0.1

@@ -52,7 +52,7 @@ class ConnectingUpstream:
         try:
             task.cancel()  # the library cancels its own scope's host task...
             try:
-                await asyncio.sleep(0)
+                await asyncio.sleep(0)  # one loop turn: where the pending cancel lands
             except asyncio.CancelledError:
                 pass  # ...and catches that cancel within the scope
             self.cancelling_seen = task.cancelling()

@@ -18,6 +18,7 @@ from tokenwire import events as ev
 from tokenwire import request as rq
 from tokenwire._outbox import KEEPALIVE, KeepAlive, Outbox
 from tokenwire.server import StreamEndpoint, StreamRecord
+from tokenwire.testing import async_wait_until
 
 
 class _Handle:
@@ -154,9 +155,7 @@ def _body() -> bytes:
 
 
 async def _until(condition: Callable[[], bool]) -> None:
-    async with asyncio.timeout(30):
-        while not condition():
-            await asyncio.sleep(0.001)
+    await async_wait_until(condition)
 
 
 def test_an_idle_stream_gets_repeated_keepalives_then_its_events() -> None:

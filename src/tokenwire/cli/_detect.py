@@ -29,6 +29,7 @@ from typing import Any, Final, Literal, NamedTuple
 import msgspec
 
 from ..errors import TokenwireError
+from ..translate.anthropic.stream import EVENT_TYPES
 
 __all__ = [
     "EXPECTED",
@@ -56,17 +57,8 @@ EXPECTED: Final = (
 )
 
 _RS: Final = b"\x1e"
-_ANTHROPIC_TYPES: Final = frozenset(
-    {
-        "message_start",
-        "content_block_start",
-        "content_block_delta",
-        "content_block_stop",
-        "message_delta",
-        "message_stop",
-        "ping",
-    }
-)
+#: Anthropic's stream event types, but ``error``: other vendors send that one too.
+_ANTHROPIC_TYPES: Final = EVENT_TYPES - {"error"}
 _COHERE_TYPES: Final = frozenset(
     {
         "message-start",

@@ -208,6 +208,9 @@ class _AsyncDriver:
     async def run(self) -> AsyncIterator[ev.Event]:
         """The whole stream: the flow's ops performed, its events handed out here
         (one async generator step per event: this one)."""
+        # The same loop as ``Stream.run``, awaiting: a generator cannot serve both
+        # ``for`` and ``async for``, and each event must be yielded right here (one
+        # async generator step per event, bench/client.py), so it is written twice.
         flow = self.flow
         deliver = flow.receiver.deliver
         steps = flow.run()

@@ -298,6 +298,9 @@ class _Driver:
     def run(self) -> Iterator[ev.Event]:
         """The whole stream: the flow's ops performed, its events handed out here
         (one generator level per event: this one)."""
+        # The same loop as ``AsyncStream.run``, blocking: a generator cannot serve
+        # both ``for`` and ``async for``, and each event must be yielded right here
+        # (one generator level per event, bench/client.py), so it is written twice.
         flow = self.flow
         deliver = flow.receiver.deliver
         steps = flow.run()

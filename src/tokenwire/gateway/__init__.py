@@ -17,4 +17,17 @@ browser page), ``production`` (the policy and telemetry layers wired around
 the providers), ``context`` (what those layers know of one request) and
 ``serving`` (the app behind the request guard, per worker). The request
 handling itself is ``tokenwire.server``.
+
+Imports point down these layers (``tests/test_layers.py``, ``GATEWAY_LAYERS``);
+two packages on one layer never import each other:
+
+=====  ==============================================================
+0      ``config``
+1      ``context``
+2      ``upstream``, ``telemetry``
+3      ``resume``, ``policy``, ``providers``
+4      ``ingress``, ``playground``, ``production``
+5      ``app``
+6      ``serving``
+=====  ==============================================================
 """

@@ -6,6 +6,8 @@ producer task is created inside that request, so it sees the same object:
 the routing wrapper appends its attempts there, the usage tee reads the key,
 the upstream client's request hook reads the trace context, and the request
 log adds the key id and the attempts to its line.
+
+May import: the core only; of the gateway nothing (only ``config`` sits lower).
 """
 
 from __future__ import annotations

@@ -705,9 +705,13 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
             block(signed_block, [])
     digest = f"_{_turn_digest(signed)}" if signed else ""
     sent = json_object(request)
+    # A script with items of its own (the lossless loops) says the whole turn.
     agent = (
         agent_blocks(sent)
-        if isinstance(sent, dict) and isinstance(sent.get("messages"), list) and sent["messages"]
+        if not script.items
+        and isinstance(sent, dict)
+        and isinstance(sent.get("messages"), list)
+        and sent["messages"]
         else []
     )
     for start, agent_deltas in agent:

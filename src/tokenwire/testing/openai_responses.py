@@ -278,7 +278,7 @@ def check_items(items: list[Any]) -> str | None:
         elif kind == "mcp_approval_response":
             if str(item.get("approval_request_id")) not in approvals:
                 return (
-                    "No approval request found for mcp_approval_response with "
+                    "No mcp_approval_request found for mcp_approval_response with "
                     f"approval_request_id {item.get('approval_request_id')}."
                 )
     return None
@@ -611,7 +611,8 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
         body.add("response.output_item.done", output_index=0, item=item)
         output.append(item)
     sent_body = json_object(request)
-    if isinstance(sent_body, dict):
+    if isinstance(sent_body, dict) and not script.items:
+        # A script with items of its own (the lossless loops) says the whole turn.
         _agent_items(body, sent_body, output)
     pieces = script.pieces
     if pieces:

@@ -19,14 +19,17 @@ import os
 import platform
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
+
+from .waiting import WaitTimeout, wait_until
 
 _TICKS: Final = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -134,15 +137,30 @@ def open_sockets(pid: int) -> int:
 # --- servers in their own process group ---------------------------------------------------
 
 
-def _http_get_status(port: int, path: str, timeout: float = 1.0) -> int:
-    """The status of ``GET path`` on 127.0.0.1:port (0 when nothing answered)."""
+def listening(port: int, timeout: float = 0.5) -> bool:
+    """Whether something accepts TCP connections on 127.0.0.1:port (a ``ready`` probe)."""
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout):
+        return True
+    return False
+
+
+def http_status(
+    port: int, path: str, timeout: float = 1.0, tls: ssl.SSLContext | None = None
+) -> int:
+    """The status of ``GET path`` on 127.0.0.1:port (0 when nothing answered).
+
+    With ``tls``, over TLS to the host name ``localhost`` (the test certificates').
+    """
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        with contextlib.ExitStack() as stack:
+            s = stack.enter_context(socket.create_connection(("127.0.0.1", port), timeout=timeout))
+            if tls is not None:
+                s = stack.enter_context(tls.wrap_socket(s, server_hostname="localhost"))
             s.sendall(
                 f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode()
             )
             head = s.recv(64)
-    except OSError:
+    except OSError:  # ssl.SSLError is one: a handshake before the server is ready
         return 0
     parts = head.split(b" ", 2)
     return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
@@ -151,10 +169,16 @@ def _http_get_status(port: int, path: str, timeout: float = 1.0) -> int:
 class ServedProcess:
     """A server command on 127.0.0.1 in its own process group; always stopped on exit.
 
-    ``start`` spawns ``argv`` and polls ``GET ready_path`` every 10 ms until it
-    answers ``200``; ``started_s`` is the time from spawn to that answer (the
-    start-up time a user waits). ``stop`` sends SIGINT, then kills the whole
-    process group (workers included) if it does not exit in ``grace_s``.
+    ``start`` spawns ``argv`` and polls ``GET ready_path`` (``wait_until``: every
+    millisecond at first) until it answers ``ready_status`` (``None``: any HTTP
+    answer; over TLS with ``tls``), or, for a server that is not HTTP (Redis),
+    until ``ready()`` is true; ``started_s`` is the time from spawn to that
+    answer (the start-up time a user waits). Its stderr goes to ``stderr_path``
+    (a temporary file unless given), its stdout to ``stdout_path`` (or nowhere;
+    the same path as ``stderr_path``: one log of both), appended to with
+    ``append``. ``kill`` ends the group at once, without a goodbye.
+    ``stop`` sends SIGINT, then kills the whole process group (workers
+    included) if it does not exit in ``grace_s``.
     Raises ``RuntimeError`` with the process's stderr when it dies or does not
     come up within ``timeout_s``.
     """
@@ -165,22 +189,37 @@ class ServedProcess:
         port: int,
         *,
         ready_path: str = "/healthz",
+        ready_status: int | None = 200,
+        ready: Callable[[], bool] | None = None,
+        tls: ssl.SSLContext | None = None,
         env: Mapping[str, str] | None = None,
         cwd: str | Path | None = None,
         timeout_s: float = 60.0,
         grace_s: float = 10.0,
+        stderr_path: Path | None = None,
+        stdout_path: Path | None = None,
+        append: bool = False,
     ) -> None:
         self.argv = list(argv)
         self.port = port
         self.ready_path = ready_path
+        self.ready_status = ready_status
+        self.ready = ready
+        self.tls = tls
+        self.append = append
         self.env = dict(env) if env is not None else None
         self.cwd = cwd
         self.timeout_s = timeout_s
         self.grace_s = grace_s
         self.proc: subprocess.Popen[bytes] | None = None
         self.started_s = 0.0
-        self._tmp = tempfile.TemporaryDirectory(prefix="tokenwire-bench-")
-        self.stderr_path = Path(self._tmp.name) / "stderr"
+        # A directory of its own only when the caller keeps no stderr file.
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        if stderr_path is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="tokenwire-bench-")
+            stderr_path = Path(self._tmp.name) / "stderr"
+        self.stderr_path = stderr_path
+        self.stdout_path = stdout_path
 
     @property
     def url(self) -> str:
@@ -206,28 +245,47 @@ class ServedProcess:
 
     def start(self) -> ServedProcess:
         """Spawn and wait until ready. Returns ``self``."""
-        with open(self.stderr_path, "wb") as err:
+        with contextlib.ExitStack() as files:
+            mode = "ab" if self.append else "wb"
+            err = files.enter_context(open(self.stderr_path, mode))
+            out: Any = subprocess.DEVNULL
+            if self.stdout_path == self.stderr_path:
+                out = err
+            elif self.stdout_path is not None:
+                out = files.enter_context(open(self.stdout_path, mode))
             t0 = time.perf_counter()
             self.proc = subprocess.Popen(
                 self.argv,
                 env=self.env,
                 cwd=self.cwd,
                 stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
+                stdout=out,
                 stderr=err,
                 start_new_session=True,
             )
-        deadline = t0 + self.timeout_s
+        proc = self.proc
+
+        def ready() -> bool:
+            if self.ready is not None:
+                if self.ready():
+                    return True
+            else:
+                status = http_status(self.port, self.ready_path, tls=self.tls)
+                if status and (self.ready_status is None or status == self.ready_status):
+                    return True
+            if proc.poll() is not None:
+                raise RuntimeError(f"{self.argv[0]} exited at start:\n{self.stderr()[-4000:]}")
+            return False
+
         try:
-            while True:
-                if _http_get_status(self.port, self.ready_path) == 200:
-                    self.started_s = time.perf_counter() - t0
-                    return self
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"{self.argv[0]} exited at start:\n{self.stderr()[-4000:]}")
-                if time.perf_counter() > deadline:
-                    raise RuntimeError(f"{self.argv[0]} did not come up:\n{self.stderr()[-4000:]}")
-                time.sleep(0.01)
+            try:
+                wait_until(ready, timeout=self.timeout_s, max_interval=0.01)
+            except WaitTimeout:
+                raise RuntimeError(
+                    f"{self.argv[0]} did not come up:\n{self.stderr()[-4000:]}"
+                ) from None
+            self.started_s = time.perf_counter() - t0
+            return self
         except BaseException:
             self.stop()
             raise
@@ -251,10 +309,21 @@ class ServedProcess:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=self.grace_s)
 
+    def kill(self) -> None:
+        """SIGKILL the whole process group now (a crash, not a shutdown). Idempotent."""
+        proc = self.proc
+        if proc is None:
+            return
+        self.proc = None
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=self.grace_s)
+
     def close(self) -> None:
-        """Stop, and remove the stderr file."""
+        """Stop, and remove the stderr file (unless it is the caller's)."""
         self.stop()
-        self._tmp.cleanup()
+        if self._tmp is not None:
+            self._tmp.cleanup()
 
     def __enter__(self) -> ServedProcess:
         return self.start()

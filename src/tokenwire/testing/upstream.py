@@ -43,7 +43,6 @@ import re
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator
-from types import TracebackType
 from typing import Any, Final, Literal, Protocol, cast
 
 import msgspec
@@ -528,23 +527,14 @@ class FakeUpstream:
     def __enter__(self) -> FakeUpstream:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
+    # The fake runs on a thread of its own: in async code too, start and stop block.
     async def __aenter__(self) -> FakeUpstream:
         return self.start()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         self.stop()
 
     def wait_for(self, predicate: Callable[[FakeUpstream], bool], timeout: float = 5.0) -> bool:

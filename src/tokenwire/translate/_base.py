@@ -18,34 +18,27 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable, Iterable
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, Generic, TypeVar
 
 import msgspec
 
 from .. import events as ev
 from .. import sse
 from .._buffer import PushBuffer
+from .._secrets import SECRET_HEADERS, SECRET_PARAMS
 from ..errors import FramingError, ProtocolError
 from ..writer import Writer
 
-__all__ = ["PushBuffer", "SSETranslator", "StreamTranslator", "VendorRequest", "redact_url"]
+__all__ = [
+    "BlockNumbers",
+    "PushBuffer",
+    "SSETranslator",
+    "StreamTranslator",
+    "VendorRequest",
+    "event_type",
+    "redact_url",
+]
 
-#: Header names whose values are credentials (compared lower-cased).
-SECRET_HEADERS: Final = frozenset(
-    {
-        "authorization",
-        "proxy-authorization",
-        "x-api-key",
-        "x-goog-api-key",
-        "api-key",
-        "cookie",
-        "x-auth-token",
-    }
-)
-#: Query-string parameters whose values are credentials (Gemini's ``key=``...).
-SECRET_PARAMS: Final = frozenset(
-    {"key", "api_key", "apikey", "access_token", "token", "sig", "signature"}
-)
 _REDACTED: Final = "<redacted>"
 
 #: docs/extensions.md: at most this many distinct unknown vendor event types are
@@ -70,6 +63,66 @@ def redact_url(url: str) -> str:
             pair = f"{name}={_REDACTED}"
         pairs.append(pair)
     return f"{base}?{'&'.join(pairs)}{fragment}"
+
+
+class _Kind(msgspec.Struct, frozen=True, gc=False):
+    type: str = ""
+
+
+_decode_kind: Final = msgspec.json.Decoder(_Kind).decode
+
+
+def event_type(data: str) -> str:
+    """The ``type`` of a JSON vendor event, ``""`` when it has none or is not JSON.
+
+    For an event that did not decode as the translator's own struct: a type the
+    translator does not read may carry fields of other shapes (forward
+    compatibility), while one it reads must decode.
+    """
+    try:
+        return _decode_kind(data).type
+    except msgspec.DecodeError:
+        return ""
+
+
+K = TypeVar("K")
+
+
+class BlockNumbers(Generic[K]):
+    """§5.2: the standard stream's content block numbers, 0, 1, 2... in the order
+    blocks open, for a vendor that names its blocks its own way (an index and a
+    kind, a candidate...). ``of(key)`` is the block of a vendor key, numbered on
+    first use; ``new()`` numbers a block no key names (a whole tool call)."""
+
+    __slots__ = ("_numbers", "count")
+
+    def __init__(self) -> None:
+        self._numbers: dict[K, int] = {}
+        self.count = 0  # blocks numbered so far
+
+    def of(self, key: K) -> int:
+        number = self._numbers.get(key)
+        if number is None:
+            number = self._numbers[key] = self.new()
+        return number
+
+    def get(self, key: K) -> int | None:
+        """The block of ``key`` if it has one (numbers nothing)."""
+        return self._numbers.get(key)
+
+    def new(self) -> int:
+        number = self.count
+        self.count += 1
+        return number
+
+    def items(self) -> list[tuple[K, int]]:
+        """(key, block) of every keyed block, in the order they were numbered."""
+        return sorted(self._numbers.items(), key=lambda item: item[1])
+
+    def forget(self, numbers: Iterable[int]) -> None:
+        """Unname these blocks (stopped): the next ``of`` of their keys numbers a new one."""
+        gone = set(numbers)
+        self._numbers = {k: n for k, n in self._numbers.items() if n not in gone}
 
 
 class VendorRequest(msgspec.Struct, frozen=True, kw_only=True):

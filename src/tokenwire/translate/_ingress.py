@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from ..errors import InvalidRequest
 
-__all__ = ["json_kind", "tool_from_function", "want"]
+__all__ = ["json_kind", "tool_from_function", "tool_objects", "want"]
 
 
 def json_kind(value: object) -> str:
@@ -34,6 +35,15 @@ def tool_from_function(fn: dict[str, Any], path: str) -> dict[str, Any]:
         "description": want(fn.get("description") or "", str, f"{path}.description", "a string"),
         "parameters": want(params, dict, f"{path}.parameters", "an object"),
     }
+
+
+def tool_objects(tools: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(path, tool)`` for each entry of an OpenAI-style ``tools`` array, checked: an
+    ``InvalidRequest`` naming ``tools`` (not an array) or ``tools[i]`` (not an object)."""
+    want(tools, list, "tools", "an array")
+    for i, tool in enumerate(tools):
+        path = f"tools[{i}]"
+        yield path, want(tool, dict, path, "a tool object")
 
 
 def want(value: Any, kind: type | tuple[type, ...], path: str, what: str) -> Any:

@@ -41,7 +41,7 @@ from .. import sse
 from ..errors import InvalidRequest, TranslationError
 from ..request import AudioPart, DocumentPart, ImagePart, Message, Request, TextPart
 from . import _extensions as x
-from ._base import SSETranslator, VendorRequest
+from ._base import BlockNumbers, SSETranslator, VendorRequest, event_type
 from ._contract import VendorFormat
 from ._request import (
     function_call,
@@ -190,12 +190,7 @@ class _Event(msgspec.Struct, frozen=True, gc=False):
     delta: _Delta | None = None
 
 
-class _Kind(msgspec.Struct, frozen=True, gc=False):
-    type: str = ""
-
-
 _decode_event = msgspec.json.Decoder(_Event).decode
-_decode_kind = msgspec.json.Decoder(_Kind).decode
 _encode = msgspec.json.Encoder().encode
 
 
@@ -226,20 +221,15 @@ class Translator(SSETranslator):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._next_block = 0
-        self._blocks: dict[tuple[str, int], int] = {}  # ("content"|"plan", cohere index) -> block
+        # ("content"|"plan", cohere index) -> block
+        self._blocks: BlockNumbers[tuple[str, int]] = BlockNumbers()
         self._text_blocks: dict[int, int] = {}  # Cohere text content index -> block
         self._thinking: set[int] = set()  # Cohere content indexes that hold thinking
         self._calls: dict[int, _Call] = {}
         self._called = False
 
     def _block(self, kind: str, index: int) -> int:
-        key = (kind, index)
-        block = self._blocks.get(key)
-        if block is None:
-            block = self._blocks[key] = self._next_block
-            self._next_block += 1
-        return block
+        return self._blocks.of((kind, index))
 
     def _on_frame(self, frame: sse.Message) -> None:
         data = frame.data
@@ -295,10 +285,7 @@ class Translator(SSETranslator):
             return
         # message-start and event types we do not translate may carry fields
         # of other shapes (arrays); only the types we read must decode.
-        try:
-            kind = _decode_kind(data).type
-        except msgspec.DecodeError:
-            kind = ""
+        kind = event_type(data)
         if kind and kind not in _HANDLERS:
             return
         try:
@@ -369,8 +356,7 @@ class Translator(SSETranslator):
                 f"cohere: tool call {call.name!r} arguments are not a JSON object"
             )
         # §5.3.4 / §4.8: the call is whole; its block stops with tool_use right away.
-        index = self._next_block
-        self._next_block += 1
+        index = self._blocks.new()
         self.out += self.writer.tool_call(
             id=call.id, name=call.name, arguments=arguments, index=index
         )
@@ -496,6 +482,7 @@ _PARAMETERS: Final = {
 }
 
 
+# The signature is `_contract.RequestBuilder`, the same for every vendor.
 def build_request(
     req: Request,
     *,

@@ -55,6 +55,7 @@ def _part_to_mistral(part: rq.Part, k: int) -> dict[str, Any]:
     }
 
 
+# The signature is `_contract.RequestBuilder`, the same for every vendor.
 def build_request(
     req: rq.Request,
     *,

@@ -22,6 +22,9 @@ Read with the standard library's ``tomllib``. Unknown keys are errors (a typo
 must not silently drop a setting), and a literal ``api_key`` is refused: keys
 come from the environment variable named by ``api_key_env`` only. The ``demo``
 model is always served, whether the file names it or not.
+
+May import: the core and ``tokenwire.server``; nothing else of the gateway (it is
+the gateway's lowest layer, ``tests/test_layers.py``).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from typing import Any, Final
 import msgspec
 
 from ... import _guard, server
+from ..._secrets import SECRET_HEADERS
 from ..._suggest import did_you_mean
 from ...errors import TokenwireError
 from . import production as config_prod  # production keys (docs/gateway.md, "Production")
@@ -131,10 +135,6 @@ BINDING_KEYS: Final[dict[str, frozenset[str]]] = {
 }
 #: The values each binding's ``mapping`` may take (the first is the default).
 MAPPINGS: Final = {"signalr": ("stream", "copilot"), "connect": ("text", "standard")}
-#: Headers that carry credentials: never literal in the file (``api_key_env`` instead).
-_SECRET_HEADERS: Final = frozenset(
-    {"authorization", "proxy-authorization", "x-api-key", "x-goog-api-key", "api-key", "cookie"}
-)
 
 #: Every ``provider`` value a model may name.
 PROVIDERS: Final = BUILTIN_PROVIDERS | HTTP_VENDORS | BINDING_PROVIDERS
@@ -400,7 +400,8 @@ def _check_binding(where: str, model: ModelConfig) -> None:
         if value is not None and value < 1:
             raise _fail(f"{where}.{key}", "must be >= 1")
     for name in model.headers:
-        if name.lower() in _SECRET_HEADERS:
+        # Credential headers (``tokenwire._secrets``) are never literal in the file.
+        if name.lower() in SECRET_HEADERS:
             raise _fail(
                 f"{where}.headers.{name}",
                 "credentials are never written in the config: name an environment "

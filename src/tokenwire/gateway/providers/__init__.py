@@ -19,8 +19,8 @@ Modules: ``http`` (``HTTPProvider``, ``UpstreamClients``; the error-mapping tabl
 upstream's bytes, issue 23).
 
 May import: the core, ``tokenwire.translate``, ``tokenwire.server``, and of the
-gateway ``config``, ``context``, ``telemetry`` and ``upstream``; never ``policy``
-or the app.
+gateway ``config``, ``context``, ``telemetry`` and ``upstream``; never ``policy``,
+``resume`` or the app.
 
 The providers share their connections (``UpstreamClients``): the HTTP/1.1
 pool, and httpx only when a ``http = "2"`` model needs it (imported then).

@@ -32,7 +32,6 @@ never ends by itself, so a pooled connection would keep it open).
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Final
 
@@ -42,7 +41,14 @@ import msgspec
 from ... import events as ev
 from ...request import Request
 from ...translate import VendorFormat, connect
-from ._options import check_known, positive_number, required_url, string_headers
+from ._options import (
+    check_known,
+    one_of,
+    positive_number,
+    required_url,
+    secret,
+    string_headers,
+)
 
 __all__ = ["OPTIONS", "ConnectProvider"]
 
@@ -79,6 +85,9 @@ class ConnectProvider:
     or mapping.
     """
 
+    # The constructor every transport provider has (``PROVIDERS_BY_TRANSPORT`` builds
+    # them alike), beginning as ``SignalRProvider``'s does: the options it shares are
+    # checked by ``_options``; what follows is this binding's own.
     def __init__(
         self,
         *,
@@ -91,12 +100,8 @@ class ConnectProvider:
         self.format = vendor
         self.model_name = model_name
         self.base_url = base_url
-        self.codec = str(options.get("codec") or "json")
-        self.mapping = str(options.get("mapping") or "text")
-        if self.codec not in connect.CODECS:
-            raise ValueError(f"options.codec must be json or proto, got {self.codec!r}")
-        if self.mapping not in connect.MAPPINGS:
-            raise ValueError(f"options.mapping must be text or standard, got {self.mapping!r}")
+        self.codec = one_of(options, "codec", connect.CODECS)
+        self.mapping = one_of(options, "mapping", connect.MAPPINGS)
         self.service_path = str(options.get("service_path") or connect.SERVICE_PATHS[self.mapping])
         self.http2 = bool(options.get("http2", True))
         self.h2c = bool(options.get("h2c", False))
@@ -107,10 +112,7 @@ class ConnectProvider:
         if compression not in (None, "gzip", "identity"):
             raise ValueError(f"options.compression must be gzip or identity, got {compression!r}")
         self.compression: str | None = compression
-        api_key = options.get("api_key")
-        if api_key is None and options.get("api_key_env"):
-            api_key = os.environ.get(str(options["api_key_env"]))
-        self.api_key: str | None = api_key
+        self.api_key = secret(options, "api_key", "api_key_env")
         self.headers = string_headers(options)
         self.reasoning = bool(options.get("reasoning", False))
         self.max_message_bytes = int(

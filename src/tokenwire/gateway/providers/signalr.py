@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Final
 from urllib.parse import urlencode, urlsplit, urlunsplit
@@ -42,7 +41,14 @@ from ... import events as ev
 from ...errors import TokenwireError
 from ...request import Request
 from ...translate import VendorFormat, signalr
-from ._options import check_known, positive_number, required_url, string_headers
+from ._options import (
+    check_known,
+    one_of,
+    positive_number,
+    required_url,
+    secret,
+    string_headers,
+)
 
 __all__ = ["OPTIONS", "NegotiateError", "SignalRProvider"]
 
@@ -101,6 +107,9 @@ class SignalRProvider:
     Raises ``ValueError`` for a missing ``hub_url``, an unknown option or mapping.
     """
 
+    # The constructor every transport provider has (``PROVIDERS_BY_TRANSPORT`` builds
+    # them alike), beginning as ``ConnectProvider``'s does: the options it shares are
+    # checked by ``_options``; what follows is this binding's own.
     def __init__(
         self,
         *,
@@ -113,16 +122,10 @@ class SignalRProvider:
         self.format = vendor
         self.model_name = model_name
         self.hub_url = hub_url
-        self.mapping = str(options.get("mapping") or "stream")
-        if self.mapping not in signalr.MAPPINGS:
-            raise ValueError(f"options.mapping must be stream or copilot, got {self.mapping!r}")
+        self.mapping = one_of(options, "mapping", signalr.MAPPINGS)
         self.method = str(options.get("method") or signalr.METHODS[self.mapping])
         self.negotiate = bool(options.get("negotiate", False))
-        token = options.get("access_token")
-        env = options.get("access_token_env") or options.get("api_key_env")
-        if token is None and env:
-            token = os.environ.get(str(env))
-        self.access_token: str | None = token
+        self.access_token = secret(options, "access_token", "access_token_env", "api_key_env")
         self.server_timeout_s = positive_number(options, "server_timeout_s", 30.0)
         self.keepalive_s = positive_number(options, "keepalive_s", 15.0)
         self.connect_timeout_s = positive_number(options, "connect_timeout_s", 10.0)

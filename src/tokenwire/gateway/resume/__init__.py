@@ -13,6 +13,10 @@
                        grace periods, leases; ``build_manager`` from ``[resume]``
 ``endpoint``           ``ResumeEndpoint``: ``GET`` resumes, ``DELETE`` cancels
 =====================  ==========================================================
+
+May import: the core, ``tokenwire.server``/``_asgi``/``_outbox``, and of the
+gateway ``config``, ``context``, ``telemetry`` and ``upstream``; never ``policy``,
+``providers`` or the app.
 """
 
 from __future__ import annotations

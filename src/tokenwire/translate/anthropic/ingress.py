@@ -535,6 +535,8 @@ class EventEncoder:
             out += self._delta(index, delta)
         return out + _frame("content_block_stop", {"type": "content_block_stop", "index": index})
 
+    # Each encoder renders the extension events in its own vendor's form; what they
+    # share (reading the fields) is `_extensions.fields` already.
     def _extension(self, event: ev.UnknownEvent) -> bytes:
         """docs/extensions.md: the tokenwire extension events in Anthropic's own form."""
         body = x.fields(event)

@@ -249,6 +249,7 @@ def request_body(req: rq.Request, *, upstream_model: str | None = None) -> dict[
     return body
 
 
+# The signature is `_contract.RequestBuilder`, the same for every vendor.
 def build_request(
     req: rq.Request,
     *,

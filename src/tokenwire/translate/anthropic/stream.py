@@ -142,7 +142,8 @@ VendorEvent: TypeAlias = (
 )
 
 _decode_event = msgspec.json.Decoder(VendorEvent).decode
-_KNOWN_TYPES: Final = frozenset(
+#: Every event type of the Messages stream (also read by ``tokenwire convert``'s detection).
+EVENT_TYPES: Final = frozenset(
     {
         "message_start",
         "content_block_start",
@@ -313,7 +314,7 @@ class Translator(SSETranslator):
             kind = _decode_probe(data).type
         except msgspec.DecodeError:
             kind = None
-        if isinstance(kind, str) and kind not in _KNOWN_TYPES:
+        if isinstance(kind, str) and kind not in EVENT_TYPES:
             # Forward compatibility: an event type Anthropic added later is
             # skipped, never silently (docs/extensions.md: /metrics and the log).
             self.note_unknown(kind)

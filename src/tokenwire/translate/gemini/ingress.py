@@ -580,6 +580,8 @@ class EventEncoder:
                 return raw  # the vendor's own value (tokenwire.stop)
         return _FINISH.get(reason, "STOP")
 
+    # Each encoder renders the extension events in its own vendor's form; what they
+    # share (reading the fields) is `_extensions.fields` already.
     def _extension(self, event: ev.UnknownEvent) -> bytes:
         """docs/extensions.md: the tokenwire extension events in Gemini's own form."""
         body = x.fields(event)

@@ -229,6 +229,7 @@ def request_body(req: Request) -> dict[str, Any]:
     return body
 
 
+# The signature is `_contract.RequestBuilder`, the same for every vendor.
 def build_request(
     req: Request,
     *,

@@ -56,7 +56,7 @@ import msgspec
 from ... import sse
 from ...errors import TranslationError
 from .. import _extensions as x
-from .._base import SSETranslator
+from .._base import BlockNumbers, SSETranslator
 from ._partial import PartialArg, StreamedCall
 from .errors import (
     FINISH_ERRORS,
@@ -226,8 +226,7 @@ class Translator(SSETranslator):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.unknown_types: Counter[str] = Counter()
-        self._next_block = 0
-        self._blocks: dict[tuple[int, bool], int] = {}  # (candidate, reasoning) -> block
+        self._blocks: BlockNumbers[tuple[int, bool]] = BlockNumbers()  # (candidate, reasoning)
         self._text_blocks: dict[int, int] = {}  # candidate -> its answer block (a cache)
         self._finish: dict[int, str] = {}  # candidate -> standard stop reason
         self._seen: set[int] = set()  # candidates seen
@@ -253,11 +252,10 @@ class Translator(SSETranslator):
         key = (candidate, reasoning)
         index = self._blocks.get(key)
         if index is None:
-            index = self._blocks[key] = self._next_block
-            self._next_block += 1
-            if not reasoning:
-                self._text_blocks[candidate] = index
+            index = self._blocks.of(key)
             self._mark(candidate, index)
+        if not reasoning:
+            self._text_blocks[candidate] = index
         return index
 
     def _mark(self, candidate: int, index: int) -> None:
@@ -267,9 +265,7 @@ class Translator(SSETranslator):
             self.out += self.writer.add(mark)
 
     def _new_index(self) -> int:
-        index = self._next_block
-        self._next_block += 1
-        return index
+        return self._blocks.new()
 
     def _call_id(self, given: str | None) -> str:
         # Gemini gives no id (§5.3.4 requires one): generate a stable one.
@@ -761,7 +757,7 @@ class Translator(SSETranslator):
             self.out += writer.stop(index, reason)
         self._meta.clear()
         self._refused.clear()
-        self._blocks = {k: v for k, v in self._blocks.items() if v not in pending}
+        self._blocks.forget(pending)
 
     def _on_eof(self) -> None:
         # Gemini's end marker is a finishReason on every candidate, then EOF.

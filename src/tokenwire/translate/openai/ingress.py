@@ -19,7 +19,7 @@ from ... import request as rq
 from ...errors import InvalidRequest
 from .. import _extensions as x
 from .._contract import EncodeEvent
-from .._ingress import tool_from_function, want
+from .._ingress import tool_from_function, tool_objects, want
 from .errors import ERROR_TYPES, STOP_TO_FINISH
 
 _encode = msgspec.json.Encoder().encode
@@ -28,6 +28,9 @@ _encode = msgspec.json.Encoder().encode
 
 #: Chat Completions fields ``request_from_vendor`` maps; the others travel on
 #: in ``extensions["vendor:openai"]`` (so an OpenAI upstream still gets them).
+#: Not shared with the Responses ingress's list: the two APIs name the same
+#: settings apart (``messages``/``input``, ``max_tokens``/``max_output_tokens``,
+#: ``stop`` only here), and each list is what its own parser reads.
 _MAPPED_FIELDS: Final = frozenset(
     {
         "model",
@@ -147,11 +150,8 @@ def _message_from_openai(msg: Any, path: str) -> dict[str, Any]:
 def _tools_from_openai(tools: Any) -> list[dict[str, Any]] | None:
     if tools is None:
         return None
-    want(tools, list, "tools", "an array")
     out = []
-    for i, tool in enumerate(tools):
-        path = f"tools[{i}]"
-        want(tool, dict, path, "a tool object")
+    for path, tool in tool_objects(tools):
         if tool.get("type", "function") != "function":
             raise InvalidRequest(f"unsupported tool type {tool.get('type')!r}", path=f"{path}.type")
         fn = want(tool.get("function"), dict, f"{path}.function", "an object")

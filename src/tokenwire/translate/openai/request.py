@@ -184,6 +184,7 @@ PARAMETERS: Final = {
 }
 
 
+# The signature is `_contract.RequestBuilder`, the same for every vendor.
 def build_request(
     req: rq.Request,
     *,

@@ -32,6 +32,9 @@ _decode = msgspec.json.Decoder().decode
 #: Body fields ``request_from_vendor`` maps; the others (``include``,
 #: ``reasoning``, ``store``, ``tool_choice``...) travel on in
 #: ``extensions["vendor:openai-responses"]``, which only a Responses upstream reads.
+#: Not shared with the Chat Completions ingress's list: the names differ where
+#: the settings are the same (``input``, ``max_output_tokens``), and each list is
+#: what its own parser reads.
 _MAPPED_FIELDS: Final = frozenset(
     {
         "model",

@@ -243,6 +243,7 @@ def _tool(tool: Tool, kind: dict[str, Any] | None) -> dict[str, Any]:
     return out
 
 
+# The signature is `_contract.RequestBuilder`, the same for every vendor.
 def build_request(
     req: Request,
     *,

@@ -53,7 +53,7 @@ from ... import sse
 from ...errors import TranslationError
 from .. import _extensions as x
 from .. import _lossless
-from .._base import SSETranslator
+from .._base import BlockNumbers, SSETranslator, event_type
 from .errors import INCOMPLETE_REASONS, ErrorBody, error_code
 
 __all__ = ["Translator"]
@@ -113,16 +113,11 @@ class _Event(msgspec.Struct, frozen=True, gc=False):
     message: str | None = None
 
 
-class _Kind(msgspec.Struct, frozen=True, gc=False):
-    type: str = ""
-
-
 class _ItemOf(msgspec.Struct, frozen=True, gc=False):
     item: dict[str, Any] | None = None
 
 
 _decode_event = msgspec.json.Decoder(_Event).decode
-_decode_kind = msgspec.json.Decoder(_Kind).decode
 _decode_item = msgspec.json.Decoder(_ItemOf).decode
 _decode_any = msgspec.json.Decoder().decode
 
@@ -242,8 +237,7 @@ class Translator(SSETranslator):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._next_block = 0
-        self._blocks: dict[tuple[int, int], int] = {}  # (output_index, kind) -> block
+        self._blocks: BlockNumbers[tuple[int, int]] = BlockNumbers()  # (output_index, kind)
         self._text_blocks: dict[int, int] = {}  # output_index -> its text block
         self._calls: dict[int, _Call] = {}
         self._called = False
@@ -254,12 +248,7 @@ class Translator(SSETranslator):
         self.unknown_events: dict[str, str] = {}
 
     def _block(self, output_index: int, kind: int) -> int:
-        key = (output_index, kind)
-        block = self._blocks.get(key)
-        if block is None:
-            block = self._blocks[key] = self._next_block
-            self._next_block += 1
-        return block
+        return self._blocks.of((output_index, kind))
 
     def _on_frame(self, frame: sse.Message) -> None:
         data = frame.data
@@ -384,10 +373,7 @@ class Translator(SSETranslator):
             return  # not a Responses end marker; only a terminal event ends the stream
         # Forward compatibility: an event type we do not translate may carry
         # fields of other shapes; only the types we read must decode.
-        try:
-            kind = _decode_kind(data).type
-        except msgspec.DecodeError:
-            kind = ""
+        kind = event_type(data)
         if kind and kind not in _TRANSLATED:
             if kind not in _NOTHING_NEW:
                 self._unknown(kind, data)
@@ -395,9 +381,7 @@ class Translator(SSETranslator):
         raise TranslationError(f"openai-responses: upstream event is not valid: {exc}")
 
     def _new_block(self) -> int:
-        block = self._next_block
-        self._next_block += 1
-        return block
+        return self._blocks.new()
 
     def _block_event(self, index: int, body: dict[str, Any]) -> None:
         """A ``tokenwire.block`` extension event for standard block ``index``."""
