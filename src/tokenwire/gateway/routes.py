@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import msgspec
 from starlette.routing import Route
@@ -34,9 +34,6 @@ from ..request import Request, echo
 from ..server import DEFAULT_MAX_BODY_BYTES, Provider
 from ..writer import estimate_tokens
 from .ingress import FormatIngress, WithPathParams, decode_json_body
-
-if TYPE_CHECKING:
-    from .app import Gateway
 
 __all__ = ["GEMINI_ROUTES", "GEMINI_VERSIONS", "CountEndpoint", "vendor_error", "vendor_routes"]
 
@@ -190,8 +187,9 @@ class CountEndpoint:
             return False
 
 
-def vendor_routes(gateway: Gateway) -> list[Route]:
-    """The Gemini routes of every version, and the counting routes."""
+def vendor_routes(gateway: Any) -> list[Route]:
+    """The Gemini routes of every version, and the counting routes, of ``gateway``
+    (``app.Gateway``: not imported, it is on the layer above)."""
     limit = gateway.config.server.max_body_bytes
     raw = gateway.count_providers
     gemini_count = CountEndpoint(FormatIngress("gemini"), raw, max_body_bytes=limit)

@@ -15,7 +15,8 @@ from typing import Any
 from ... import request as rq
 from .. import _aggregate
 from ..openai.errors import error_answer
-from .ingress import ResponsesEncoder, response_fields
+from .ingress import ResponsesEncoder
+from .resource import response_fields
 
 __all__ = ["ResponseAggregator", "aggregate_ingress"]
 
