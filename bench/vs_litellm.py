@@ -21,6 +21,10 @@ that they never compete for the CPUs):
   10 ms ticks, so fewer chunks would blur the figure by more than 1 µs), and over
   100 concurrent streams of 200 chunks;
 - **peak RSS** of the tree (sampled every 20 ms) while the 100 streams run;
+- **non-streaming latency added** (issue 23): a Chat Completions call without
+  ``stream``, request written to the last byte of its JSON answer, median of as
+  many sequential requests as the first-token figure, minus the same straight
+  to the fake (which answers whole ``chat.completion`` objects too);
 - **first-token overhead**: the time to the first *content* chunk (the first
   SSE frame whose ``choices[0].delta.content`` is a non-empty string: not the
   role-only opening chunk, not tokenwire's ``stream.start``), median of 50
@@ -142,10 +146,51 @@ class Figures:
     direct_ms: float = 0.0
     frames: dict[str, int] = field(default_factory=dict)
     conc_wall_s: float = 0.0
+    whole_ms: float = 0.0  # a whole (non-streaming) answer through the gateway, median
+    whole_direct_ms: float = 0.0  # the same answer straight from the upstream, median
 
     @property
     def added_ms(self) -> float:
         return self.ttfe_ms - self.direct_ms
+
+    @property
+    def whole_added_ms(self) -> float:
+        return self.whole_ms - self.whole_direct_ms
+
+
+def whole_request(port: int, model: str, headers: dict[str, str] | None = None) -> bytes:
+    """A non-streaming Chat Completions request (issue 23): no ``stream`` field."""
+    data = json.dumps({"model": model, "messages": [{"role": "user", "content": "bench"}]})
+    extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+    head = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        f"Content-Type: application/json\r\n{extra}Content-Length: {len(data)}\r\n\r\n"
+    )
+    return head.encode() + data.encode()
+
+
+async def whole_times(port: int, request: bytes, n: int) -> list[float]:
+    """Seconds from writing ``request`` to the last byte of its JSON answer, ``n`` times
+    on one kept-alive connection; every answer must be a 200 ``chat.completion``."""
+    reader, writer = await lg.connect(port)
+    times = []
+    try:
+        for _ in range(n):
+            started = time.perf_counter()
+            writer.write(request)
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = next(
+                int(line.split(b":", 1)[1])
+                for line in head.lower().split(b"\r\n")
+                if line.startswith(b"content-length:")
+            )
+            body = await reader.readexactly(length)
+            times.append(time.perf_counter() - started)
+            if b" 200 " not in head.split(b"\r\n", 1)[0] or b'"chat.completion"' not in body:
+                raise RuntimeError(f"unexpected whole answer: {head[:200]!r} {body[:200]!r}")
+    finally:
+        writer.close()
+    return times
 
 
 def tokenwire_server(upstream: str, workdir: Path) -> tb.ServedProcess:
@@ -223,6 +268,13 @@ async def measure(
     finally:
         writer.close()
 
+    # A whole (non-streaming) answer, added to the upstream's own (issue 23), on
+    # connections of its own (uvicorn closes one idle for 5 s: the one above would be).
+    direct = await whole_times(fake.port, whole_request(fake.port, "short"), ttfe_n)
+    via = await whole_times(port, whole_request(port, "short", AUTH), ttfe_n)
+    fig.whole_direct_ms = statistics.median(direct) * 1e3
+    fig.whole_ms = statistics.median(via) * 1e3
+
     # CPU per chunk and peak RSS: 100 concurrent streams of 200 chunks.
     peak = [0]
     procs = pids()
@@ -272,6 +324,8 @@ def best(figs: list[Figures], name: str) -> Figures:
         "ttfe_ms",
         "direct_ms",
         "conc_wall_s",
+        "whole_ms",
+        "whole_direct_ms",
     ):
         setattr(out, attr, statistics.median(getattr(f, attr) for f in mine))
     out.frames = mine[-1].frames
@@ -342,6 +396,15 @@ def main() -> int:
             shown(ll.added_ms, ".2f"),
             ratio(tw.added_ms, ll.added_ms),
             f"<= {FIRST_TOKEN_MS} ms: " + met(tw.added_ms <= FIRST_TOKEN_MS),
+        ],
+        [
+            "non-streaming call: whole answer, added to the upstream's (ms, median of "
+            f"{args.ttfe}; upstream alone {tw.whole_direct_ms:.2f} / "
+            f"{shown(ll.whole_direct_ms, '.2f')})",
+            f"{tw.whole_added_ms:.2f}",
+            shown(ll.whole_added_ms, ".2f"),
+            ratio(tw.whole_added_ms, ll.whole_added_ms),
+            "(shown)",
         ],
         [
             "peak RSS, 100 concurrent streams (MiB)",

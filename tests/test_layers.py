@@ -64,12 +64,14 @@ GATEWAY_LAYERS: dict[str, int] = {
     "resume": 3,
     "policy": 3,
     "providers": 3,
+    "answers": 3,
     "ingress": 4,
     "playground": 4,
     "production": 4,
-    "app": 5,
-    "serving": 6,
-    "__init__": 7,
+    "routes": 5,
+    "app": 6,
+    "serving": 7,
+    "__init__": 8,
 }
 
 

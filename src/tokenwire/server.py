@@ -64,6 +64,7 @@ from ._asgi import (
     frames_payload,
     media_type_essence,
     read_body,
+    send_json,
     send_json_error,
     wants_standard,
 )
@@ -80,6 +81,7 @@ __all__ = [
     "Encode",
     "FRAMES",
     "FramesEncode",
+    "HeldAnswer",
     "Ingress",
     "Observer",
     "Provider",
@@ -252,6 +254,31 @@ class Ingress(Protocol):
     def parse(self, body: bytes) -> tuple[Request, Encode]: ...
 
 
+class HeldAnswer:
+    """An ``Encode`` whose response head waits until the answer decides it (issue 23).
+
+    A vendor route's whole (non-streaming) answer is known at ``stream.end``;
+    a vendor stream whose upstream fails before the first token is answered
+    with the upstream's status, not 200 and an error event. The endpoint
+    sends the response head once ``head`` is set: ``(status, headers)``, or
+    ``(200, None)`` for the stream's own SSE head. ``__call__`` returns no
+    bytes before ``head`` is set. ``keepalive``: SSE comments may go out
+    once the head is sent (a stream's, not a JSON body's). ``after``: the
+    encoder that takes over once the head is sent, so the rest of a stream
+    costs what it cost before (no extra call per event).
+    """
+
+    __slots__ = ("head", "keepalive", "after")
+
+    def __init__(self) -> None:
+        self.head: tuple[int, list[tuple[bytes, bytes]] | None] | None = None
+        self.keepalive = False
+        self.after: Encode | None = None
+
+    def __call__(self, event: ev.Event) -> bytes:
+        raise NotImplementedError
+
+
 # --- Per-request record --------------------------------------------------------------
 
 
@@ -413,12 +440,21 @@ class StreamEndpoint:
         code = code or HTTP_ERROR_CODES.get(status, "invalid_request")
         record.status, record.error_code, record.error_path = status, code, path
         record.error_message = message
+        # A vendor route answers its vendor's error shape (its SDK's exceptions),
+        # unless the body was the standard's.
+        error_body = getattr(self.ingress, "error_body", None)
+        if error_body is not None and record.format != "standard":
+            body: bytes = error_body(status, code, message, path)
+            await send_json(send, status, body, headers)
+            return
         await send_json_error(send, status, code, message, path, headers)
 
     async def _handle(
         self, scope: Scope, receive: Receive, send: Send, record: StreamRecord
     ) -> _Accepted | None:
         """Read and check the request; what to stream, or ``None`` once answered."""
+        if self.ingress is not None:
+            record.format = self.ingress.name  # until the body says it is the standard's
         if scope.get("method", "POST") != "POST":
             await self._reject(send, record, 405, "use POST", headers=[(b"allow", b"POST")])
             return None
@@ -581,7 +617,9 @@ class StreamEndpoint:
         if keepalive is None or keepalive.loop is not loop:
             # One timer for all the endpoint's streams (per event loop).
             keepalive = self._keepalive = KeepAlive(self.keepalive_s, loop)
-        keepalive.add(outbox)
+        held = encode if isinstance(encode, HeldAnswer) else None
+        if held is None:
+            keepalive.add(outbox)
         hangup: HangUp | None = None
         hung_up = True
         try:
@@ -592,16 +630,33 @@ class StreamEndpoint:
             # leaves first, with the response start (§5.3.1).
             await _one_step()
             headers = [*(SSE_HEADERS if frames is None else frames.headers), *owner.headers]
-            # The request's own task sends; one watcher task waits for the
-            # hang-up and cancels the sending (as starlette's StreamingResponse
-            # races ``listen_for_disconnect``, with one task less per stream).
-            hangup = HangUp(receive, loop)
             status = 200
-            head = getattr(encode, "head", None)
-            if head is not None:
-                # An encoder may answer with the upstream's own status line
-                # (gateway/providers/passthrough.py: an upstream error as it was sent).
-                status, headers = await head(outbox, loop, headers)
+            if held is not None:
+                # The head waits for the answer: the watcher watches meanwhile.
+                hangup = HangUp(receive, loop)
+                while held.head is None:
+                    waiter = outbox.waiter(loop)
+                    if waiter is None:
+                        break  # frames (so a head) or the end
+                    await waiter
+                status, own = held.head or (500, [(b"content-length", b"0")])
+                record.status = status
+                if own is not None:
+                    headers = own
+                if held.keepalive:
+                    keepalive.add(outbox)
+                if held.after is not None and isinstance(owner, _RequestOwns):
+                    owner.encode = held.after  # the stream's own encoder from here on
+            else:
+                # The request's own task sends; one watcher task waits for the
+                # hang-up and cancels the sending (as starlette's StreamingResponse
+                # races ``listen_for_disconnect``, with one task less per stream).
+                hangup = HangUp(receive, loop)
+                head = getattr(encode, "head", None)
+                if head is not None:
+                    # An encoder may answer with the upstream's own status line
+                    # (gateway/providers/passthrough.py: an upstream error as it was sent).
+                    status, headers = await head(outbox, loop, headers)
             await send({"type": "http.response.start", "status": status, "headers": headers})
             now = loop.time
             while True:  # inline, not a coroutine of its own: one frame less per stream

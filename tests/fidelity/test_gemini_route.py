@@ -56,6 +56,10 @@ def test_the_route_names_what_is_wrong(gateway: Gateway) -> None:
     with httpx.Client(base_url=gateway.url, timeout=10.0) as http:
         empty = http.post(ROUTE.format("demo"), json={"contents": []})
         unknown = http.post(ROUTE.format("nope"), json={"contents": [{"parts": [{"text": "hi"}]}]})
+    # Google's error shape (issue 23): google-genai raises ClientError from it.
     assert empty.status_code == 400
-    assert empty.json()["error"]["path"] == "contents"
+    error = empty.json()["error"]
+    assert (error["code"], error["status"]) == (400, "INVALID_ARGUMENT")
+    assert error["message"].startswith("contents: ")
     assert unknown.status_code == 404
+    assert unknown.json()["error"]["status"] == "NOT_FOUND"

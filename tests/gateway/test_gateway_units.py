@@ -287,10 +287,16 @@ def test_decode_json_body_limits() -> None:
         ingress.decode_json_body(b"{")
 
 
-def test_ingress_requires_streaming() -> None:
+def test_ingress_streams_or_answers_whole() -> None:
+    # Issue 23: without "stream": true the answer is whole; a non-boolean is refused.
+    from tokenwire.gateway.answers import HeldStream, WholeAnswer
+
+    body = b'{"model": "demo", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]'
     for parser in (ingress.OpenAIChatIngress(), ingress.AnthropicMessagesIngress()):
+        assert isinstance(parser.parse(body + b"}")[1], WholeAnswer)
+        assert isinstance(parser.parse(body + b', "stream": true}')[1], HeldStream)
         with pytest.raises(InvalidRequest) as info:
-            parser.parse(b'{"model": "demo", "messages": []}')
+            parser.parse(body + b', "stream": "yes"}')
         assert info.value.path == "stream"
 
 

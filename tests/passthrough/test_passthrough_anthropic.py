@@ -290,8 +290,10 @@ def test_across_vendors_what_cannot_be_carried_is_refused_by_name(
     }
     response = httpx.post(gateway.url + "/v1/messages", json=body)
     assert response.status_code == 400
-    error = response.json()["error"]
-    assert error["path"] == path
+    answer = response.json()  # Anthropic's error shape (issue 23): the path leads the message
+    error = answer["error"]
+    assert answer["type"] == "error" and error["type"] == "invalid_request_error"
+    assert error["message"].startswith(f"{path}: ")
     assert path.split("[")[0] in error["message"] or "server tool" in error["message"]
     assert len(fakes.upstream["openai"].requests) == before  # nothing was sent on
 

@@ -206,5 +206,6 @@ def test_across_vendors_what_cannot_be_carried_is_refused_by_name(
     body = {"model": "cross", "stream": True, "input": "hi", **extra}
     response = httpx.post(gateway.url + "/v1/responses", json=body)
     assert response.status_code == 400, response.text
-    assert response.json()["error"]["path"] == path
+    error = response.json()["error"]  # OpenAI's error shape (issue 23): the path is param
+    assert (error["param"], error["type"]) == (path, "invalid_request_error")
     assert len(fakes.upstream["openai"].requests) == before

@@ -6,8 +6,10 @@
 ``POST /v1/chat/completions``      OpenAI ingress (§7.3), OpenAI chunks out
 ``POST /v1/messages``              Anthropic ingress (§7.3), Anthropic events out
 ``POST /v1/responses``             OpenAI Responses ingress (§7.3), Responses events out
-``POST /v1beta/models/{model}:streamGenerateContent``
+``POST /{v1,v1beta,v1alpha}/models/{model}:streamGenerateContent``, ``:generateContent``
                                    Gemini ingress (§7.3, google-genai), Gemini chunks out
+``POST /v1/messages/count_tokens``, ``/v1/responses/input_tokens``, Gemini ``:countTokens``
+                                   token counts (``routes``)
 ``GET /v1/streams/{request_id}``   resume a resumable stream (``Last-Event-ID``
                                    or ``?after=N``): the rest, then the live events
 ``DELETE /v1/streams/{request_id}`` cancel a resumable stream (docs/scaling.md)
@@ -49,11 +51,11 @@ from .ingress import (
     FormatIngress,
     GeminiIngress,
     OpenAIChatIngress,
-    WithPathParams,
 )
 from .production import Production, ProductionMiddleware  # production (docs/gateway.md)
 from .providers import UpstreamClients, build_providers, passthrough
 from .resume import ResumeEndpoint, ResumeManager, build_manager
+from .routes import GEMINI_ROUTES, vendor_error, vendor_routes  # issue 23
 from .telemetry import logs
 from .telemetry.metrics import CONTENT_TYPE, Metrics
 
@@ -86,6 +88,8 @@ class Gateway:
         self.upstreams = UpstreamClients(client)
         self.upstreams.on_http2(Production.install_client_hooks)
         self.providers = build_providers(config, self.upstreams)
+        #: The providers themselves (no routing): the counting routes ask their upstream.
+        self.count_providers = self.providers
         self.metrics = Metrics(self.providers)
         content = config.server.log_content if log_content is None else log_content
         # -- production: keys, limits, routing, drain, telemetry (production.py) --
@@ -134,6 +138,12 @@ class Gateway:
         routes = passthrough.Routes(config)
         for endpoint in (self.chat_completions, self.messages, self.responses, self.gemini):
             cast(FormatIngress, endpoint.ingress).passthrough = routes
+        # issue 23: Gemini's whole answer (:generateContent), every API version.
+        whole = GeminiIngress(streaming=False)
+        whole.passthrough = routes
+        self.gemini_whole = StreamEndpoint(
+            self.providers, ingress=whole, route=GEMINI_ROUTES[1], **limits
+        )
         self.streams = ResumeEndpoint(self.resume)
 
     # -- plain routes -----------------------------------------------------------------
@@ -201,7 +211,7 @@ class Gateway:
         ws = self.ws = FramesOverWebSocket()
         routes = [
             *(Route(path, endpoint, methods=["POST"]) for path, endpoint in streams.items()),
-            Route(self.gemini.route, WithPathParams(self.gemini), methods=["POST"]),
+            *vendor_routes(self),
             Route("/v1/streams/{request_id}", self.streams, methods=["GET", "DELETE"]),
             # docs/binary.md 6.2: the binary binding over WebSocket, each stream through
             # the routes above (so keys, limits and logs apply as over HTTP).
@@ -271,8 +281,9 @@ async def _http_error(request: HTTPRequest, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     message = {404: f"no route for {request.url.path}", 405: f"{request.method} is not allowed"}
     code = HTTP_ERROR_CODES.get(exc.status_code, "http_error")
+    text = message.get(exc.status_code, exc.detail)
     return Response(
-        json_error(code, message.get(exc.status_code, exc.detail)),
+        vendor_error(request.url.path, exc.status_code, code, text) or json_error(code, text),
         status_code=exc.status_code,
         headers=exc.headers,
         media_type="application/json",

@@ -10,16 +10,21 @@ stream format (the format's reverse encoder), or in the standard when the client
 (``Content-Type: application/llm-request+json``) is accepted on both routes.
 
 A body for a model served only by upstreams of the route's own vendor format
-passes through (``providers/passthrough.py``): the client's body goes upstream
-and the upstream's bytes come back, the translator reading them alongside.
+passes through when it streams (``providers/passthrough.py``): the client's body goes
+upstream and the upstream's bytes come back, the translator reading them alongside.
 
-Only streaming is served: a body without ``"stream": true`` gets 400, except on
-a route that streams by its path (Gemini's ``:streamGenerateContent``), whose path
-parameters (``{model}``) ``WithPathParams`` hands to the parser.
+A body with ``"stream": true`` is answered as a stream, any other as one JSON
+object (issue 23), built by the format's aggregator from the same events
+(``answers``); a route that streams or not by its path (Gemini's
+``:streamGenerateContent`` and ``:generateContent``) says so with
+``streaming``, and ``WithPathParams`` hands its path parameters (``{model}``)
+and query (``alt``) to the parser. Errors are in the vendor's own shape
+(``error_body``).
 """
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Mapping
 from contextvars import ContextVar
 from types import MappingProxyType
@@ -29,10 +34,12 @@ import msgspec
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .. import translate
+from .._asgi import json_error
 from ..errors import InvalidRequest, RequestTooLarge
 from ..request import DEFAULT_MAX_DEPTH, Request
 from ..server import Encode
 from ..translate import VendorFormat, VendorIngress
+from .answers import ChunkArray, HeldStream, WholeAnswer
 from .providers import passthrough
 
 __all__ = [
@@ -49,6 +56,10 @@ _decode = msgspec.json.Decoder().decode
 #: The path parameters of the request being parsed (set by ``WithPathParams``).
 _PATH_PARAMS: ContextVar[Mapping[str, str]] = ContextVar(
     "tokenwire_ingress_path_params", default=MappingProxyType({})
+)
+#: The query parameters of that request (Gemini's ``alt=sse``).
+_QUERY: ContextVar[Mapping[str, str]] = ContextVar(
+    "tokenwire_ingress_query", default=MappingProxyType({})
 )
 
 
@@ -93,15 +104,23 @@ def decode_json_body(body: bytes, max_depth: int = DEFAULT_MAX_DEPTH) -> dict[st
     return value
 
 
-def _require_stream(body: dict[str, Any]) -> None:
-    if body.get("stream") is not True:
-        raise InvalidRequest('only streaming is served here: set "stream": true', path="stream")
+def _wants_stream(body: dict[str, Any]) -> bool:
+    stream = body.get("stream", False)
+    if stream is None:
+        return False
+    if not isinstance(stream, bool):
+        raise InvalidRequest("must be a boolean", path="stream")
+    return stream
 
 
 class FormatIngress:
-    """One vendor's request bodies, answered in that vendor's stream format."""
+    """One vendor's request bodies, answered in that vendor's format, streamed or whole.
 
-    def __init__(self, vendor: VendorFormat | str) -> None:
+    ``streaming``: ``None`` when the body's ``stream`` decides, else whether
+    the route streams (Gemini's two methods).
+    """
+
+    def __init__(self, vendor: VendorFormat | str, *, streaming: bool | None = None) -> None:
         self.format = vendor if isinstance(vendor, VendorFormat) else translate.get(vendor)
         if self.format.ingress is None:
             raise ValueError(f"vendor format {self.format.name!r} has no ingress")
@@ -109,23 +128,36 @@ class FormatIngress:
         self.name = self.format.name
         self.media_types = self._ingress.media_types
         self.route = self._ingress.route
+        if streaming is None and self._ingress.path_params:
+            streaming = True  # a route that streams by its path
+        self.streaming = streaming
         #: Which models pass through (set by the gateway; ``None``: every body is translated).
         self.passthrough: passthrough.Routes | None = None
 
+    def error_body(self, status: int, code: str, message: str, path: str | None) -> bytes:
+        """An error answered before any stream, in the vendor's own shape."""
+        shape = self._ingress.error_body
+        if shape is None:
+            return json_error(code, message, path)
+        return shape(status, code, message, path)
+
     def parse(self, body: bytes) -> tuple[Request, Encode]:
-        """The standard request and a fresh vendor encoder. Raises ``InvalidRequest``."""
+        """The standard request and how to answer it: a vendor stream whose head
+        waits for the first event, or a whole answer. Raises ``InvalidRequest``."""
         obj = decode_json_body(body)
         names = self._ingress.path_params
         if names:
             given = _PATH_PARAMS.get()
             obj.update({name: given[name] for name in names if name in given})
-        else:
-            _require_stream(obj)
+        streaming = self.streaming if self.streaming is not None else _wants_stream(obj)
         routes = self.passthrough
         if routes is not None:
-            # providers/passthrough.py: same vendor, the body goes upstream as it came.
-            if routes.format_of(obj.get("model")) == self.name and passthrough.eligible(
-                self.name, obj
+            # providers/passthrough.py: same vendor, the body goes upstream as it came
+            # (streams only; a whole answer is aggregated from the translated events).
+            if (
+                streaming
+                and routes.format_of(obj.get("model")) == self.name
+                and passthrough.eligible(self.name, obj)
             ):
                 offer = passthrough.Offer.make(self.name, body, obj)
                 request, encode = passthrough.lenient(self.name, body, obj, self._ingress.parse)
@@ -133,20 +165,37 @@ class FormatIngress:
             passthrough.clear()
             if routes.known(obj.get("model")):
                 passthrough.refuse_uncarried(self.name, obj)
-        return self._ingress.parse(obj)
+        request, encode = self._ingress.parse(obj)
+        aggregate = self._ingress.aggregate
+        if aggregate is None:
+            if not streaming:
+                raise InvalidRequest(
+                    'only streaming is served here: set "stream": true', path="stream"
+                )
+            return request, encode
+        if not streaming:
+            return request, WholeAnswer(aggregate(obj, request))
+        if names and _QUERY.get().get("alt") != "sse":
+            return request, ChunkArray(encode)
+        return request, HeldStream(encode, lambda: aggregate(obj, request))
 
 
 class WithPathParams:
-    """An ASGI app that hands its route's path parameters to ``FormatIngress.parse``."""
+    """An ASGI app that hands its route's path parameters and query to ``FormatIngress.parse``."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         token = _PATH_PARAMS.set(dict(scope.get("path_params") or {}))
+        query = scope.get("query_string") or b""
+        # Bounded: a query is only looked at, never kept.
+        params = dict(urllib.parse.parse_qsl(query.decode("latin-1")[:4096]))
+        query_token = _QUERY.set(params)
         try:
             await self.app(scope, receive, send)
         finally:
+            _QUERY.reset(query_token)
             _PATH_PARAMS.reset(token)
 
 
@@ -165,10 +214,11 @@ class AnthropicMessagesIngress(FormatIngress):
 
 
 class GeminiIngress(FormatIngress):
-    """Gemini ``GenerateContentRequest`` bodies, answered as Gemini's ``alt=sse`` stream."""
+    """Gemini ``GenerateContentRequest`` bodies: ``:streamGenerateContent`` answered as
+    Gemini's ``alt=sse`` stream (``streaming``), ``:generateContent`` whole."""
 
-    def __init__(self) -> None:
-        super().__init__("gemini")
+    def __init__(self, *, streaming: bool = True) -> None:
+        super().__init__("gemini", streaming=streaming)
 
 
 def ingresses() -> list[FormatIngress]:

@@ -46,9 +46,19 @@ from typing import Any, Final
 import msgspec
 
 from ..translate.anthropic import ERROR_TYPES, VENDOR_STOP_REASONS
-from .upstream import RecordedRequest, Script, cut_text, json_object, padding, split_words
+from .upstream import (
+    RecordedRequest,
+    Script,
+    count_answer,
+    cut_text,
+    json_object,
+    padding,
+    split_words,
+)
 
 __all__ = [
+    "COUNT_FIELDS",
+    "count_tokens",
     "CONTENT_TYPE",
     "RESPONSE_HEADERS",
     "MCP_BETA",
@@ -765,3 +775,21 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
     out.append(_frame({"type": "message_delta", "delta": delta, "usage": final_usage}))
     out.append(_frame({"type": "message_stop"}))
     return out
+
+
+#: What ``POST /v1/messages/count_tokens`` takes (Anthropic refuses the rest).
+COUNT_FIELDS: Final = frozenset(
+    {"model", "messages", "system", "tools", "tool_choice", "thinking", "mcp_servers"}
+)
+
+
+def count_tokens(request: RecordedRequest) -> tuple[int, bytes] | None:
+    """The answer of ``POST /v1/messages/count_tokens`` (``None``: another path)."""
+    return count_answer(
+        request,
+        "/v1/messages/count_tokens",
+        COUNT_FIELDS,
+        ("model", "messages"),
+        lambda n: {"input_tokens": n},
+        refusal_body,
+    )

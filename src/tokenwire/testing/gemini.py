@@ -38,9 +38,19 @@ import hmac
 import json
 from typing import Any, Final
 
-from .upstream import RecordedRequest, Script, json_object, split_words
+from .upstream import (
+    RecordedRequest,
+    Script,
+    choice_count,
+    choice_text,
+    count_answer,
+    json_object,
+    split_words,
+)
 
 __all__ = [
+    "COUNT_FIELDS",
+    "count_tokens",
     "CONTENT_TYPE",
     "ERRORS",
     "FINISH_REASONS",
@@ -300,5 +310,52 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
             "finishReason": reason,
             "index": 0,
         }
+    config = body.get("generationConfig") if isinstance(body, dict) else None
+    count = choice_count(config.get("candidateCount") if isinstance(config, dict) else None)
+    for c in range(1, count):  # candidateCount > 1: each further candidate in turn, text only
+        for piece in split_words(choice_text(script, c)):
+            out.append(
+                chunk({"content": {"parts": [{"text": piece}], "role": "model"}, "index": c})
+            )
+    if count > 1:
+        finals = [last] + [
+            {
+                "content": {"parts": [{"text": ""}], "role": "model"},
+                "finishReason": "STOP",
+                "index": c,
+            }
+            for c in range(1, count)
+        ]
+        out.append(
+            _frame(
+                {
+                    "candidates": finals,
+                    "usageMetadata": usage(True),
+                    "modelVersion": model,
+                    "responseId": "fakeGeminiResponse0001",
+                }
+            )
+        )
+        return out
     out.append(chunk(last, final=True))
     return out
+
+
+#: What ``:countTokens`` takes: ``contents``, or the whole ``generateContentRequest``.
+COUNT_FIELDS: Final = frozenset({"contents", "generateContentRequest"})
+
+
+def count_tokens(request: RecordedRequest) -> tuple[int, bytes] | None:
+    """The answer of ``POST .../models/{model}:countTokens`` (``None``: another path)."""
+    answer = count_answer(
+        request, ":countTokens", COUNT_FIELDS, (), lambda n: {"totalTokens": n}, refusal_body
+    )
+    if answer is None or answer[0] != 200:
+        return answer
+    body = request.json()
+    if ("contents" in body) == ("generateContentRequest" in body):
+        return 400, refusal_body("exactly one of contents and generateContentRequest is required")
+    inner = body.get("generateContentRequest")
+    if inner is not None and not str(inner.get("model", "")).startswith("models/"):
+        return 400, refusal_body("generateContentRequest.model: required, as models/{model}")
+    return answer

@@ -20,9 +20,19 @@ from typing import Any, Final
 
 import msgspec
 
-from .upstream import RecordedRequest, Script, cut_text, json_object, split_words
+from .upstream import (
+    RecordedRequest,
+    Script,
+    choice_count,
+    choice_text,
+    cut_text,
+    json_object,
+    split_words,
+)
 
 __all__ = [
+    "wants_whole",
+    "whole",
     "CONTENT_TYPE",
     "ERRORS",
     "FINISH_REASONS",
@@ -96,9 +106,58 @@ def check_request(request: RecordedRequest) -> str | None:
         return body
     if not isinstance(body.get("messages"), list) or not body["messages"]:
         return "messages: a non-empty array is required"
-    if body.get("stream") is not True:
-        return "the fake only streams: stream must be true"
+    if body.get("stream") not in (None, True, False):
+        return "stream: must be a boolean"
     return None
+
+
+def wants_whole(request: RecordedRequest) -> bool:
+    """Whether ``request`` asks for a whole ``chat.completion`` (no ``"stream": true``)."""
+    try:
+        body = request.json()
+    except msgspec.DecodeError:
+        return False
+    return isinstance(body, dict) and body.get("stream") is not True
+
+
+def whole(script: Script, *, model: str, request: RecordedRequest) -> bytes:
+    """The non-streaming ``chat.completion`` for ``script`` (issue 23), as OpenAI answers
+    it: choice ``c`` of ``n`` answers ``choice_text(script, c)``."""
+    calls = [
+        {
+            "id": call.id or f"call_fake{i:04d}",
+            "type": "function",
+            "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+        }
+        for i, call in enumerate(script.tool_calls)
+    ]
+    choices = []
+    for c in range(_choices(request)):
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": choice_text(script, c) if (c or script.text) else None,
+            "refusal": None,
+            "annotations": [],
+        }
+        if calls and c == 0:
+            message["tool_calls"] = calls
+        finish = FINISH_REASONS[script.final_stop_reason] if c == 0 else "stop"
+        choices.append({"index": c, "message": message, "logprobs": None, "finish_reason": finish})
+    output_tokens = script.usage_output_tokens
+    answer = {
+        "id": "chatcmpl-fake0001",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": model,
+        "system_fingerprint": "fp_fake",
+        "choices": choices,
+        "usage": {
+            "prompt_tokens": script.input_tokens,
+            "completion_tokens": output_tokens,
+            "total_tokens": script.input_tokens + output_tokens,
+        },
+    }
+    return _encode(answer)
 
 
 def argument_fragments(arguments: dict[str, Any]) -> list[str]:
@@ -119,8 +178,17 @@ def _include_usage(request: RecordedRequest) -> bool:
     return isinstance(options, dict) and options.get("include_usage") is True
 
 
+def _choices(request: RecordedRequest) -> int:
+    try:
+        body = request.json()
+    except msgspec.DecodeError:
+        return 1
+    return choice_count(body.get("n") if isinstance(body, dict) else None)
+
+
 def render(script: Script, *, model: str, request: RecordedRequest) -> list[bytes]:
-    """The OpenAI Chat Completions stream for ``script``, one item per SSE frame."""
+    """The OpenAI Chat Completions stream for ``script``, one item per SSE frame
+    (``n`` choices: choice ``c`` > 0 answers ``choice_text(script, c)``)."""
     include_usage = _include_usage(request)
     base: dict[str, Any] = {
         "id": "chatcmpl-fake0001",
@@ -130,9 +198,11 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
         "system_fingerprint": "fp_fake",
     }
 
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+    def chunk(delta: dict[str, Any], finish: str | None = None, choice: int = 0) -> bytes:
         obj = dict(base)
-        obj["choices"] = [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
+        obj["choices"] = [
+            {"index": choice, "delta": delta, "logprobs": None, "finish_reason": finish}
+        ]
         if include_usage:
             obj["usage"] = None
         return _frame(obj)
@@ -156,7 +226,16 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
         out.append(_frame({"error": error_object(*script.error)}))
         out.append(b"data: [DONE]\n\n")
         return out
+    # n > 1: each further choice answers in turn, text only, under its own index.
+    extra = range(1, _choices(request))
+    for c in extra:
+        opener = {"role": "assistant", "content": "", "refusal": None}
+        out.append(chunk(opener, choice=c))
+        out += [
+            chunk({"content": piece}, choice=c) for piece in split_words(choice_text(script, c))
+        ]
     out.append(chunk({}, FINISH_REASONS[script.final_stop_reason]))
+    out += [chunk({}, "stop", choice=c) for c in extra]
     if include_usage:
         usage_chunk = dict(base)
         usage_chunk["choices"] = []

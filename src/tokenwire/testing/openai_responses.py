@@ -52,9 +52,17 @@ from typing import Any, Final
 import msgspec
 
 from . import openai as _chat
-from .upstream import RecordedRequest, Script, json_object, split_words
+from .upstream import (
+    RecordedRequest,
+    Script,
+    count_answer,
+    json_object,
+    split_words,
+)
 
 __all__ = [
+    "COUNT_FIELDS",
+    "count_tokens",
     "CONTENT_TYPE",
     "ERRORS",
     "ITEM_TYPES",
@@ -556,6 +564,15 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
             "usage": None,
             "user": None,
             "metadata": {},
+            # The rest of what OpenAI's response object carries (and Open Responses requires).
+            "completed_at": 1_700_000_001 if status == "completed" else None,
+            "presence_penalty": 0.0,
+            "frequency_penalty": 0.0,
+            "top_logprobs": 0,
+            "max_tool_calls": None,
+            "service_tier": "default",
+            "safety_identifier": None,
+            "prompt_cache_key": None,
             **fields,
         }
 
@@ -691,3 +708,33 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
     else:
         body.add("response.completed", response=response("completed", output, usage=usage))
     return body.frames
+
+
+#: What ``POST /v1/responses/input_tokens`` takes (no ``stream``, ``store``, sampling).
+COUNT_FIELDS: Final = frozenset(
+    {
+        "model",
+        "input",
+        "instructions",
+        "tools",
+        "tool_choice",
+        "reasoning",
+        "text",
+        "truncation",
+        "parallel_tool_calls",
+        "previous_response_id",
+        "conversation",
+    }
+)
+
+
+def count_tokens(request: RecordedRequest) -> tuple[int, bytes] | None:
+    """The answer of ``POST /v1/responses/input_tokens`` (``None``: another path)."""
+    return count_answer(
+        request,
+        "/v1/responses/input_tokens",
+        COUNT_FIELDS,
+        ("model",),
+        lambda n: {"object": "response.input_tokens", "input_tokens": n},
+        refusal_body,
+    )

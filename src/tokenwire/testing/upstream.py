@@ -58,6 +58,10 @@ __all__ = [
     "Renderer",
     "Script",
     "ScriptedToolCall",
+    "choice_count",
+    "choice_text",
+    "count_answer",
+    "counted_tokens",
     "cut_text",
     "json_object",
     "loop_thread",
@@ -88,6 +92,65 @@ def json_object(request: RecordedRequest, *, model: bool = True) -> dict[str, An
     if model and not isinstance(body.get("model"), str):
         return "model: required"
     return body
+
+
+#: The most choices (OpenAI ``n``, Gemini ``candidateCount``) a fake answers with.
+MAX_CHOICES: Final = 8
+
+
+def choice_count(value: Any) -> int:
+    """How many choices a request asked for (1 when it did not say, bounded)."""
+    if type(value) is not int or value < 1:
+        return 1
+    return min(value, MAX_CHOICES)
+
+
+def choice_text(script: Script, choice: int) -> str:
+    """Choice ``choice``'s answer: the script's text, numbered after choice 0."""
+    return script.text if choice == 0 else f"Choice {choice}: {script.text}"
+
+
+def counted_tokens(value: Any) -> int:
+    """The fakes' own token count of a counting request's body (issue 23): one per
+    word of every string in it, the ``model`` names left out. Deterministic, and
+    never the gateway's estimate (one per 4 characters), so a test can tell them apart."""
+    stack, words = [value], 0
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            words += len(item.split())
+        elif isinstance(item, dict):
+            stack.extend(v for k, v in item.items() if k != "model")
+        elif isinstance(item, list):
+            stack.extend(item)
+    return words
+
+
+def count_answer(
+    request: RecordedRequest,
+    suffix: str,
+    allowed: frozenset[str],
+    required: tuple[str, ...],
+    answer: Callable[[int], dict[str, Any]],
+    refuse: Callable[[str], bytes],
+) -> tuple[int, bytes] | None:
+    """A fake's answer to its vendor's counting endpoint (``None``: not that endpoint).
+
+    Strict as the vendors are: a field outside ``allowed`` (a generation-only
+    one such as ``max_tokens`` or ``stream``) or a missing required one is a 400.
+    """
+    if not request.path.split("?", 1)[0].endswith(suffix):
+        return None
+    body = json_object(request, model=False)
+    if isinstance(body, str):
+        return 400, refuse(body)
+    extra = sorted(set(body) - allowed)
+    if extra:
+        return 400, refuse(f"{extra[0]}: Extra inputs are not permitted")
+    for name in required:
+        if name not in body:
+            return 400, refuse(f"{name}: Field required")
+    return 200, msgspec.json.encode(answer(counted_tokens(body)))
 
 
 def cut_text(text: str, lengths: tuple[int, ...]) -> list[str]:
@@ -611,6 +674,12 @@ class FakeUpstream:
             await self._simple(writer, 405, renderer.error_body(405), {"allow": "POST"})
             self._completed()
             return keep_alive
+        count = getattr(renderer, "count_tokens", None)
+        counted = count(request) if count is not None else None
+        if counted is not None:  # the vendor's token-counting endpoint (issue 23)
+            await self._simple(writer, counted[0], counted[1], {})
+            self._completed()
+            return keep_alive
         check = getattr(renderer, "check_request", None)
         problem = check(request) if check is not None else None
         if problem is not None:
@@ -628,6 +697,14 @@ class FakeUpstream:
         try:
             if fault is not None and fault.kind == "status":
                 await self._simple(writer, fault.status, renderer.error_body(fault.status), {})
+                self._completed()
+                return keep_alive
+            wants_whole = getattr(renderer, "wants_whole", None)
+            if wants_whole is not None and wants_whole(request):
+                # The vendor's non-streaming answer, for clients that call it directly.
+                script = self._script_for(request)
+                body = renderer.whole(script, model=self._model_of(request), request=request)
+                await self._simple(writer, 200, body, {})
                 self._completed()
                 return keep_alive
             try:

@@ -23,14 +23,18 @@ from typing import Any, Final, Literal, Protocol, TypeAlias
 
 from .. import events as ev
 from ..request import Request
+from ._aggregate import Aggregator
 from ._base import StreamTranslator, VendorRequest
 
 __all__ = [
     "TRANSPORTS",
+    "AggregatorFactory",
     "EncodeEvent",
+    "ErrorBody",
     "HTTPErrorMapping",
     "Registry",
     "RequestBuilder",
+    "TokenCount",
     "Transport",
     "VendorFormat",
     "VendorIngress",
@@ -59,6 +63,12 @@ HTTPErrorMapping: TypeAlias = Callable[[int, bytes], tuple[str, str]]
 RequestBuilder: TypeAlias = Callable[..., VendorRequest]
 
 
+#: A vendor body (decoded JSON) and its standard request -> a fresh aggregator.
+AggregatorFactory: TypeAlias = Callable[[dict[str, Any], Request], Aggregator]
+#: ``(HTTP status, standard error code, message, JSON path or None)`` -> the body.
+ErrorBody: TypeAlias = Callable[[int, str, str, "str | None"], bytes]
+
+
 class IngressParser(Protocol):
     """A vendor request body (decoded JSON) -> the standard request and the
     encoder that answers it in the vendor's stream format. Raises ``InvalidRequest``."""
@@ -82,6 +92,12 @@ class VendorIngress:
     #: ``model`` of a ``GenerateContentRequest`` to the path). A route with path
     #: parameters streams by its path: its body needs no ``"stream": true``.
     path_params: tuple[str, ...] = ()
+    #: ``(body, request) -> Aggregator``: the vendor's non-streaming answer, built
+    #: from the standard events (``_aggregate``, issue 23); ``None``: streaming only.
+    aggregate: AggregatorFactory | None = None
+    #: ``(status, code, message, path) -> body``: an error answered before any
+    #: stream (bad body, unknown model...) in the vendor's own error shape.
+    error_body: ErrorBody | None = None
 
 
 _STATUS_CODES: Final = {
@@ -99,6 +115,17 @@ def status_error(status: int, body: bytes = b"") -> tuple[str, str]:
     The mapping of a vendor whose error bodies say nothing more.
     """
     return _STATUS_CODES.get(status, "internal_error"), f"upstream answered HTTP {status}"
+
+
+@dataclass(frozen=True, slots=True)
+class TokenCount:
+    """A vendor's own token-counting endpoint (issue 23)."""
+
+    #: The generation request ``build_request`` made -> the counting request for it.
+    request: Callable[[VendorRequest], VendorRequest]
+    #: The counting endpoint's JSON answer -> the number of input tokens.
+    #: Raises ``ValueError`` for an answer without one.
+    result: Callable[[bytes], int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +156,8 @@ class VendorFormat:
     #: ``vendor:*`` fields): the stream then carries it without
     #: ``"tokenwire:reasoning": true`` (issue 18: no extra flag).
     vendor_reasoning: Callable[[Request], bool] = lambda request: False
+    #: The vendor's token-counting endpoint, when it has one (issue 23).
+    count: TokenCount | None = None
 
     def wants_reasoning(self, request: Request) -> bool:
         """Whether a stream for ``request`` carries reasoning (docs/extensions.md)."""

@@ -34,6 +34,7 @@ import msgspec
 from .. import events as ev
 
 __all__ = [
+    "CHOICE",
     "BLOCK",
     "CACHE_CREATION",
     "CACHE_READ",
@@ -70,6 +71,7 @@ __all__ = [
     "TOOL_KIND",
     "TOOLS",
     "URL_CONTEXT",
+    "choice_mark",
     "extension",
     "fields",
 ]
@@ -109,6 +111,16 @@ TOOL_USE_INPUT: Final = "tokenwire:tool_use_input_tokens"
 TOOL_CALL_ID: Final = "tokenwire:tool_call_id"
 #: A vendor object kept as is because the standard has no field for it.
 RAW: Final = "tokenwire:raw"
+#: ``tokenwire.block``: block ``index`` belongs to choice (candidate) N > 0 of a
+#: vendor answering several (OpenAI ``n``, Gemini ``candidateCount``); unmarked
+#: blocks are choice 0 (issue 23).
+CHOICE: Final = "tokenwire:choice"
+
+
+def choice_mark(choice: int, index: int) -> ev.UnknownEvent | None:
+    """The ``tokenwire.block`` that puts block ``index`` on ``choice`` (``None`` for choice 0)."""
+    return extension(BLOCK, {"index": index, CHOICE: choice}) if choice else None
+
 
 #: Request extension: ``[{"message": i, "parts": [reasoning part, ...]}, ...]``, the
 #: reasoning parts (``{"type": "tokenwire:reasoning", ...}``) of assistant message ``i``.

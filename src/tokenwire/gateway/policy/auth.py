@@ -59,6 +59,8 @@ class Refusal(msgspec.Struct, frozen=True):
 
 def ingress_of(path: str) -> str:
     """Whose error shape a route answers in: openai, anthropic, gemini or standard."""
+    if path.endswith((":streamGenerateContent", ":generateContent", ":countTokens")):
+        return "gemini"  # under /v1/ too (google-genai 3.x's default version, issue 23)
     if path.startswith("/v1/messages"):
         return "anthropic"
     if path.startswith(

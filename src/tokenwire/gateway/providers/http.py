@@ -258,6 +258,38 @@ class HTTPProvider:
         finally:
             _report_unknown(self.vendor, request, translator)
 
+    async def count_tokens(self, request: Request) -> tuple[int, bytes] | None:
+        """The upstream's own token count for ``request`` (issue 23): the counting
+        endpoint's ``(status, body)``, or ``None`` when the vendor has none.
+
+        Raises ``InvalidRequest`` as ``build_request`` does, and ``UpstreamError``
+        (or httpx's errors on the HTTP/2 path) when the upstream cannot be reached.
+        """
+        count = self.format.count
+        if count is None or self.missing_key is not None:
+            return None
+        vendor_request = count.request(self.format.build_request(request, **self._options()))
+        headers = {**vendor_request.headers, **_IDENTITY, **_trace_headers()}
+        if self.pool is None:
+            assert self.client is not None
+            answer = await self.client.post(
+                vendor_request.url,
+                headers=headers,
+                content=vendor_request.body,
+                timeout=self.timeout_s,
+            )
+            return answer.status_code, answer.content[:MAX_ERROR_BODY]
+        async with self.pool.stream(
+            "POST",
+            vendor_request.url,
+            headers,
+            vendor_request.body,
+            read_timeout=self.timeout_s,
+            connect_timeout=self.connect_timeout_s,
+            pool_timeout=self.connect_timeout_s,
+        ) as response:
+            return response.status, await response.read_bounded(MAX_ERROR_BODY)
+
     async def _over_httpx(self, vendor_request: Any, translator: Any) -> AsyncIterator[ev.Event]:
         import httpx
 

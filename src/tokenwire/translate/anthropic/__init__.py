@@ -20,11 +20,14 @@ tool input, ``pause_turn``...) are listed in ``docs/translation.md``
 from __future__ import annotations
 
 from .._contract import VendorFormat, VendorIngress
+from .aggregate import MessageAggregator, aggregate_ingress
+from .count import COUNT
 from .errors import (
     ERROR_CODES,
     ERROR_TYPES,
     STOP_REASONS,
     VENDOR_STOP_REASONS,
+    error_body,
     error_code,
     http_error,
     stop_reason,
@@ -63,13 +66,16 @@ __all__ = [
     "ContentBlockStop",
     "EventEncoder",
     "InStreamError",
+    "MessageAggregator",
     "MessageDelta",
     "MessageStart",
     "MessageStop",
     "Ping",
     "Translator",
     "VendorEvent",
+    "aggregate_ingress",
     "build_request",
+    "error_body",
     "error_code",
     "http_error",
     "parse_ingress",
@@ -89,7 +95,13 @@ FORMAT = VendorFormat(
     build_request=build_request,
     http_error=http_error,
     endpoint="POST {base_url}/v1/messages",
-    ingress=VendorIngress(route="/v1/messages", parse=parse_ingress),
+    ingress=VendorIngress(
+        route="/v1/messages",
+        parse=parse_ingress,
+        aggregate=aggregate_ingress,
+        error_body=error_body,
+    ),
     fake="tokenwire.testing.anthropic",
+    count=COUNT,
     vendor_reasoning=thinking_enabled,
 )

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
-from typing import Final
+from typing import Any, Final
 
 import msgspec
+
+from .._aggregate import error_status
 
 _decode_any = msgspec.json.Decoder().decode
 
@@ -99,3 +101,55 @@ def http_error(status: int, body: bytes) -> tuple[str, str]:
         return error_code(error["type"], text), f"anthropic {error['type']}: {text}"
     code = {429: "rate_limited", 503: "overloaded", 529: "overloaded"}.get(status, "internal_error")
     return code, f"anthropic answered HTTP {status}"
+
+
+# --- Whole answers and refusals in Anthropic's error shape (issue 23) -------------
+
+#: HTTP status -> Anthropic error ``type`` (the anthropic SDK picks its exception
+#: by status: 404 ``NotFoundError``, 413 ``RequestTooLargeError``, 529 ``OverloadedError``...).
+STATUS_TYPES: Final[dict[int, str]] = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    413: "request_too_large",
+    415: "invalid_request_error",
+    429: "rate_limit_error",
+    500: "api_error",
+    502: "api_error",
+    503: "overloaded_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
+
+#: §5.3.6 code -> status, where Anthropic's differs from the common one.
+_CODE_STATUS: Final = {"overloaded": 529}
+
+
+def error_body(status: int, code: str, message: str, path: str | None = None) -> bytes:
+    """An error answered before any stream, as Anthropic writes it:
+    ``{"type": "error", "error": {"type", "message"}}``."""
+    etype = STATUS_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
+    if path not in (None, "$"):
+        message = f"{path}: {message}"  # Anthropic names the field in the message
+    return msgspec.json.encode({"type": "error", "error": {"type": etype, "message": message}})
+
+
+def error_answer(
+    code: str, message: str, *, body: dict[str, Any] | None = None
+) -> tuple[int, dict[str, Any]]:
+    """``(status, body)`` of a whole answer whose stream failed with ``(code, message)``.
+
+    The upstream's own status when it answered one (its error ``type`` then
+    follows the status), else the code's; ``body`` is the encoder's
+    in-stream ``error`` event when it wrote one.
+    """
+    status = error_status(code, message, _CODE_STATUS)
+    etype = ERROR_TYPES.get(code, "api_error")
+    if code == "internal_error" and status != 500:
+        etype = STATUS_TYPES.get(status, etype)
+    if body is None or etype != ERROR_TYPES.get(code, "api_error"):
+        body = {"type": "error", "error": {"type": etype, "message": message}}
+    return status, body

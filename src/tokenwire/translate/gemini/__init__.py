@@ -19,11 +19,14 @@ The rulings are listed in ``docs/translation.md`` ("Gemini").
 from __future__ import annotations
 
 from .._contract import VendorFormat, VendorIngress
+from .aggregate import ContentAggregator, aggregate_ingress
+from .count import COUNT
 from .errors import (
     ERROR_STATUSES,
     FINISH_ERRORS,
     FINISH_REASONS,
     REFUSAL_REASONS,
+    error_body,
     error_code,
     http_error,
 )
@@ -39,9 +42,12 @@ __all__ = [
     "FORMAT",
     "INGRESS_ROUTE",
     "REFUSAL_REASONS",
+    "ContentAggregator",
     "EventEncoder",
     "Translator",
+    "aggregate_ingress",
     "build_request",
+    "error_body",
     "error_code",
     "http_error",
     "parse_ingress",
@@ -62,6 +68,13 @@ FORMAT = VendorFormat(
     build_request=build_request,
     http_error=http_error,
     endpoint="POST {base_url}/v1beta/models/{model}:streamGenerateContent?alt=sse",
-    ingress=VendorIngress(route=INGRESS_ROUTE, parse=parse_ingress, path_params=("model",)),
+    ingress=VendorIngress(
+        route=INGRESS_ROUTE,
+        parse=parse_ingress,
+        path_params=("model",),
+        aggregate=aggregate_ingress,
+        error_body=error_body,
+    ),
     fake="tokenwire.testing.gemini",
+    count=COUNT,
 )

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
-from typing import Final
+from typing import Any, Final
 
 import msgspec
+
+from .._aggregate import error_status
 
 #: ``finishReason`` -> standard stop reason (§5.3.3). ``STOP`` on a candidate
 #: that called a tool becomes ``tool_use``. Anything not listed here or in
@@ -156,3 +158,31 @@ def http_error(status: int, body: bytes) -> tuple[str, str]:
     if err.status:
         message += f" {err.status}"
     return code, f"{message}: {err.message}" if err.message else message
+
+
+# --- Whole answers and refusals in Google's error shape (issue 23) ----------------
+
+
+def error_body(status: int, code: str, message: str, path: str | None = None) -> bytes:
+    """An error answered before any stream, as Google writes it:
+    ``{"error": {"code", "message", "status"}}`` (google-genai's ``ClientError``
+    and ``ServerError`` read it; 404 is ``NOT_FOUND``)."""
+    if path not in (None, "$"):
+        message = f"{path}: {message}"
+    rpc = RPC_STATUSES.get(status, "INTERNAL" if status >= 500 else "INVALID_ARGUMENT")
+    return msgspec.json.encode({"error": {"code": status, "message": message, "status": rpc}})
+
+
+def error_answer(
+    code: str, message: str, *, body: dict[str, Any] | None = None
+) -> tuple[int, dict[str, Any]]:
+    """``(status, body)`` of a whole answer whose stream failed with ``(code, message)``:
+    the encoder's ``{"error": ...}`` chunk (its ``code`` is the status) when it wrote one."""
+    error = body.get("error") if body is not None else None
+    if isinstance(error, dict) and isinstance(error.get("code"), int):
+        return error["code"], {"error": error}
+    status, rpc = VENDOR_ERRORS.get(code, (500, "INTERNAL"))
+    upstream = error_status(code, message)
+    if upstream != status and upstream >= 400:
+        status, rpc = upstream, RPC_STATUSES.get(upstream, rpc)
+    return status, {"error": {"code": status, "message": message, "status": rpc}}

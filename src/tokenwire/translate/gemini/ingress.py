@@ -23,6 +23,7 @@ from .. import _extensions as x
 from .._contract import EncodeEvent
 from .._ingress import json_kind
 from .errors import FINISH_ERRORS, FINISH_REASONS, RPC_STATUSES, VENDOR_ERRORS
+from .schema import json_schema
 
 _encode = msgspec.json.Encoder().encode
 _VENDOR: Final = "gemini"
@@ -266,7 +267,9 @@ def _tools(tools: object) -> tuple[list[dict[str, Any]], bool]:
             where = f"{path}.functionDeclarations[{j}]"
             if not isinstance(decl, dict):
                 raise InvalidRequest(f"must be an object, got {json_kind(decl)}", path=where)
-            schema = decl.get("parametersJsonSchema", decl.get("parameters"))
+            schema = decl.get("parametersJsonSchema")
+            if schema is None:  # Gemini's own Schema form (types.Schema): mapped
+                schema = json_schema(decl.get("parameters"))
             description = decl.get("description", "")
             out.append(
                 {
@@ -392,8 +395,13 @@ def _frame(obj: dict[str, Any]) -> bytes:
     return b"data: " + _encode(obj) + b"\r\n\r\n"
 
 
+#: Standard stop reason -> Gemini ``finishReason`` (other reasons: ``STOP``).
+_FINISH: Final = {"max_tokens": "MAX_TOKENS", "content_filter": "SAFETY"}
+
+
 class EventEncoder:
-    """Standard events -> Gemini ``alt=sse`` chunks, event by event (candidate 0).
+    """Standard events -> Gemini ``alt=sse`` chunks, event by event (candidate 0, or the
+    candidate a ``tokenwire:choice`` mark puts a block on: issue 23, ``candidateCount``).
 
     Text and reasoning deltas are parts of their own chunk (``thought: true``
     for reasoning); a ``tool.call`` is a ``functionCall`` part, held until the
@@ -422,14 +430,20 @@ class EventEncoder:
         self._supports: list[dict[str, Any]] = []
         self._sources: list[dict[str, Any]] = []
         self._finish_error: str | None = None
+        #: Block -> its candidate, for candidates > 0 (``tokenwire:choice``, issue 23).
+        self._choice_of: dict[int, int] = {}
+        self._candidates: dict[int, str | None] = {}  # candidate > 0 -> its stop reason
 
     @property
     def ended(self) -> bool:
         """True once the last chunk or an error chunk has been written."""
         return self._ended
 
-    def _chunk(self, parts: list[dict[str, Any]], **fields: Any) -> bytes:
-        candidate = {"content": {"parts": parts, "role": "model"}, "index": 0, **fields}
+    def _chunk(self, parts: list[dict[str, Any]], block: int | None = None, **fields: Any) -> bytes:
+        index = self._choice_of.get(block, 0) if block is not None and self._choice_of else 0
+        if index:
+            self._candidates.setdefault(index, None)
+        candidate = {"content": {"parts": parts, "role": "model"}, "index": index, **fields}
         return _frame(
             {"candidates": [candidate], "modelVersion": self.model, "responseId": self.id}
         )
@@ -437,9 +451,9 @@ class EventEncoder:
     def _flush_call(self) -> bytes:
         if self._call is None:
             return b""
-        part, _ = self._call
+        part, block = self._call
         self._call = None
-        return self._chunk([part])
+        return self._chunk([part], block)
 
     def encode(self, event: ev.Event) -> bytes:
         """The Gemini SSE bytes for one standard event (``b""`` when none)."""
@@ -452,7 +466,7 @@ class EventEncoder:
             part: dict[str, Any] = {"text": event.delta.text}
             if event.reasoning:
                 part["thought"] = True
-            out += self._chunk([part])
+            out += self._chunk([part], event.index)
         elif isinstance(event, ev.ToolCall):
             try:
                 args = msgspec.json.decode(event.arguments) if event.arguments.strip() else {}
@@ -463,7 +477,12 @@ class EventEncoder:
                 call = {"id": event.id, **call}  # an id the upstream gave: kept
             self._call = ({"functionCall": call}, event.index)
         elif isinstance(event, ev.ContentStop):
-            if _STOP_RANK.get(event.stop_reason, 0) >= _STOP_RANK.get(self._stop or "", -1):
+            choice = self._choice_of.get(event.index) if self._choice_of else None
+            if choice is not None:
+                held = self._candidates.get(choice)
+                if _STOP_RANK.get(event.stop_reason, 0) >= _STOP_RANK.get(held or "", -1):
+                    self._candidates[choice] = event.stop_reason
+            elif _STOP_RANK.get(event.stop_reason, 0) >= _STOP_RANK.get(self._stop or "", -1):
                 self._stop = event.stop_reason
         elif isinstance(event, ev.Usage):
             self._usage = (event.input_tokens, event.output_tokens)
@@ -535,7 +554,15 @@ class EventEncoder:
             candidate["groundingMetadata"] = grounding
         if self._url_context is not None:
             candidate["urlContextMetadata"] = self._url_context
-        chunk = {"candidates": [candidate]}
+        others = [
+            {
+                "content": {"parts": [{"text": ""}], "role": "model"},
+                "finishReason": _FINISH.get(stop or "", "STOP"),
+                "index": index,
+            }
+            for index, stop in sorted(self._candidates.items())
+        ]
+        chunk = {"candidates": [candidate, *others]}
         if usage is not None:
             chunk["usageMetadata"] = usage
         chunk["modelVersion"] = self.model
@@ -551,7 +578,7 @@ class EventEncoder:
             mapped = FINISH_REASONS[raw]
             if mapped == reason or (raw == "STOP" and reason == "tool_use"):
                 return raw  # the vendor's own value (tokenwire.stop)
-        return {"max_tokens": "MAX_TOKENS", "content_filter": "SAFETY"}.get(reason, "STOP")
+        return _FINISH.get(reason, "STOP")
 
     # Each encoder renders the extension events in its own vendor's form; what they
     # share (reading the fields) is `_extensions.fields` already.
@@ -572,6 +599,9 @@ class EventEncoder:
             return b""
         if kind != x.BLOCK:
             return b""
+        choice = body.get(x.CHOICE)
+        if type(choice) is int and choice > 0 and isinstance(body.get("index"), int):
+            self._choice_of[body["index"]] = choice
         citation = body.get(x.CITATION)
         if isinstance(citation, dict):
             rest = {k: v for k, v in citation.items() if k != "type"}

@@ -249,10 +249,20 @@ class Translator(SSETranslator):
     # -- helpers -------------------------------------------------------------
 
     def _block(self, candidate: int, reasoning: bool) -> int:
-        index = self._blocks.of((candidate, reasoning))
+        key = (candidate, reasoning)
+        index = self._blocks.get(key)
+        if index is None:
+            index = self._blocks.of(key)
+            self._mark(candidate, index)
         if not reasoning:
             self._text_blocks[candidate] = index
         return index
+
+    def _mark(self, candidate: int, index: int) -> None:
+        # docs/extensions.md: a block of candidate c > 0 says so before its first event.
+        mark = x.choice_mark(candidate, index)
+        if mark is not None:
+            self.out += self.writer.add(mark)
 
     def _new_index(self) -> int:
         return self._blocks.new()
@@ -294,6 +304,7 @@ class Translator(SSETranslator):
         # Its signature goes in between, on the call's block.
         index = self._new_index()
         call_id = self._call_id(call_id)
+        self._mark(candidate, index)
         self.out += self.writer.tool_call(id=call_id, name=name, arguments=arguments, index=index)
         if signature:
             self._signature(index, signature, call_id=call_id)
@@ -492,6 +503,7 @@ class Translator(SSETranslator):
                         self._on_part(c, part)
                         continue
                     index = self._meta_block(c)
+                    self._mark(c, index)
                     self._block_event({"index": index, x.RAW: whole, x.VENDOR: VENDOR})
                     if part.thoughtSignature:
                         self._signature(index, part.thoughtSignature)

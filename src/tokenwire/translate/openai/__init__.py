@@ -17,11 +17,13 @@ OpenAI-compatible vendors (Mistral, DeepSeek, Groq, Azure) share this code;
 from __future__ import annotations
 
 from .._contract import VendorFormat, VendorIngress
+from .aggregate import ChatAggregator, aggregate_ingress
 from .errors import (
     ERROR_FINISH_REASONS,
     ERROR_TYPES,
     FINISH_REASONS,
     STOP_TO_FINISH,
+    error_body,
     error_code,
     http_error,
 )
@@ -43,10 +45,13 @@ __all__ = [
     "FINISH_REASONS",
     "FORMAT",
     "STOP_TO_FINISH",
+    "ChatAggregator",
     "ChunkEncoder",
     "PartConverter",
     "Translator",
+    "aggregate_ingress",
     "build_request",
+    "error_body",
     "error_code",
     "http_error",
     "http_headers",
@@ -68,6 +73,11 @@ FORMAT = VendorFormat(
     build_request=build_request,
     http_error=http_error,
     endpoint="POST {base_url}/chat/completions",
-    ingress=VendorIngress(route="/v1/chat/completions", parse=parse_ingress),
+    ingress=VendorIngress(
+        route="/v1/chat/completions",
+        parse=parse_ingress,
+        aggregate=aggregate_ingress,
+        error_body=error_body,
+    ),
     fake="tokenwire.testing.openai",
 )

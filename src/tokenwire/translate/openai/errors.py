@@ -6,6 +6,8 @@ from typing import Any, Final
 
 import msgspec
 
+from .._aggregate import error_status
+
 # --- Mapping tables (published in docs/translation.md) --------------------------
 
 #: OpenAI-family ``finish_reason`` -> §5.3.3 stop reason. ``model_length`` is
@@ -140,3 +142,46 @@ def http_error(status: int, body: bytes) -> tuple[str, str]:
     if mapped != "internal_error" or code == "internal_error":
         code = mapped
     return code, f"{message}: {emsg}" if emsg else message
+
+
+# --- Whole answers and refusals in OpenAI's error shape (issue 23) ----------------
+
+#: HTTP status -> OpenAI error ``type`` (the openai SDK picks its exception by status).
+_STATUS_TYPES: Final[dict[int, str]] = {
+    400: "invalid_request_error",
+    401: "invalid_request_error",
+    403: "invalid_request_error",
+    404: "invalid_request_error",
+    405: "invalid_request_error",
+    413: "invalid_request_error",
+    415: "invalid_request_error",
+    429: "rate_limit_error",
+}
+
+
+def error_body(status: int, code: str, message: str, path: str | None = None) -> bytes:
+    """An error answered before any stream (bad body, unknown model...), as OpenAI writes it:
+    ``{"error": {"message", "type", "param", "code"}}``."""
+    etype = _STATUS_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
+    err = {
+        "message": message,
+        "type": etype,
+        "param": path if path not in (None, "$") else None,
+        "code": code,  # the standard's code (model_not_found is OpenAI's own too)
+    }
+    return msgspec.json.encode({"error": err})
+
+
+def error_answer(
+    code: str, message: str, *, body: dict[str, Any] | None = None
+) -> tuple[int, dict[str, Any]]:
+    """``(status, body)`` of a whole answer whose stream failed with ``(code, message)``.
+
+    ``body`` is the encoder's in-stream ``{"error": ...}`` when it wrote one.
+    The status is the upstream's own when it answered one, else the code's.
+    """
+    status = error_status(code, message)
+    if body is None:
+        etype, ecode = ERROR_TYPES.get(code, ("server_error", code))
+        body = {"error": {"message": message, "type": etype, "param": None, "code": ecode}}
+    return status, body

@@ -258,7 +258,9 @@ _FINISH_REASONS: Final = frozenset({"stop", "length", "tool_calls", "content_fil
 class ChunkEncoder:
     """Standard events -> OpenAI ``chat.completion.chunk`` SSE frames (§7.3 ingress).
 
-    Everything lands on choice 0: text deltas as ``delta.content`` (reasoning
+    Every block lands on choice 0 unless a ``tokenwire.block`` put it on
+    another (``tokenwire:choice``, issue 23: ``n`` > 1), each choice with its
+    own tool-call indexes and finish reason. Text deltas go as ``delta.content`` (reasoning
     blocks as ``delta.reasoning_content``, blocks marked ``tokenwire:refusal``
     as ``delta.refusal``), ``tokenwire:citation`` as ``delta.annotations``,
     each ``tool.call`` as one whole ``delta.tool_calls`` entry with its own
@@ -294,6 +296,9 @@ class ChunkEncoder:
         self._raw_stop: str | None = None
         #: Per delta key, the frame's bytes before and after the encoded text.
         self._templates: dict[str, tuple[bytes, bytes]] = {}
+        #: Block -> its choice, for blocks of choices > 0 (``tokenwire:choice``, issue 23).
+        self._choice_of: dict[int, int] = {}
+        self._choices: dict[int, list[Any]] = {}  # choice > 0 -> [tool calls, stop reason]
 
     def _text_frame(self, key: str, text: str) -> bytes:
         """``_delta({key: text})``, from a template built once per key.
@@ -324,10 +329,18 @@ class ChunkEncoder:
             obj["usage"] = usage
         return b"data: " + _encode(obj) + b"\n\n"
 
-    def _delta(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
+    def _delta(self, delta: dict[str, Any], finish: str | None = None, choice: int = 0) -> bytes:
         return self._chunk(
-            [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
+            [{"index": choice, "delta": delta, "logprobs": None, "finish_reason": finish}]
         )
+
+    def _on_choice(self, choice: int, delta: dict[str, Any]) -> bytes:
+        """A delta of choice ``choice`` > 0; its first one opens it as OpenAI does."""
+        out = self._start()
+        if choice not in self._choices:
+            self._choices[choice] = [0, None]
+            out += self._delta({"role": "assistant", "content": None}, choice=choice)
+        return out + self._delta(delta, choice=choice)
 
     def _start(self) -> bytes:
         if self._started:
@@ -341,7 +354,7 @@ class ChunkEncoder:
         if event.__class__ is ev.ContentDelta and self._started and not self._done:
             # The hot path: answer text (most events of every stream).
             delta = event
-            if not delta.reasoning and delta.index not in self._refusals:
+            if not delta.reasoning and delta.index not in self._refusals and not self._choice_of:
                 template = self._templates.get("content")
                 if template is not None:
                     return template[0] + _encode(delta.delta.text) + template[1]
@@ -359,12 +372,26 @@ class ChunkEncoder:
                     key = "refusal"
                 else:
                     key = "content"
+                choice = self._choice_of.get(event.index) if self._choice_of else None
+                if choice is not None:
+                    return self._on_choice(choice, {key: event.delta.text})
                 if self._started:
                     return self._text_frame(key, event.delta.text)
                 return self._start() + self._text_frame(key, event.delta.text)
             case ev.UnknownEvent():
                 return self._extension(event)
             case ev.ToolCall():
+                choice = self._choice_of.get(event.index) if self._choice_of else None
+                if choice is not None:
+                    calls = self._choices.setdefault(choice, [0, None])
+                    whole = {
+                        "index": calls[0],
+                        "id": event.id,
+                        "type": "function",
+                        "function": {"name": event.name, "arguments": event.arguments},
+                    }
+                    calls[0] += 1
+                    return self._on_choice(choice, {"tool_calls": [whole]})
                 call = {
                     "index": self._calls,
                     "id": event.id,
@@ -374,6 +401,12 @@ class ChunkEncoder:
                 self._calls += 1
                 return self._start() + self._delta({"tool_calls": [call]})
             case ev.ContentStop():
+                choice = self._choice_of.get(event.index) if self._choice_of else None
+                if choice is not None:
+                    state = self._choices.setdefault(choice, [0, None])
+                    if event.stop_reason != "tool_use" or state[1] is None:
+                        state[1] = event.stop_reason
+                    return b""
                 if event.stop_reason != "tool_use" or self._stop is None:
                     self._stop = event.stop_reason
                 return b""
@@ -400,6 +433,9 @@ class ChunkEncoder:
         elif event.type == x.STOP and isinstance(body.get(x.RAW_STOP_REASON), str):
             self._raw_stop = body[x.RAW_STOP_REASON]
         elif event.type == x.BLOCK and isinstance(body.get("index"), int):
+            choice = body.get(x.CHOICE)
+            if type(choice) is int and choice > 0:
+                self._choice_of[body["index"]] = choice
             if body.get(x.REFUSAL) is True:
                 self._refusals.add(body["index"])
             audio = body.get(x.AUDIO)
@@ -419,6 +455,9 @@ class ChunkEncoder:
                     # The Responses API's flat shape -> Chat's nested one.
                     inner = {k: v for k, v in citation.items() if k != "type"}
                     citation = {"type": "url_citation", "url_citation": inner}
+                choice = self._choice_of.get(body["index"], 0)
+                if choice:
+                    return self._on_choice(choice, {"annotations": [citation]})
                 return self._start() + self._delta({"annotations": [citation]})
         return b""
 
@@ -430,6 +469,9 @@ class ChunkEncoder:
             if self._raw_stop in _FINISH_REASONS:
                 finish = self._raw_stop
             out += self._delta({}, finish)
+            for choice, (calls, stop) in sorted(self._choices.items()):
+                mapped = "tool_calls" if calls else STOP_TO_FINISH.get(stop or "", "stop")
+                out += self._delta({}, mapped, choice=choice)
             if self.include_usage and self._usage is not None:
                 i, o = self._usage
                 usage: dict[str, Any] = {

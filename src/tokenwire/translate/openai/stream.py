@@ -328,9 +328,16 @@ class Translator(SSETranslator):
         self._taken.add(index)
         return index
 
+    def _mark(self, state: _ChoiceState, index: int) -> None:
+        # docs/extensions.md: a block of choice c > 0 says so before its first event.
+        mark = x.choice_mark(state.index, index)
+        if mark is not None:
+            self.out += self.writer.add(mark)
+
     def _text_index(self, state: _ChoiceState) -> int:
         if state.text_block is None:
             state.text_block = self._own_index(state)
+            self._mark(state, state.text_block)
         return state.text_block
 
     def _text(self, state: _ChoiceState, text: str) -> None:
@@ -346,6 +353,7 @@ class Translator(SSETranslator):
         state.refused = True
         if state.refusal_block is None:
             state.refusal_block = self._own_index(state)
+            self._mark(state, state.refusal_block)
             body = {"index": state.refusal_block, x.REFUSAL: True}
             self.out += self.writer.add(x.extension(x.BLOCK, body))
         self.out += self.writer.text(text, state.refusal_block)
@@ -381,6 +389,7 @@ class Translator(SSETranslator):
             raise TranslationError(f"choice {state.index} sent reasoning after its finish_reason")
         if state.reason_block is None:
             state.reason_block = self._new_block()
+            self._mark(state, state.reason_block)
         self.out += self.writer.text(text, state.reason_block, reasoning=True)
 
     def _finish(self, state: _ChoiceState, finish_reason: str | None) -> None:
@@ -416,7 +425,7 @@ class Translator(SSETranslator):
         # tool call takes it (so a lone call is block 0, "0 for primary", §5.3.2).
         spare = state.index if state.index not in self._taken else None
         for call in state.calls:
-            if self._emit_call(call, truncated=stop == "max_tokens", index=spare):
+            if self._emit_call(call, truncated=stop == "max_tokens", index=spare, state=state):
                 spare = None
 
     def _unique_id(self, id: str) -> str:
@@ -441,10 +450,18 @@ class Translator(SSETranslator):
             else:
                 self._taken.add(spare)
                 call.block = spare
+            self._mark(state, call.block)
         if fn is not None and fn.arguments:
             self.out += self._tool_delta(call.block, call.final_id, call.name or None, fn.arguments)
 
-    def _emit_call(self, call: _PendingCall, *, truncated: bool, index: int | None) -> bool:
+    def _emit_call(
+        self,
+        call: _PendingCall,
+        *,
+        truncated: bool,
+        index: int | None,
+        state: _ChoiceState | None = None,
+    ) -> bool:
         """Emit one complete call (``tool.call`` + ``content.stop``); False if dropped."""
         arguments = "".join(call.parts)
         if not arguments.strip():
@@ -469,6 +486,8 @@ class Translator(SSETranslator):
                 index = self._new_block()
             else:
                 self._taken.add(index)
+            if state is not None:
+                self._mark(state, index)
         self.out += self.writer.tool_call(
             id=call_id, name=call.name, arguments=arguments, index=index
         )

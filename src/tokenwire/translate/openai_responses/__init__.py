@@ -14,6 +14,9 @@ The rules are tabled in ``docs/translation.md``.
 from __future__ import annotations
 
 from .._contract import VendorFormat, VendorIngress
+from ..openai.errors import error_body
+from .aggregate import ResponseAggregator, aggregate_ingress
+from .count import COUNT
 from .errors import ERROR_CODES, INCOMPLETE_REASONS, error_code, http_error
 from .ingress import ResponsesEncoder, parse_ingress, request_from_vendor
 from .request import EXTENSION_KEYS, build_request, reasoning_items
@@ -24,9 +27,12 @@ __all__ = [
     "EXTENSION_KEYS",
     "FORMAT",
     "INCOMPLETE_REASONS",
+    "ResponseAggregator",
     "ResponsesEncoder",
     "Translator",
+    "aggregate_ingress",
     "build_request",
+    "error_body",
     "error_code",
     "http_error",
     "parse_ingress",
@@ -44,6 +50,12 @@ FORMAT = VendorFormat(
     build_request=build_request,
     http_error=http_error,
     endpoint="POST {base_url}/v1/responses",
-    ingress=VendorIngress(route="/v1/responses", parse=parse_ingress),
+    ingress=VendorIngress(
+        route="/v1/responses",
+        parse=parse_ingress,
+        aggregate=aggregate_ingress,
+        error_body=error_body,
+    ),
     fake="tokenwire.testing.openai_responses",
+    count=COUNT,
 )

@@ -21,6 +21,7 @@ from .._contract import EncodeEvent
 from .._ingress import want
 from .items import CLIENT_CALLS, CLIENT_TOOLS, KEPT_ITEMS, client_call, kept_part, tools_11
 from .request import VENDOR
+from .resource import response_fields
 
 __all__ = ["ResponsesEncoder", "parse_ingress", "request_from_vendor"]
 
@@ -334,10 +335,19 @@ class ResponsesEncoder:
     and ``response.failed``.
     """
 
-    def __init__(self, *, model: str, id: str | None = None, created: int | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        model: str,
+        id: str | None = None,
+        created: int | None = None,
+        fields: dict[str, Any] | None = None,
+    ) -> None:
         self.model = model
         self.id = id or f"resp_{uuid.uuid4().hex}"
         self.created = created
+        #: The response object's request-given fields (``response_fields``).
+        self.fields = fields if fields is not None else response_fields({})
         self._seq = 0
         self._items: dict[int, _Out] = {}  # standard block -> its item
         self._output: list[_Out] = []
@@ -360,18 +370,18 @@ class ResponsesEncoder:
         return b"event: %s\ndata: %s\n\n" % (kind.encode(), _encode(obj))
 
     def _response(self, status: str, **fields: Any) -> dict[str, Any]:
+        # Open Responses: every field its ResponseResource requires, on every snapshot.
         return {
             "id": self.id,
             "object": "response",
             "created_at": self.created if self.created is not None else int(time.time()),
+            "completed_at": int(time.time()) if status == "completed" else None,
             "status": status,
             "error": None,
             "incomplete_details": None,
             "model": self.model,
             "output": [o.item for o in self._output if o.done],
-            "parallel_tool_calls": True,
-            "tool_choice": "auto",
-            "tools": [],
+            **self.fields,
             "usage": None,
             **fields,
         }
@@ -743,4 +753,4 @@ class ResponsesEncoder:
 def parse_ingress(body: dict[str, Any]) -> tuple[rq.Request, EncodeEvent]:
     """The ``/v1/responses`` ingress: the standard request and a fresh ``ResponsesEncoder``."""
     request = request_from_vendor(body)
-    return request, ResponsesEncoder(model=request.model).encode
+    return request, ResponsesEncoder(model=request.model, fields=response_fields(body)).encode

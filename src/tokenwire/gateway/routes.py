@@ -1,0 +1,212 @@
+"""Every vendor route and version the SDKs call by default (issue 23), and token counting.
+
+=============================================================  ===========================
+``POST /{v1,v1beta,v1alpha}/models/{model}:streamGenerateContent``  Gemini stream (``alt=sse``,
+                                                                     else one JSON array)
+``POST /{v1,v1beta,v1alpha}/models/{model}:generateContent``   Gemini, whole
+``POST /{v1,v1beta,v1alpha}/models/{model}:countTokens``       Gemini ``{"totalTokens"}``
+``POST /v1/messages/count_tokens``                             Anthropic ``{"input_tokens"}``
+``POST /v1/responses/input_tokens``                            Responses ``{"object":
+                                                               "response.input_tokens", ...}``
+=============================================================  ===========================
+
+A count comes from the upstream's own counting endpoint when its vendor has
+one (``VendorFormat.count``: Anthropic, Gemini, Responses), for the request
+the upstream would be sent; otherwise (the demo, an OpenAI Chat upstream) it
+is an estimate (one token per 4 characters of the prompt, its tools
+included), and the answer says so: the header ``tokenwire-token-count:
+estimate`` (``upstream`` otherwise) and ``"tokenwire:estimate": true`` in
+the body. Errors are in the route's vendor shape.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+import msgspec
+from starlette.routing import Route
+
+from .._asgi import Receive, Scope, Send, read_body, send_json
+from ..errors import InvalidRequest, RequestTooLarge
+from ..request import Request, echo
+from ..server import DEFAULT_MAX_BODY_BYTES, Provider
+from ..writer import estimate_tokens
+from .ingress import FormatIngress, WithPathParams, decode_json_body
+
+__all__ = ["GEMINI_ROUTES", "GEMINI_VERSIONS", "CountEndpoint", "vendor_error", "vendor_routes"]
+
+_log = logging.getLogger("tokenwire.gateway")
+_encode = msgspec.json.Encoder().encode
+
+#: The API versions google-genai and Google's REST clients call (3.x defaults to ``v1``).
+GEMINI_VERSIONS: Final = ("v1", "v1beta", "v1alpha")
+#: Gemini's methods, by route template (``{version}`` filled in per version).
+GEMINI_ROUTES: Final = (
+    "/{version}/models/{model}:streamGenerateContent",
+    "/{version}/models/{model}:generateContent",
+    "/{version}/models/{model}:countTokens",
+)
+_GEMINI_METHODS: Final = (":streamGenerateContent", ":generateContent", ":countTokens")
+
+#: Vendor -> the counting route's answer, from the count.
+_COUNT_SHAPES: Final[dict[str, Callable[[int], dict[str, Any]]]] = {
+    "anthropic": lambda n: {"input_tokens": n},
+    "openai-responses": lambda n: {"object": "response.input_tokens", "input_tokens": n},
+    "gemini": lambda n: {"totalTokens": n},
+}
+COUNT_HEADER: Final = b"tokenwire-token-count"
+
+
+def vendor_of(path: str) -> str | None:
+    """Whose error shape ``path`` answers in, for a vendor route (``None``: the standard's)."""
+    if path.endswith(_GEMINI_METHODS) or path.split("/", 2)[1:2] in (["v1beta"], ["v1alpha"]):
+        return "gemini"
+    if path.startswith("/v1/messages"):
+        return "anthropic"
+    if path.startswith(("/v1/chat/completions", "/v1/responses")):
+        return "openai"
+    return None
+
+
+def vendor_error(path: str, status: int, code: str, message: str) -> bytes | None:
+    """The router's own error (404, 405) on a vendor path, in that vendor's shape."""
+    vendor = vendor_of(path)
+    if vendor is None:
+        return None
+    from .. import translate
+
+    ingress = translate.get(vendor).ingress
+    if ingress is None or ingress.error_body is None:  # pragma: no cover - all three have one
+        return None
+    return ingress.error_body(status, code, message, None)
+
+
+def _prompt_chars(request: Request) -> int:
+    chars = sum(len(message.text) for message in request.messages)
+    for tool in request.tools or ():
+        chars += len(tool.name) + len(tool.description) + len(_encode(tool.parameters))
+    return chars
+
+
+class CountEndpoint:
+    """``POST`` a vendor request body, get its input token count in the vendor's shape."""
+
+    def __init__(
+        self,
+        ingress: FormatIngress,
+        providers: Mapping[str, Provider],
+        *,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    ) -> None:
+        self.ingress = ingress
+        self.providers = providers
+        self.max_body_bytes = max_body_bytes
+
+    async def _error(
+        self, send: Send, status: int, code: str, message: str, path: str | None = None
+    ) -> None:
+        await send_json(send, status, self.ingress.error_body(status, code, message, path))
+
+    def _request(self, body: bytes, path_params: Mapping[str, str]) -> Request:
+        obj = decode_json_body(body)
+        name = self.ingress.name
+        if name == "gemini":
+            inner = obj.get("generateContentRequest")
+            if isinstance(inner, dict):
+                obj = inner  # the whole request form (its model is the path's)
+            obj["model"] = path_params.get("model", obj.get("model"))
+        elif name == "anthropic":
+            obj.setdefault("max_tokens", 1)  # count_tokens bodies have none
+        obj.pop("stream", None)
+        request, _ = self.ingress.format.ingress.parse(obj)  # type: ignore[union-attr]
+        return request
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("method") != "POST":
+            await self._error(send, 405, "method_not_allowed", "use POST")
+            return
+        try:
+            length = dict(scope.get("headers") or ()).get(b"content-length")
+            body = await read_body(
+                receive, self.max_body_bytes, int(length) if length and length.isdigit() else None
+            )
+            request = self._request(body, scope.get("path_params") or {})
+        except RequestTooLarge as exc:
+            await self._error(send, 413, "request_too_large", exc.reason, exc.path)
+            return
+        except InvalidRequest as exc:
+            await self._error(send, 400, "invalid_request", exc.reason, exc.path)
+            return
+        except Exception:  # the body stream broke (the client left)
+            await self._error(send, 400, "invalid_request", "the request body ended early")
+            return
+        provider = self.providers.get(request.model)
+        if provider is None:
+            message = f"unknown model {echo(request.model)}"
+            await self._error(send, 404, "model_not_found", message, "model")
+            return
+        counted = await self._upstream_count(send, provider, request)
+        if counted is False:
+            return  # answered (an error)
+        estimated = counted is None
+        tokens = estimate_tokens(_prompt_chars(request)) if counted is None else counted
+        answer: dict[str, Any] = _COUNT_SHAPES[self.ingress.name](tokens)
+        if estimated:
+            answer["tokenwire:estimate"] = True
+        how = b"estimate" if estimated else b"upstream"
+        await send_json(send, 200, _encode(answer), [(COUNT_HEADER, how)])
+
+    async def _upstream_count(self, send: Send, provider: Provider, request: Request) -> Any:
+        """The upstream's count; ``None``: it has none (estimate); ``False``: answered."""
+        count_tokens = getattr(provider, "count_tokens", None)
+        if count_tokens is None:
+            return None
+        try:
+            answered = await count_tokens(request)
+        except InvalidRequest as exc:
+            await self._error(send, 400, "invalid_request", exc.reason, exc.path)
+            return False
+        except Exception as exc:
+            _log.warning("token count upstream failed: %s", type(exc).__name__)
+            await self._error(send, 502, "internal_error", "the upstream could not be reached")
+            return False
+        if answered is None:
+            return None
+        status, body = answered
+        fmt = provider.format  # type: ignore[attr-defined]
+        if status >= 300:
+            code, message = fmt.http_error(status, body)
+            await self._error(send, status, code, message)
+            return False
+        try:
+            return int(fmt.count.result(body))
+        except ValueError as exc:
+            await self._error(send, 502, "internal_error", f"upstream count: {exc}")
+            return False
+
+
+def vendor_routes(gateway: Any) -> list[Route]:
+    """The Gemini routes of every version, and the counting routes, of ``gateway``
+    (``app.Gateway``: not imported, it is on the layer above)."""
+    limit = gateway.config.server.max_body_bytes
+    raw = gateway.count_providers
+    gemini_count = CountEndpoint(FormatIngress("gemini"), raw, max_body_bytes=limit)
+    apps: tuple[Any, ...] = (
+        WithPathParams(gateway.gemini),
+        WithPathParams(gateway.gemini_whole),
+        gemini_count,
+    )
+    routes = [
+        Route(template.replace("{version}", version), app, methods=["POST"])
+        for version in GEMINI_VERSIONS
+        for template, app in zip(GEMINI_ROUTES, apps, strict=True)
+    ]
+    for route, vendor in (
+        ("/v1/messages/count_tokens", "anthropic"),
+        ("/v1/responses/input_tokens", "openai-responses"),
+    ):
+        endpoint = CountEndpoint(FormatIngress(vendor), raw, max_body_bytes=limit)
+        routes.append(Route(route, endpoint, methods=["POST"]))
+    return routes
