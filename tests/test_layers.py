@@ -32,6 +32,7 @@ LAYERS: dict[str, int] = {
     "_asgi": 5,
     "_outbox": 5,
     "_guard": 6,
+    "_h1server": 6,
     "server": 6,
     "client": 6,
     "testing": 7,

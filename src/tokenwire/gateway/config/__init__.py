@@ -157,6 +157,13 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     stream_budget_bytes: int = _GUARD.stream_budget_bytes
     memory_budget_bytes: int = _GUARD.memory_budget_bytes
     send_buffer_bytes: int = DEFAULT_SEND_BUFFER_BYTES
+    #: What serves cleartext HTTP/1.1 (``SERVER_ENGINES``): "granian", or "h1"
+    #: (``tokenwire._h1server``, one process; TLS and h2c stay on granian).
+    engine: str = "granian"
+
+
+#: ``[server] engine`` values (bench/RESULTS.md, "serving").
+SERVER_ENGINES: Final = frozenset({"granian", "h1"})
 
 
 class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -421,6 +428,9 @@ def _check_server(cfg: ServerConfig) -> None:
         raise _fail("server.certfile", "certfile and keyfile go together")
     if cfg.cleartext_http2 and cfg.certfile is not None:
         raise _fail("server.cleartext_http2", CLEARTEXT_HTTP2_WITH_TLS)
+    if cfg.engine not in SERVER_ENGINES:
+        known = ", ".join(sorted(SERVER_ENGINES))
+        raise _fail("server.engine", f"unknown engine {cfg.engine!r} (known: {known})")
 
 
 def _check_resume(cfg: ResumeConfig) -> None:
