@@ -384,11 +384,13 @@ class _Connection(asyncio.Protocol):
             self._refuse(_Refusal(501, "protocol upgrades are not served"))
             return
         except httptools.HttpParserError as exc:
-            # llhttp's strict mode: CL with TE, duplicate CL, obs-fold, bare LF...
-            self._refuse(_Refusal(400, f"malformed request: {exc}"))
-            return
-        except _Refusal as refusal:
-            self._refuse(refusal)
+            # A refusal raised in a callback comes back wrapped (HttpParserCallbackError).
+            cause = exc.__cause__ or exc.__context__
+            if isinstance(cause, _Refusal):
+                self._refuse(cause)
+            else:
+                # llhttp's strict mode: CL with TE, duplicate CL, obs-fold, bare LF...
+                self._refuse(_Refusal(400, f"malformed request: {exc}"))
             return
         if self.in_head:
             # A head still arriving (llhttp holds a field until it is whole).
@@ -438,6 +440,10 @@ class _Connection(asyncio.Protocol):
         self.in_head = False
         self.in_body = True
         version = parser.get_http_version()
+        if parser.should_upgrade():
+            # llhttp would read what follows as the new protocol; this server
+            # speaks HTTP/1.1 only (h2c and WebSocket are granian's).
+            raise _Refusal(501, "protocol upgrades are not served here")
         headers = self.raw_headers
         hosts = 0
         chunked = False
@@ -671,8 +677,9 @@ class H1Server:
         conn = cycle.conn
         try:
             await self.app(cycle.scope, cycle.receive, cycle.send)
-        except Exception:
-            _log.exception("the app raised while serving %s", cycle.scope.get("path"))
+        except Exception as exc:
+            if not (conn.lost and isinstance(exc, OSError)):  # not just a client gone
+                _log.exception("the app raised while serving %s", cycle.scope.get("path"))
             if not cycle.started and not conn.lost:
                 cycle.keep_alive = False
                 with contextlib.suppress(Exception):
