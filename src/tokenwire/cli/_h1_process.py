@@ -84,6 +84,10 @@ def serve_h1(
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(stopper.remaining_s()):
                     await tracked.idle()
+            if tracked.calls():
+                # A call still running after the shutdown timeout (a provider that
+                # ignores its cancel): the watchdog's exit, status 1, now.
+                stopper._overdue()
             server.abort_all()
             return 0
         finally:

@@ -25,6 +25,7 @@ from ..gateway.config import (
     CLEARTEXT_HTTP2_WITH_TLS,
     CONFIG_ENV,
     LOG_CONTENT_ENV,
+    SERVER_ENGINES,
     TIMEOUT_ENV,
     Config,
     ConfigError,
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
     from ..gateway.policy.drain import Drain
 
 _LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+#: Overrides ``[server] engine`` ("granian" or "h1").
+ENGINE_ENV = "TOKENWIRE_SERVER_ENGINE"
 
 
 @click.command()
@@ -148,9 +151,17 @@ def command(
         raise click.ClickException(f"server.cleartext_http2: {CLEARTEXT_HTTP2_WITH_TLS}")
     # engine = "h1": tokenwire's own HTTP/1.1 server, one process, cleartext only
     # (TLS and h2c stay on granian: the hybrid; bench/RESULTS.md, "serving").
-    own_h1 = settings.engine == "h1" and certfile is None and not settings.cleartext_http2
+    # ENGINE_ENV, when set, wins over the config (a deployment's, or a test run's, choice).
+    engine = os.environ.get(ENGINE_ENV) or settings.engine
+    if engine not in SERVER_ENGINES:
+        raise click.ClickException(f"{ENGINE_ENV}: unknown engine {engine!r} (known: granian, h1)")
+    own_h1 = engine == "h1" and certfile is None and not settings.cleartext_http2
     if own_h1 and workers != 1:
-        raise click.ClickException('server.engine = "h1" serves one process: set workers = 1')
+        # h1 is one process; several workers are granian's supervisor and its workers.
+        click.echo(
+            f'server.engine = "h1" serves one process: {workers} workers run on granian', err=True
+        )
+        own_h1 = False
 
     # Workers are separate processes: they rebuild the app from these (and
     # with one process, app_from_env reads them here).
