@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import math
 from collections.abc import Awaitable, Callable
 from typing import Final
@@ -109,6 +110,7 @@ class _Request:
         "send_timeout",
         "body_left",
         "pending",
+        "cut",
     )
 
     def __init__(
@@ -135,6 +137,8 @@ class _Request:
         self.body_left = content_length
         #: The server's first ``receive()``, asked for ahead of the app (``ask_early``).
         self.pending: Awaitable[Message] | None = None
+        #: A send failed: the stream was cut (its memory is released after it ends).
+        self.cut = False
 
     def ask_early(self) -> None:
         """Ask the server for the body now, so that it fetches it while the app
@@ -222,8 +226,13 @@ class _Request:
             # The client stopped reading (or was shed over the memory budget):
             # end the stream as for a vanished client.
             self.account.end()
-            _release_memory_soon()
+            self.cut = True
             raise OSError(f"the client read nothing for {limits.write_timeout_s:g} s") from None
+        except OSError:
+            # The client is gone mid-stream (the kernel's TCP_USER_TIMEOUT reset it,
+            # or it hung up): what the stream held is garbage once it ends.
+            self.cut = True
+            raise
         finally:
             BUDGET.in_flight -= size
             _SENDING.discard(self)
@@ -286,6 +295,11 @@ def _release_memory_soon() -> None:
 def _malloc_trim() -> None:
     global _trim, _trim_pending
     _trim_pending = False
+    # A cut stream leaves reference cycles (its CancelledError's traceback holds
+    # the frames that hold it, its transport, its outbox): only the cyclic
+    # collector frees them, and an idle worker allocates too little to run it.
+    # Without this, after a storm of stalled clients their memory stays.
+    gc.collect()
     if _trim is False:
         _trim = None
         with contextlib.suppress(OSError, AttributeError):
@@ -357,3 +371,5 @@ class Guard:
         finally:
             ACCOUNT.reset(token)
             guarded.account.end()
+            if guarded.cut:
+                _release_memory_soon()

@@ -460,3 +460,74 @@ def test_never_reading_client_is_ended_by_the_write_deadline() -> None:
     assert "read nothing" in outcome["error"]
     # Bounded by the kernel's buffers and the transport's high-water mark, not by time.
     assert sent[0] < 4 << 20
+
+
+class _Marker:
+    """Held by a stream's provider for the stream's life: freed when the stream is."""
+
+
+def test_a_cut_stream_is_freed_while_the_worker_idles() -> None:
+    """A stream cut by the write deadline leaves reference cycles (its cancel's traceback
+    holds its frames); the guard collects them once it has ended, so an idle worker
+    gets the memory back without waiting for allocations to trigger the collector."""
+    import gc
+    import weakref
+
+    from tokenwire import events as ev
+    from tokenwire.request import MEDIA_TYPE
+    from tokenwire.server import StreamEndpoint
+
+    refs: list[weakref.ref[_Marker]] = []
+
+    class Endless:
+        async def generate(self, request: Any) -> Any:
+            marker = _Marker()
+            refs.append(weakref.ref(marker))
+            text = "x" * 2000
+            while marker is not None:
+                yield ev.ContentDelta(
+                    v=ev.VERSION, seq=0, index=0, role="assistant", delta=ev.Delta(text=text)
+                )
+
+    body = json.dumps(
+        {
+            "version": "1.0",
+            "stream": True,
+            "model": "m",
+            "messages": [{"role": "user", "content": "x"}],
+        }
+    ).encode()
+    request = (
+        b"POST /v1/stream HTTP/1.1\r\nHost: a\r\nContent-Type: "
+        + MEDIA_TYPE.encode()
+        + b"\r\nContent-Length: %d\r\n\r\n" % len(body)
+        + body
+    )
+
+    async def main() -> bool:
+        app = Guard(StreamEndpoint(Endless()), Limits(write_timeout_s=0.3))
+        async with serving(app, Settings(send_buffer_bytes=16 * 1024)) as (server, port):
+            client = socket.socket()
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            client.setblocking(False)
+            loop = asyncio.get_running_loop()
+            await loop.sock_connect(client, ("127.0.0.1", port))
+            try:
+                await loop.sock_sendall(client, request)
+                async with asyncio.timeout(WAIT_S):
+                    while not refs or not server.connections:
+                        await asyncio.sleep(0.01)
+                    conn = weakref.ref(next(iter(server.connections)))
+                    while refs[0]() is not None or conn() is not None:  # the collector is off
+                        await asyncio.sleep(0.05)
+            finally:
+                client.close()
+            return not server.connections
+
+    enabled = gc.isenabled()
+    gc.disable()  # only an explicit collection frees cycles: as in an idle worker
+    try:
+        assert run(main())
+    finally:
+        if enabled:
+            gc.enable()
