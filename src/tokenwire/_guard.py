@@ -275,7 +275,9 @@ def _shed(limits: Limits) -> int:
 
 
 _trim: Callable[[int], int] | None | bool = False
-_trim_pending = False
+#: The event loop a trim is scheduled on (a trim scheduled on a loop that was
+#: closed before it ran never runs: another loop schedules its own).
+_trim_pending: asyncio.AbstractEventLoop | None = None
 
 
 def _release_memory_soon() -> None:
@@ -286,15 +288,16 @@ def _release_memory_soon() -> None:
     At most one trim per second, whatever the number of streams cut.
     """
     global _trim_pending
-    if _trim_pending:
+    loop = asyncio.get_running_loop()
+    if _trim_pending is loop:
         return
-    _trim_pending = True
-    asyncio.get_running_loop().call_later(1.0, _malloc_trim)
+    _trim_pending = loop
+    loop.call_later(1.0, _malloc_trim)
 
 
 def _malloc_trim() -> None:
     global _trim, _trim_pending
-    _trim_pending = False
+    _trim_pending = None
     # A cut stream leaves reference cycles (its CancelledError's traceback holds
     # the frames that hold it, its transport, its outbox): only the cyclic
     # collector frees them, and an idle worker allocates too little to run it.

@@ -288,6 +288,35 @@ class _Cycle:
 class _Connection(asyncio.Protocol):
     """One client connection: parses its requests and runs one ``_Cycle`` at a time."""
 
+    # No __dict__ (asyncio.Protocol has empty slots): an open stream holds one of these.
+    __slots__ = (
+        "server",
+        "loop",
+        "transport",
+        "parser",
+        "lost",
+        "write_paused",
+        "_drain",
+        "reading_paused",
+        "cycle",
+        "parsing",
+        "queued",
+        "client",
+        "local",
+        "timer",
+        "body_seen",
+        "chunk_headers",
+        "url",
+        "raw_headers",
+        "head_bytes",
+        "head_raw",
+        "stale",
+        "in_head",
+        "in_body",
+        "chunked",
+        "__weakref__",
+    )
+
     def __init__(self, server: H1Server) -> None:
         self.server = server
         self.loop = server.loop
@@ -299,7 +328,8 @@ class _Connection(asyncio.Protocol):
         self.reading_paused = False
         self.cycle: _Cycle | None = None  # the one the app runs now
         self.parsing: _Cycle | None = None  # the one whose request is being parsed
-        self.queued: deque[_Cycle] = deque()  # pipelined, waiting their turn
+        # Pipelined requests waiting their turn (made when one is: most connections never).
+        self.queued: deque[_Cycle] | None = None
         self.client: tuple[str, int] | None = None
         self.local: tuple[str, int] | None = None
         self.timer: asyncio.TimerHandle | None = None
@@ -341,7 +371,7 @@ class _Connection(asyncio.Protocol):
         self.lost = True
         self.server.connections.discard(self)
         self._disarm()
-        for cycle in (self.cycle, self.parsing, *self.queued):
+        for cycle in (self.cycle, self.parsing, *(self.queued or ())):
             if cycle is not None:
                 cycle.wake()
         drain = self._drain
@@ -472,6 +502,7 @@ class _Connection(asyncio.Protocol):
         if hosts > 1:
             raise _Refusal(400, "more than one Host header field")
         url = httptools.parse_url(self.url)
+        self.url = b""
         raw_path = url.path or b"/"
         server = self.server
         scope: Scope = {
@@ -500,6 +531,8 @@ class _Connection(asyncio.Protocol):
             self._start(cycle)
         else:
             # Pipelined: it waits for the response before it, and so does the socket.
+            if self.queued is None:
+                self.queued = deque()
             self.queued.append(cycle)
             self._pause_reading()
 
