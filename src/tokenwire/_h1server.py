@@ -68,6 +68,25 @@ _ASGI: Final = {"version": "3.0", "spec_version": "2.3"}
 _REASONS: Final = {s.value: s.phrase.encode() for s in HTTPStatus}
 _NO_BODY: Final = frozenset({204, 304})
 _CHUNKED_END: Final = b"0\r\n\r\n"
+#: Header names as clients spell them -> the lower-cased name, shared by every request.
+_NAMES: Final = {
+    spelled: lower
+    for lower in (
+        b"host",
+        b"content-type",
+        b"content-length",
+        b"accept",
+        b"accept-encoding",
+        b"user-agent",
+        b"authorization",
+        b"connection",
+        b"x-api-key",
+    )
+    for spelled in (lower, lower.title(), lower.upper())
+}
+#: Methods and versions: shared strings.
+_VERSIONS: Final = {"1.1": "1.1", "1.0": "1.0"}
+_METHODS: Final = {m.encode(): m for m in ("GET", "POST", "HEAD", "PUT", "DELETE", "OPTIONS")}
 
 
 class Settings:
@@ -363,7 +382,9 @@ class _Connection(asyncio.Protocol):
             self.client = (str(peer[0]), int(peer[1]))
         local = transport.get_extra_info("sockname")
         if isinstance(local, tuple):
-            self.local = (str(local[0]), int(local[1]))
+            # Every connection of a listener has the same local address: one tuple.
+            key = (str(local[0]), int(local[1]))
+            self.local = self.server.addresses.setdefault(key, key)
         self.server.connections.add(self)
         self._arm(self.server.settings.header_timeout_s)
 
@@ -461,7 +482,8 @@ class _Connection(asyncio.Protocol):
             raise _Refusal(431, f"the request head is over {MAX_HEAD} bytes")
         if self.in_body:
             return  # a trailer field: counted, not kept (RFC 9110 §6.5.2)
-        self.raw_headers.append((name.lower(), value))
+        lower = _NAMES.get(name)  # a common name: one shared bytes object, not one per request
+        self.raw_headers.append((name.lower() if lower is None else lower, value))
         if len(self.raw_headers) > MAX_HEADERS:
             raise _Refusal(431, f"more than {MAX_HEADERS} header fields")
 
@@ -470,6 +492,7 @@ class _Connection(asyncio.Protocol):
         self.in_head = False
         self.in_body = True
         version = parser.get_http_version()
+        version = _VERSIONS.get(version, version)  # a shared string
         if parser.should_upgrade():
             # llhttp would read what follows as the new protocol; this server
             # speaks HTTP/1.1 only (h2c and WebSocket are granian's).
@@ -503,13 +526,14 @@ class _Connection(asyncio.Protocol):
             raise _Refusal(400, "more than one Host header field")
         url = httptools.parse_url(self.url)
         self.url = b""
+        method = parser.get_method()
         raw_path = url.path or b"/"
         server = self.server
         scope: Scope = {
             "type": "http",
             "asgi": _ASGI,
             "http_version": version,
-            "method": parser.get_method().decode("ascii"),
+            "method": _METHODS.get(method) or method.decode("ascii"),
             "scheme": "http",
             "path": unquote(raw_path.decode("latin-1")),
             "raw_path": raw_path,
@@ -679,6 +703,7 @@ class H1Server:
         self.settings = settings if settings is not None else Settings()
         self.loop = asyncio.get_running_loop()
         self.connections: set[_Connection] = set()
+        self.addresses: dict[tuple[str, int], tuple[str, int]] = {}
         self.state: dict[str, Any] = {}
         self.closing = False
         self.calls = 0
