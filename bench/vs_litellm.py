@@ -77,6 +77,8 @@ PACED_DELAY_S = 0.004
 #: 2,000-chunk streams timed one after the other: 20,000 chunks make a 10 ms CPU tick 0.5 µs.
 LONG_STREAMS = 10
 MASTER_KEY = "sk-" + secrets.token_hex(32)
+#: tokenwire's HTTP/1.1 server (``[server] engine``; ``--engine``).
+ENGINE = ["granian"]
 #: Both gateways get the same headers (tokenwire ignores this one).
 AUTH = {"Authorization": f"Bearer {MASTER_KEY}"}
 #: The hand-written subsection (profiles of missed targets) a rerun keeps.
@@ -166,7 +168,7 @@ def tokenwire_server(upstream: str, workdir: Path) -> tb.ServedProcess:
         for name in SCRIPTS
     }
     config = workdir / "tokenwire.toml"
-    config.write_text(tb.gateway_config(models))
+    config.write_text(tb.gateway_config(models, {"engine": ENGINE[0]}))
     port = tb.free_port()
     return tb.ServedProcess(tb.gateway_argv(str(config), port), port, ready_path="/healthz")
 
@@ -390,7 +392,9 @@ def main() -> int:
     ap.add_argument(
         "--skip-litellm", action="store_true", help="tokenwire alone (implies --no-write)"
     )
+    ap.add_argument("--engine", default="granian", choices=["granian", "h1"])
     args = ap.parse_args()
+    ENGINE[0] = args.engine
 
     litellm_version = "-" if args.skip_litellm else ensure_litellm()
     load_before = tb.loadavg()
@@ -588,7 +592,8 @@ def main() -> int:
             f"without one; the client sends it to both). Targets: {TARGETS}.",
             "",
             *header("bench/vs_litellm.py", load_before),
-            f"- LiteLLM: {litellm_version} (uvicorn, `--num_workers 1`)",
+            f"- LiteLLM: {litellm_version} (uvicorn, `--num_workers 1`); tokenwire: "
+            f'`[server] engine = "{args.engine}"`',
             "",
             *table,
             "",
