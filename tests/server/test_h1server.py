@@ -531,3 +531,43 @@ def test_a_cut_stream_is_freed_while_the_worker_idles() -> None:
     finally:
         if enabled:
             gc.enable()
+
+
+# --- Nagle: small frames leave at once, on both sides of the gateway -------------------------
+
+
+def test_no_nagle_on_the_client_side_or_the_upstream_side() -> None:
+    """TCP_NODELAY on the connection the h1 server accepted and on the upstream pool's:
+    with Nagle on, a small SSE frame written while the previous one is unacknowledged
+    waits for the peer's delayed ACK (up to 40 ms on Linux)."""
+    from tokenwire.gateway.upstream.pool import Pool
+
+    async def main() -> tuple[int, int]:
+        async with serving(Recorder()) as (server, port):
+            pool = Pool()
+            try:
+                async with pool.stream(
+                    "POST",
+                    f"http://127.0.0.1:{port}/up",
+                    {"content-type": "application/json"},
+                    b"{}",
+                    read_timeout=WAIT_S,
+                    connect_timeout=WAIT_S,
+                    pool_timeout=WAIT_S,
+                ) as response:
+                    transport = response._connection.transport
+                    assert transport is not None
+                    upstream = transport.get_extra_info("socket")
+                    upstream_nodelay = upstream.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+                    [conn] = server.connections
+                    assert conn.transport is not None
+                    accepted = conn.transport.get_extra_info("socket")
+                    served_nodelay = accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+                    while await response.read():
+                        pass
+            finally:
+                await pool.aclose()
+            return served_nodelay, upstream_nodelay
+
+    served, upstream = run(main())
+    assert served and upstream
