@@ -227,6 +227,10 @@ async def measure(
         fig.direct_ms = statistics.median(direct) * 1e3
         fig.ttfe_ms = statistics.median(via) * 1e3
 
+        # A fresh connection: the one above idled while the upstream was timed, and
+        # uvicorn (LiteLLM) closes a keep-alive connection idle for 5 s.
+        writer.close()
+        reader, writer = await lg.connect(port)
         # CPU per chunk: LONG_STREAMS 2,000-chunk streams, one after the other.
         cpu0 = tb.cpu_seconds(pids())
         for _ in range(LONG_STREAMS):
