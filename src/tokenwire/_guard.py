@@ -302,7 +302,11 @@ def _malloc_trim() -> None:
     # the frames that hold it, its transport, its outbox): only the cyclic
     # collector frees them, and an idle worker allocates too little to run it.
     # Without this, after a storm of stalled clients their memory stays.
-    gc.collect()
+    if gc.collect():
+        # Garbage found: streams cut just before may finish just after; look
+        # again in a moment (until a collection finds none).
+        with contextlib.suppress(RuntimeError):
+            _release_memory_soon()
     if _trim is False:
         _trim = None
         with contextlib.suppress(OSError, AttributeError):
