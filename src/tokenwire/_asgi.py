@@ -213,7 +213,7 @@ class HangUp:
         if isinstance(first, asyncio.Future):
             self._listen(first)
         else:
-            self.task = loop.create_task(self._watch(first))
+            self.task = loop.create_task(self._watch(_unstarted(first)))
 
     def _listen(self, future: asyncio.Future[Message]) -> None:
         self.future = future
@@ -234,13 +234,13 @@ class HangUp:
             if isinstance(again, asyncio.Future):
                 self._listen(again)
                 return
-            self.task = asyncio.get_running_loop().create_task(self._watch(again))
+            self.task = asyncio.get_running_loop().create_task(self._watch(_unstarted(again)))
             return
         self._fire()  # a disconnect, or a receive that failed
 
-    async def _watch(self, first: Awaitable[Message]) -> None:
+    async def _watch(self, first: Awaitable[Message] | None) -> None:
         try:
-            message = await first
+            message = await (first if first is not None else self.receive())
             while message["type"] != "http.disconnect":
                 message = await self.receive()
         except Exception:
@@ -275,3 +275,13 @@ class HangUp:
     async def stopped(self) -> None:
         if self.task is not None:
             await asyncio.wait([self.task])
+
+
+def _unstarted(pending: Awaitable[Message]) -> Awaitable[Message] | None:
+    """``None`` for a coroutine (closed: it does nothing until awaited, and a watcher
+    cancelled before it runs would leave it never awaited); another awaitable (a
+    server's, which may have started fetching) is kept for the watcher to await."""
+    if asyncio.iscoroutine(pending):
+        pending.close()
+        return None
+    return pending
