@@ -313,7 +313,8 @@ async def slow_run(args: argparse.Namespace) -> Run:
     run = Run(f"demo, {args.slow:,} slow streams held open")
     extensions = {"tokenwire:demo": {"tokens": args.slow_tokens, "delay_ms": args.slow_delay_ms}}
     config = None
-    env: dict[str, str] = {}
+    # The HTTP/1.1 server (``[server] engine``, bench/RESULTS.md "serving").
+    env: dict[str, str] = {"TOKENWIRE_SERVER_ENGINE": args.engine}
     with tempfile.TemporaryDirectory(prefix="tokenwire-probe-") as tmp:
         out = Path(tmp) / "probe.json"
         if args.trace:
@@ -404,7 +405,7 @@ def slow_section(run: Run, args: argparse.Namespace) -> list[str]:
     ]
     row = [
         f"{run.streams:,} demo streams x {args.slow_tokens} deltas, "
-        f"{args.slow_delay_ms:g} ms apart",
+        f"{args.slow_delay_ms:g} ms apart, engine {args.engine}",
         f"{run.peak_open:,}",
         f"{run.open_s:.1f}",
         f"{run.wall_s:.1f}",
@@ -523,6 +524,12 @@ def main() -> int:
         "--trace",
         action="store_true",
         help="slow run only, with a tracemalloc breakdown from inside the worker",
+    )
+    ap.add_argument(
+        "--engine",
+        default="granian",
+        choices=["granian", "h1"],
+        help="the slow run's HTTP/1.1 server ([server] engine)",
     )
     args = ap.parse_args()
     if args.trace:

@@ -40,8 +40,15 @@ so it gets a random one, and the client sends it to both gateways.
 It prints the table and the ratios and rewrites the "## vs-litellm" section of
 bench/RESULTS.md.
 
-Run: ``.venv/bin/python bench/vs_litellm.py [--rounds 1] [--no-write] [--skip-litellm]``
-(``--skip-litellm``: tokenwire's figures alone, never written to RESULTS.md).
+Run: ``.venv/bin/python bench/vs_litellm.py [--rounds 1] [--sdk 200] [--no-write] [--skip-litellm]``
+(``--sdk``: interleaved request pairs per client for the openai SDK rows, ``_sdk_latency.py``;
+``--skip-litellm``: tokenwire's figures alone, never written to RESULTS.md).
+
+It also measures what an openai SDK user feels (issue 29, ``_sdk_latency.py``): added
+first-token latency at p50 and p99 through ``openai.OpenAI`` and ``openai.AsyncOpenAI``
+(and the raw client as a second row), direct and gateway requests interleaved; the added
+per-chunk gap of a paced reply; the added latency of a non-streaming call (reported as
+not served while the route answers anything but 200).
 """
 
 from __future__ import annotations
@@ -60,6 +67,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import _sdk_latency as sdk
 from _common import ROOT, header, md_table, write_section
 from tokenwire.testing import loadgen as lg
 from tokenwire.testing import processes as tb
@@ -67,10 +75,14 @@ from tokenwire.testing import processes as tb
 VENV = ROOT / "bench" / ".venv-litellm"
 LITELLM = VENV / "bin" / "litellm"
 #: The upstream model names and how many content chunks each streams.
-SCRIPTS = {"c2000": 2000, "c200": 200, "short": 4}
+SCRIPTS = {"c2000": 2000, "c200": 200, "short": 4, "paced": 16}
+#: The paced reply's pause between chunks (the per-chunk gap figure).
+PACED_DELAY_S = 0.004
 #: 2,000-chunk streams timed one after the other: 20,000 chunks make a 10 ms CPU tick 0.5 µs.
 LONG_STREAMS = 10
 MASTER_KEY = "sk-" + secrets.token_hex(32)
+#: tokenwire's HTTP/1.1 server (``[server] engine``; ``--engine``).
+ENGINE = ["granian"]
 #: Both gateways get the same headers (tokenwire ignores this one).
 AUTH = {"Authorization": f"Bearer {MASTER_KEY}"}
 #: The hand-written subsection (profiles of missed targets) a rerun keeps.
@@ -148,6 +160,8 @@ class Figures:
     conc_wall_s: float = 0.0
     whole_ms: float = 0.0  # a whole (non-streaming) answer through the gateway, median
     whole_direct_ms: float = 0.0  # the same answer straight from the upstream, median
+    #: Added latency per client (``_sdk_latency``): "openai.OpenAI", "openai.AsyncOpenAI", "raw".
+    sdk: dict[str, sdk.Samples] = field(default_factory=dict)
 
     @property
     def added_ms(self) -> float:
@@ -199,7 +213,7 @@ def tokenwire_server(upstream: str, workdir: Path) -> tb.ServedProcess:
         for name in SCRIPTS
     }
     config = workdir / "tokenwire.toml"
-    config.write_text(tb.gateway_config(models))
+    config.write_text(tb.gateway_config(models, {"engine": ENGINE[0]}))
     port = tb.free_port()
     return tb.ServedProcess(tb.gateway_argv(str(config), port), port, ready_path="/healthz")
 
@@ -258,6 +272,10 @@ async def measure(
         fig.direct_ms = statistics.median(direct) * 1e3
         fig.ttfe_ms = statistics.median(via) * 1e3
 
+        # A fresh connection: the one above idled while the upstream was timed, and
+        # uvicorn (LiteLLM) closes a keep-alive connection idle for 5 s.
+        writer.close()
+        reader, writer = await lg.connect(port)
         # CPU per chunk: LONG_STREAMS 2,000-chunk streams, one after the other.
         cpu0 = tb.cpu_seconds(pids())
         for _ in range(LONG_STREAMS):
@@ -298,6 +316,7 @@ def run_one(
     make: Callable[[str, Path], tb.ServedProcess],
     fake: tb.UpstreamProcess,
     ttfe_n: int,
+    sdk_n: int,
 ) -> Figures:
     fig = Figures(name)
     with tempfile.TemporaryDirectory(prefix="vs-litellm-") as tmp:
@@ -307,7 +326,28 @@ def run_one(
             time.sleep(1.0)  # let start-up work (and allocations) settle
             fig.idle_rss_mib = tb.rss_kib(server.pids()) / 1024
             asyncio.run(measure(fig, server.port, server.pids, fake, ttfe_n))
+            measure_clients(fig, server.port, fake, sdk_n)
     return fig
+
+
+def measure_clients(fig: Figures, port: int, fake: tb.UpstreamProcess, n: int) -> None:
+    """Added latency through the openai SDK's clients and the raw one (``_sdk_latency``)."""
+    direct, via = fake.url + "/v1", f"http://127.0.0.1:{port}/v1"
+    paced_n = max(10, n // 10)
+    fig.sdk["openai.OpenAI"] = sdk.measure_sync(
+        direct,
+        via,
+        MASTER_KEY,
+        n=n,
+        first_model="short",
+        paced_model="paced",
+        paced_n=paced_n,
+        whole_n=n,
+    )
+    fig.sdk["openai.AsyncOpenAI"] = sdk.measure_async(
+        direct, via, MASTER_KEY, n=n, first_model="short", paced_model="paced", paced_n=paced_n
+    )
+    fig.sdk["raw"] = sdk.measure_raw(fake.port, port, AUTH, n=n, model="short")
 
 
 def best(figs: list[Figures], name: str) -> Figures:
@@ -332,19 +372,94 @@ def best(figs: list[Figures], name: str) -> Figures:
     return out
 
 
+#: Issue 29's targets, through the openai SDK's clients.
+SDK_P99_RATIO = 1 / 50
+SDK_P50_MS = 0.25
+CPU_RATIO_29 = 1 / 100
+CLIENTS = ("openai.OpenAI", "openai.AsyncOpenAI", "raw")
+
+
+def added(figs: list[Figures], name: str, client: str, figure: str, q: float) -> float | None:
+    """The median over rounds of one added-latency figure (``None``: not measured)."""
+    values = [
+        v
+        for f in figs
+        if f.name == name and client in f.sdk
+        for v in [f.sdk[client].added_ms(figure, q)]
+        if v is not None
+    ]
+    return statistics.median(values) if values else None
+
+
+def refused(figs: list[Figures], name: str) -> str:
+    """What the gateway said to a non-streaming call, when it did not answer 200."""
+    for f in figs:
+        if f.name == name and "openai.OpenAI" in f.sdk and f.sdk["openai.OpenAI"].whole_refused:
+            return f.sdk["openai.OpenAI"].whole_refused
+    return ""
+
+
+def sdk_rows(figs: list[Figures], litellm: bool) -> list[list[str]]:
+    """The added-latency table: one row per client and figure."""
+    rows: list[list[str]] = []
+    what = {
+        "first": "first token",
+        "gaps": f"per-chunk gap (paced, {PACED_DELAY_S * 1e3:g} ms)",
+        "whole": "non-streaming call",
+    }
+    for client in CLIENTS:
+        for figure, label in what.items():
+            if client != "openai.OpenAI" and figure == "whole":
+                continue
+            if client == "raw" and figure == "gaps":
+                continue
+            for q, qname in ((0.5, "p50"), (0.99, "p99")):
+                ours = added(figs, "tokenwire", client, figure, q)
+                theirs = added(figs, "LiteLLM", client, figure, q) if litellm else None
+                target = ""
+                if client.startswith("openai") and figure in ("first", "whole") and q == 0.99:
+                    if ours is not None and theirs:
+                        ok = ours <= theirs * SDK_P99_RATIO
+                        target = f"<= 1/{round(1 / SDK_P99_RATIO)} of LiteLLM's: " + (
+                            "met" if ok else "**missed**"
+                        )
+                    else:
+                        target = f"<= 1/{round(1 / SDK_P99_RATIO)} of LiteLLM's: -"
+                if client.startswith("openai") and figure == "first" and q == 0.5:
+                    ok = ours is not None and ours <= SDK_P50_MS
+                    target = f"<= {SDK_P50_MS} ms: " + ("met" if ok else "**missed**")
+                shown_ours = sdk.fmt(ours, ".3f")
+                if ours is None and figure == "whole":
+                    shown_ours = "not served: " + (refused(figs, "tokenwire") or "-")
+                shown_theirs = sdk.fmt(theirs, ".2f")
+                if litellm and theirs is None and figure == "whole":
+                    shown_theirs = "not served: " + (refused(figs, "LiteLLM") or "-")
+                ratio = f"{ours / theirs:.3f}" if ours is not None and theirs else "-"
+                rows.append([f"{client}: {label} {qname}", shown_ours, shown_theirs, ratio, target])
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=1, help="alternate the two this many times")
     ap.add_argument("--ttfe", type=int, default=50, help="requests timed for the first chunk")
+    ap.add_argument(
+        "--sdk", type=int, default=200, help="interleaved request pairs per client (SDK rows)"
+    )
     ap.add_argument("--no-write", action="store_true", help="do not rewrite bench/RESULTS.md")
     ap.add_argument(
         "--skip-litellm", action="store_true", help="tokenwire alone (implies --no-write)"
     )
+    ap.add_argument("--engine", default="granian", choices=["granian", "h1"])
     args = ap.parse_args()
+    ENGINE[0] = args.engine
 
     litellm_version = "-" if args.skip_litellm else ensure_litellm()
     load_before = tb.loadavg()
-    scripts = {name: {"text": tb.words(n), "input_tokens": 5} for name, n in SCRIPTS.items()}
+    scripts: dict[str, dict[str, Any]] = {
+        name: {"text": tb.words(n), "input_tokens": 5} for name, n in SCRIPTS.items()
+    }
+    scripts["paced"]["delay_s"] = PACED_DELAY_S
     figs: list[Figures] = []
     gateways: list[tuple[str, Callable[[str, Path], tb.ServedProcess]]] = [
         ("tokenwire", tokenwire_server)
@@ -355,7 +470,7 @@ def main() -> int:
         for r in range(args.rounds):
             for name, make in gateways:
                 print(f"round {r + 1}/{args.rounds}: {name}...", flush=True)
-                figs.append(run_one(name, make, fake, args.ttfe))
+                figs.append(run_one(name, make, fake, args.ttfe, args.sdk))
     tw = best(figs, "tokenwire")
     ll = best(figs, "LiteLLM") if not args.skip_litellm else Figures("LiteLLM")
 
@@ -440,6 +555,72 @@ def main() -> int:
         rows,
         "lrrrl",
     )
+    sdk_table = md_table(
+        [
+            "added latency (ms), through the gateway minus straight to the upstream",
+            "tokenwire",
+            f"LiteLLM {litellm_version}",
+            "tokenwire / LiteLLM",
+            "target",
+        ],
+        sdk_rows(figs, not args.skip_litellm),
+        "lrrrl",
+    )
+
+    def per_round(name: str, client: str, figure: str, q: float) -> str:
+        values = [
+            f.sdk[client].added_ms(figure, q) for f in figs if f.name == name and client in f.sdk
+        ]
+        return ", ".join(sdk.fmt(v, ".3f") for v in values)
+
+    def absolute(name: str, client: str, path: str, q: float) -> str:
+        values = [
+            f.sdk[client].absolute_ms("first", path, q)
+            for f in figs
+            if f.name == name and client in f.sdk
+        ]
+        shown = [v for v in values if v is not None]
+        return sdk.fmt(statistics.median(shown) if shown else None, ".3f")
+
+    cpu_ratio_row = (
+        f"- CPU per chunk, issue 29's target (<= 1/{round(1 / CPU_RATIO_29)} of LiteLLM's): "
+        f"sequential {ratio(tw.cpu_seq_us, ll.cpu_seq_us)} "
+        f"({met(bool(ll.cpu_seq_us) and tw.cpu_seq_us <= ll.cpu_seq_us * CPU_RATIO_29)}), "
+        f"concurrent {ratio(tw.cpu_conc_us, ll.cpu_conc_us)} "
+        f"({met(bool(ll.cpu_conc_us) and tw.cpu_conc_us <= ll.cpu_conc_us * CPU_RATIO_29)})."
+    )
+    sdk_notes = [
+        cpu_ratio_row,
+        f"- {args.sdk} interleaved pairs per client and round (direct, gateway; then gateway, "
+        "direct; ...), concurrency 1, each client kept alive per path; the paced reply: "
+        f"{max(10, args.sdk // 10)} pairs of {SCRIPTS['paced']} chunks. Each figure: the "
+        "quantile through the gateway minus the same quantile straight to the upstream, "
+        "median over rounds.",
+        "- first token through the gateway, absolute p50 / p99 (ms): "
+        + "; ".join(
+            f"{client} tokenwire {absolute('tokenwire', client, 'via', 0.5)} / "
+            f"{absolute('tokenwire', client, 'via', 0.99)}"
+            + (
+                f", LiteLLM {absolute('LiteLLM', client, 'via', 0.5)} / "
+                f"{absolute('LiteLLM', client, 'via', 0.99)}"
+                if not args.skip_litellm
+                else ""
+            )
+            + f", upstream alone {absolute('tokenwire', client, 'direct', 0.5)} / "
+            f"{absolute('tokenwire', client, 'direct', 0.99)}"
+            for client in CLIENTS
+        )
+        + ".",
+        "- per round, added first token p50 / p99 (ms) through openai.OpenAI: tokenwire "
+        + per_round("tokenwire", "openai.OpenAI", "first", 0.5)
+        + " / "
+        + per_round("tokenwire", "openai.OpenAI", "first", 0.99)
+        + "; LiteLLM "
+        + per_round("LiteLLM", "openai.OpenAI", "first", 0.5)
+        + " / "
+        + per_round("LiteLLM", "openai.OpenAI", "first", 0.99)
+        + ".",
+    ]
     notes = [
         f"- 100 concurrent streams took {tw.conc_wall_s:.2f} s through tokenwire and "
         f"{ll.conc_wall_s:.2f} s through LiteLLM (the fake upstream and the client share "
@@ -459,6 +640,8 @@ def main() -> int:
     ]
     print("\n".join(table))
     print("\n".join(notes))
+    print("\n".join(sdk_table))
+    print("\n".join(sdk_notes))
     if not (args.no_write or args.skip_litellm):
         text = [
             "## vs-litellm",
@@ -476,11 +659,23 @@ def main() -> int:
             f"without one; the client sends it to both). Targets: {TARGETS}.",
             "",
             *header("bench/vs_litellm.py", load_before),
-            f"- LiteLLM: {litellm_version} (uvicorn, `--num_workers 1`)",
+            f"- LiteLLM: {litellm_version} (uvicorn, `--num_workers 1`); tokenwire: "
+            f'`[server] engine = "{args.engine}"`',
             "",
             *table,
             "",
             *notes,
+            "",
+            "Added latency as a user of the openai SDK feels it (issue 29): the SDK's own "
+            "clients, default httpx transport, only `base_url` and `api_key` set; the raw "
+            "asyncio client as a second row (`bench/_sdk_latency.py`). Targets: first token "
+            f"p99 <= 1/{round(1 / SDK_P99_RATIO)} of LiteLLM's and p50 <= {SDK_P50_MS} ms, "
+            f"non-streaming p99 <= 1/{round(1 / SDK_P99_RATIO)} of LiteLLM's, CPU per chunk "
+            f"<= 1/{round(1 / CPU_RATIO_29)} of LiteLLM's.",
+            "",
+            *sdk_table,
+            "",
+            *sdk_notes,
             "",
         ]
         write_section("vs-litellm", "\n".join(text), keep=PROFILES)

@@ -40,6 +40,7 @@ LAYERS: dict[str, int] = {
     "_asgi": 5,
     "_outbox": 5,
     "_guard": 6,
+    "_h1server": 6,
     "server": 6,
     "_framestreams": 5,
     "_wsframes": 6,

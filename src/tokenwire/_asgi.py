@@ -229,21 +229,59 @@ class HangUp:
     ``receive`` that fails counts as a hang-up. ``caught`` tells, in the
     sender's ``except CancelledError``, whether the cancel was this one (and
     takes it back); ``stop`` ends the watch when the sending is over.
+
+    When ``receive()`` returns an ``asyncio.Future`` (``tokenwire._h1server``
+    does), the watch is a done-callback on it: no task and no coroutine frame
+    per open stream (~1 KiB each); other servers' awaitables get a watcher task.
     """
 
-    __slots__ = ("sender", "task", "fired")
+    __slots__ = ("sender", "task", "fired", "receive", "future")
 
     def __init__(self, receive: Receive, loop: asyncio.AbstractEventLoop) -> None:
         self.sender: asyncio.Task[object] | None = asyncio.current_task(loop)
         self.fired = False
-        self.task = loop.create_task(self._watch(receive))
+        self.receive = receive
+        self.future: asyncio.Future[Message] | None = None
+        self.task: asyncio.Task[None] | None = None
+        first = receive()
+        if isinstance(first, asyncio.Future):
+            self._listen(first)
+        else:
+            self.task = loop.create_task(self._watch(_unstarted(first)))
 
-    async def _watch(self, receive: Receive) -> None:
+    def _listen(self, future: asyncio.Future[Message]) -> None:
+        self.future = future
+        future.add_done_callback(self._on_message)
+
+    def _on_message(self, future: asyncio.Future[Message]) -> None:
+        if future is not self.future or future.cancelled():
+            return  # stopped
+        self.future = None
+        if future.exception() is None and future.result()["type"] != "http.disconnect":
+            if self.sender is None:
+                return
+            try:
+                again = self.receive()
+            except Exception:
+                self._fire()
+                return
+            if isinstance(again, asyncio.Future):
+                self._listen(again)
+                return
+            self.task = asyncio.get_running_loop().create_task(self._watch(_unstarted(again)))
+            return
+        self._fire()  # a disconnect, or a receive that failed
+
+    async def _watch(self, first: Awaitable[Message] | None) -> None:
         try:
-            while (await receive())["type"] != "http.disconnect":
-                pass
+            message = await (first if first is not None else self.receive())
+            while message["type"] != "http.disconnect":
+                message = await self.receive()
         except Exception:
             pass  # a receive that failed counts as a hang-up
+        self._fire()
+
+    def _fire(self) -> None:
         sender = self.sender
         if sender is not None:
             self.sender = None
@@ -261,7 +299,23 @@ class HangUp:
 
     def stop(self) -> None:
         self.sender = None
-        self.task.cancel()
+        future, self.future = self.future, None
+        if future is not None:
+            future.remove_done_callback(self._on_message)
+            future.cancel()
+        if self.task is not None:
+            self.task.cancel()
 
     async def stopped(self) -> None:
-        await asyncio.wait([self.task])
+        if self.task is not None:
+            await asyncio.wait([self.task])
+
+
+def _unstarted(pending: Awaitable[Message]) -> Awaitable[Message] | None:
+    """``None`` for a coroutine (closed: it does nothing until awaited, and a watcher
+    cancelled before it runs would leave it never awaited); another awaitable (a
+    server's, which may have started fetching) is kept for the watcher to await."""
+    if asyncio.iscoroutine(pending):
+        pending.close()
+        return None
+    return pending

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import math
 from collections.abc import Awaitable, Callable
 from typing import Final
@@ -109,6 +110,7 @@ class _Request:
         "send_timeout",
         "body_left",
         "pending",
+        "cut",
     )
 
     def __init__(
@@ -135,6 +137,8 @@ class _Request:
         self.body_left = content_length
         #: The server's first ``receive()``, asked for ahead of the app (``ask_early``).
         self.pending: Awaitable[Message] | None = None
+        #: A send failed: the stream was cut (its memory is released after it ends).
+        self.cut = False
 
     def ask_early(self) -> None:
         """Ask the server for the body now, so that it fetches it while the app
@@ -222,8 +226,13 @@ class _Request:
             # The client stopped reading (or was shed over the memory budget):
             # end the stream as for a vanished client.
             self.account.end()
-            _release_memory_soon()
+            self.cut = True
             raise OSError(f"the client read nothing for {limits.write_timeout_s:g} s") from None
+        except OSError:
+            # The client is gone mid-stream (the kernel's TCP_USER_TIMEOUT reset it,
+            # or it hung up): what the stream held is garbage once it ends.
+            self.cut = True
+            raise
         finally:
             BUDGET.in_flight -= size
             _SENDING.discard(self)
@@ -266,7 +275,9 @@ def _shed(limits: Limits) -> int:
 
 
 _trim: Callable[[int], int] | None | bool = False
-_trim_pending = False
+#: The event loop a trim is scheduled on (a trim scheduled on a loop that was
+#: closed before it ran never runs: another loop schedules its own).
+_trim_pending: asyncio.AbstractEventLoop | None = None
 
 
 def _release_memory_soon() -> None:
@@ -277,15 +288,25 @@ def _release_memory_soon() -> None:
     At most one trim per second, whatever the number of streams cut.
     """
     global _trim_pending
-    if _trim_pending:
+    loop = asyncio.get_running_loop()
+    if _trim_pending is loop:
         return
-    _trim_pending = True
-    asyncio.get_running_loop().call_later(1.0, _malloc_trim)
+    _trim_pending = loop
+    loop.call_later(1.0, _malloc_trim)
 
 
 def _malloc_trim() -> None:
     global _trim, _trim_pending
-    _trim_pending = False
+    _trim_pending = None
+    # A cut stream leaves reference cycles (its CancelledError's traceback holds
+    # the frames that hold it, its transport, its outbox): only the cyclic
+    # collector frees them, and an idle worker allocates too little to run it.
+    # Without this, after a storm of stalled clients their memory stays.
+    if gc.collect():
+        # Garbage found: streams cut just before may finish just after; look
+        # again in a moment (until a collection finds none).
+        with contextlib.suppress(RuntimeError):
+            _release_memory_soon()
     if _trim is False:
         _trim = None
         with contextlib.suppress(OSError, AttributeError):
@@ -357,3 +378,5 @@ class Guard:
         finally:
             ACCOUNT.reset(token)
             guarded.account.end()
+            if guarded.cut:
+                _release_memory_soon()

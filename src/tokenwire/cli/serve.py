@@ -25,6 +25,7 @@ from ..gateway.config import (
     CLEARTEXT_HTTP2_WITH_TLS,
     CONFIG_ENV,
     LOG_CONTENT_ENV,
+    SERVER_ENGINES,
     TIMEOUT_ENV,
     Config,
     ConfigError,
@@ -38,7 +39,12 @@ from ._ports import claim_port
 if TYPE_CHECKING:
     from granian.constants import HTTPModes
 
+    from .._guard import Guard
+    from ..gateway.policy.drain import Drain
+
 _LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+#: Overrides ``[server] engine`` ("granian" or "h1").
+ENGINE_ENV = "TOKENWIRE_SERVER_ENGINE"
 
 
 @click.command()
@@ -150,6 +156,19 @@ def command(
         raise click.UsageError("--certfile and --keyfile go together")
     if certfile is not None and settings.cleartext_http2:
         raise click.ClickException(f"server.cleartext_http2: {CLEARTEXT_HTTP2_WITH_TLS}")
+    # engine = "h1": tokenwire's own HTTP/1.1 server, one process, cleartext only
+    # (TLS and h2c stay on granian: the hybrid; bench/RESULTS.md, "serving").
+    # ENGINE_ENV, when set, wins over the config (a deployment's, or a test run's, choice).
+    engine = os.environ.get(ENGINE_ENV) or settings.engine
+    if engine not in SERVER_ENGINES:
+        raise click.ClickException(f"{ENGINE_ENV}: unknown engine {engine!r} (known: granian, h1)")
+    own_h1 = engine == "h1" and certfile is None and not settings.cleartext_http2
+    if own_h1 and workers != 1:
+        # h1 is one process; several workers are granian's supervisor and its workers.
+        click.echo(
+            f'server.engine = "h1" serves one process: {workers} workers run on granian', err=True
+        )
+        own_h1 = False
 
     # Workers are separate processes: they rebuild the app from these (and
     # with one process, app_from_env reads them here).
@@ -201,6 +220,9 @@ def command(
         except ValueError as exc:  # a plugin that does not load (providers.build_provider)
             raise click.ClickException(str(exc)) from None
         _announce(config, host, port, certfile)
+        if own_h1:
+            status = _serve_h1(app, drain_of(app), settings, host, port)
+            sys.exit(status)
         status = serve_one_process(
             app,
             drain_of(app),
@@ -239,6 +261,27 @@ def http_mode(*, tls: bool, cleartext_http2: bool) -> HTTPModes:
     from granian.constants import HTTPModes
 
     return HTTPModes.auto if tls or cleartext_http2 else HTTPModes.http1
+
+
+def _serve_h1(app: Guard, drain: Drain, settings: ServerConfig, host: str, port: int) -> int:
+    from .._h1server import Settings
+    from ..gateway.serving import guard_limits
+    from ._h1_process import serve_h1
+
+    h1 = Settings(
+        header_timeout_s=settings.header_timeout_s,
+        idle_timeout_s=settings.idle_timeout_s,
+        write_timeout_s=guard_limits(settings).write_timeout_s,
+        send_buffer_bytes=settings.send_buffer_bytes,
+    )
+    return serve_h1(
+        app,
+        drain,
+        host=host,
+        port=port,
+        settings=h1,
+        shutdown_timeout_s=settings.shutdown_timeout_s,
+    )
 
 
 def _announce(config: Config, host: str, port: int, certfile: str | None) -> None:

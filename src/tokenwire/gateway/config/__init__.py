@@ -180,6 +180,14 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
     http2_max_concurrent_streams: int = DEFAULT_HTTP2_MAX_STREAMS
 
+    #: What serves cleartext HTTP/1.1 (``SERVER_ENGINES``): "granian", or "h1"
+    #: (``tokenwire._h1server``, one process; TLS and h2c stay on granian).
+    engine: str = "granian"
+
+
+#: ``[server] engine`` values (bench/RESULTS.md, "serving").
+SERVER_ENGINES: Final = frozenset({"granian", "h1"})
+
 
 class MetricsConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``[metrics]``: who may read ``GET /metrics`` (docs/gateway.md, "Security").
@@ -498,6 +506,9 @@ def _check_server(cfg: ServerConfig) -> None:
         raise _fail("server.max_header_bytes", f"must be from {MIN_MAX_HEADER_BYTES} to 16 MiB")
     if cfg.http2_max_concurrent_streams < 1:
         raise _fail("server.http2_max_concurrent_streams", "must be >= 1")
+    if cfg.engine not in SERVER_ENGINES:
+        known = ", ".join(sorted(SERVER_ENGINES))
+        raise _fail("server.engine", f"unknown engine {cfg.engine!r} (known: {known})")
 
 
 def _check_resume(cfg: ResumeConfig) -> None:
