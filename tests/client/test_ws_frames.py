@@ -85,6 +85,25 @@ class Reader:
         return json.loads(errors[-1].body) if errors else None
 
 
+def tool_follow_up(
+    question: str, tools: list[dict[str, Any]], call: events.ToolCall, result: str
+) -> Any:
+    """The next turn of a tool loop (§4.8): the question, the model's call, its result."""
+    return build(
+        model="demo",
+        tools=tools,
+        messages=[
+            {"role": "user", "content": question},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": call.id, "name": call.name, "arguments": call.arguments}],
+            },
+            {"role": "tool", "tool_call_id": call.id, "content": result},
+        ],
+    )
+
+
 def text_of(evs: list[events.Event]) -> str:
     return "".join(e.text for e in evs if isinstance(e, events.ContentDelta))
 
@@ -125,19 +144,7 @@ def test_a_tool_loop_over_the_socket(gateway: ServerProcess) -> None:
         reader.until_done({1})
         (call,) = [e for e in reader.events(1) if isinstance(e, events.ToolCall)]
         assert call.name == "get_weather" and json.loads(call.arguments) == {"city": "Vienna"}
-        follow = build(
-            model="demo",
-            tools=[WEATHER],
-            messages=[
-                {"role": "user", "content": QUESTION},
-                {
-                    "role": "assistant",
-                    "content": None,
-                    "tool_calls": [{"id": call.id, "name": call.name, "arguments": call.arguments}],
-                },
-                {"role": "tool", "tool_call_id": call.id, "content": "Vienna: 24C"},
-            ],
-        )
+        follow = tool_follow_up(QUESTION, [WEATHER], call, "Vienna: 24C")
         conn.send(binary.encode_frame(FrameType.REQUEST, dumps(follow), channel=2))
         reader.until_done({2})
     assert "Vienna: 24C" in text_of(reader.events(2))

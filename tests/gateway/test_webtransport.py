@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.client.test_ws_frames import tool_follow_up
 from tests.gateway.gateway_procs import Gateway, self_signed
 
 from tokenwire import binary, events, lifecycle
@@ -206,19 +207,7 @@ def test_a_tool_loop(wt_gateway: tuple[Gateway, int, Path]) -> None:
             )
         )
         (call,) = [e for e in first if isinstance(e, events.ToolCall)]
-        follow = build(
-            model="demo",
-            tools=[WEATHER],
-            messages=[
-                {"role": "user", "content": question},
-                {
-                    "role": "assistant",
-                    "content": None,
-                    "tool_calls": [{"id": call.id, "name": call.name, "arguments": call.arguments}],
-                },
-                {"role": "tool", "tool_call_id": call.id, "content": "Vienna: 24C"},
-            ],
-        )
+        follow = tool_follow_up(question, [WEATHER], call, "Vienna: 24C")
         frame = binary.encode_frame(FrameType.REQUEST, dumps(follow))
         return text_of(evs_of(await client.answer(client.send_frame(frame))))
 
