@@ -41,6 +41,7 @@ from urllib.parse import unquote
 import httptools
 
 from ._asgi import Message, Scope, json_error
+from .errors import TokenwireError
 
 __all__ = [
     "MAX_CHUNK_LINE",
@@ -128,8 +129,8 @@ class _Date:
 _DATE: Final = _Date()
 
 
-class _Refusal(Exception):
-    """A request the server answers itself, with ``status`` and ``message``."""
+class _Refusal(TokenwireError):
+    """A request the server answers itself, with ``status`` and ``message`` (control flow)."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
