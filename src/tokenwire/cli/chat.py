@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -101,9 +102,29 @@ def _load_tools(path: str) -> ToolBox:
         for i, tool in enumerate(box.tools):
             if not isinstance(tool.get("name"), str):
                 raise msgspec.ValidationError(f"tools[{i}].name: a string is required")
-    except (OSError, msgspec.DecodeError) as exc:
-        raise click.BadParameter(str(exc), param_hint="--tools") from None
+    except OSError as exc:
+        raise click.BadParameter(f"{path}: {exc.strerror or exc}", param_hint="--tools") from None
+    except msgspec.DecodeError as exc:
+        where = _position(raw, str(exc))
+        raise click.BadParameter(
+            f'{path}{where}: {exc}; fix the file (a JSON object with a "tools" list)',
+            param_hint="--tools",
+        ) from None
     return box
+
+
+_BYTE = re.compile(r"\(byte (\d+)\)")
+
+
+def _position(raw: bytes, message: str) -> str:
+    """``", line L column C"`` of the byte offset msgspec names in ``message``, or ``""``."""
+    found = _BYTE.search(message)
+    if found is None:
+        return ""
+    offset = min(int(found.group(1)), len(raw))
+    line = raw.count(b"\n", 0, offset) + 1
+    column = offset - (raw.rfind(b"\n", 0, offset) + 1) + 1
+    return f", line {line} column {column}"
 
 
 class Chat:

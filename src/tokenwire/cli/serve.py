@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -285,15 +286,35 @@ def _serve_h1(app: Guard, drain: Drain, settings: ServerConfig, host: str, port:
 
 
 def _announce(config: Config, host: str, port: int, certfile: str | None) -> None:
-    """The URL line (and the production bind warning) on stdout, before serving."""
-    scheme = "https" if certfile else "http"
-    shown = f"[{host}]" if ":" in host else host
-    names = ", ".join(config.model_names)
-    click.echo(f"tokenwire gateway on {scheme}://{shown}:{port}  (models: {names})")
+    """The URL line, the playground's address and a line per model whose key is
+    not set, on stdout, before serving (then the production bind warning)."""
+    for line in banner(config, host, port, certfile, os.environ):
+        click.echo(line)
     warning = bind_warning(config.production, host)  # production: docs/gateway.md
     if warning is not None:
         click.echo(warning, err=True)
     sys.stdout.flush()
+
+
+def banner(
+    config: Config, host: str, port: int, certfile: str | None, environ: Mapping[str, str]
+) -> list[str]:
+    """What ``serve`` prints before serving: where it listens, where a browser goes,
+    and each model that will refuse (401) because its key variable is not set."""
+    scheme = "https" if certfile else "http"
+    shown = f"[{host}]" if ":" in host else host
+    names = ", ".join(config.model_names)
+    lines = [f"tokenwire gateway on {scheme}://{shown}:{port}  (models: {names})"]
+    # A wildcard bind is reached by a browser on this machine at the loopback.
+    local = {"0.0.0.0": "127.0.0.1", "::": "[::1]"}.get(host, shown)
+    lines.append(f"  playground: {scheme}://{local}:{port}/  (open it in a browser)")
+    for model in config.models:
+        if model.api_key_env and model.api_key(environ) is None:
+            lines.append(
+                f"  model {model.name!r} has no key: set {model.api_key_env} and restart "
+                "the gateway (until then it answers 401)"
+            )
+    return lines
 
 
 _JEMALLOC_CONF = "background_thread:true,dirty_decay_ms:0,muzzy_decay_ms:0,retain:false"
