@@ -269,14 +269,29 @@ class Chat:
                 if usage is not None
                 else sum(isinstance(e, ev.ContentDelta) for e in response.events)
             )
-            if ended > first and produced:
-                parts.append(f"{produced / (ended - first):.1f} tokens/s")
+            shown = rate(produced, ended - first)
+            if shown is not None:
+                parts.append(shown)
         parts.append(f"{ended - started:.2f} s")
         if response.stop_reason:
             parts.append(response.stop_reason)
         self.err.print(Text(" · ".join(parts), "dim"))
         for violation in response.violations:
             self.err.print(Text(f"  ! {violation}", "yellow"), soft_wrap=True)
+
+
+#: The shortest stretch of streaming a rate is given for: below it the figure
+#: measures the terminal and the clock more than the model (an answer that arrives
+#: at once would read as tens of thousands of tokens a second).
+MIN_RATE_S: Final = 0.25
+
+
+def rate(tokens: int, seconds: float) -> str | None:
+    """``"N tokens/s"`` for ``tokens`` streamed over ``seconds`` after the first one,
+    or ``None`` when that is too short (``MIN_RATE_S``) or too few tokens to say."""
+    if tokens < 2 or seconds < MIN_RATE_S:
+        return None
+    return f"{tokens / seconds:.1f} tokens/s"
 
 
 class _LiveView:

@@ -34,6 +34,7 @@ from ..gateway.config import (
     load,
 )
 from ..gateway.config.production import bind_warning
+from ..gateway.telemetry.logs import LOG_FORMAT_ENV, LOG_FORMATS
 from ._limits import concurrent_requests, raise_open_files
 from ._ports import claim_port
 
@@ -76,6 +77,14 @@ ENGINE_ENV = "TOKENWIRE_SERVER_ENGINE"
     help="Log prompts and completions (redacted by default, §8.1).",
 )
 @click.option(
+    "--log-format",
+    type=click.Choice(LOG_FORMATS),
+    default="auto",
+    show_default=True,
+    help="Request log lines: text for a person, json one object a line; auto is text "
+    "on a terminal, json otherwise.",
+)
+@click.option(
     "--log-level",
     type=click.Choice(_LOG_LEVELS),
     default="warning",
@@ -111,6 +120,7 @@ def command(
     certfile: str | None,
     keyfile: str | None,
     log_content: bool,
+    log_format: str,
     log_level: str,
     header_timeout: float | None,
     body_timeout: float | None,
@@ -120,7 +130,7 @@ def command(
     """Run the gateway: the built-in demo model, or the models of a config file.
 
     Prints the URL, then serves until interrupted. Request logs go to stderr,
-    one JSON line per request.
+    one line per request: for a person on a terminal, JSON otherwise (--log-format).
     """
     # granian's allocator (jemalloc) keeps freed pages (10 s decay, purged only
     # when it is busy): after a storm of stalled clients the workers would stay
@@ -175,6 +185,7 @@ def command(
     # with one process, app_from_env reads them here).
     os.environ[CONFIG_ENV] = os.path.abspath(config_path) if config_path else ""
     os.environ[LOG_CONTENT_ENV] = "1" if (log_content or settings.log_content) else "0"
+    os.environ[LOG_FORMAT_ENV] = log_format
     for key, value in _timeout_env(settings).items():
         os.environ[key] = value
 
