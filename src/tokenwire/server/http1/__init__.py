@@ -1,0 +1,13 @@
+"""tokenwire's own HTTP/1.1 server (``[server] engine = "h1"``); ``H1Server`` in ``server.py``, a connection in ``protocol.py``."""
+
+from .server import H1Server
+from .settings import MAX_CHUNK_LINE, MAX_HEAD, MAX_HEADERS, WRITE_HIGH_WATER, Settings
+
+__all__ = [
+    "MAX_CHUNK_LINE",
+    "MAX_HEAD",
+    "MAX_HEADERS",
+    "WRITE_HIGH_WATER",
+    "H1Server",
+    "Settings",
+]
