@@ -26,6 +26,10 @@ _OVERFLOW = """() => {
   const vw = window.innerWidth;
   if (document.documentElement.scrollWidth > vw)
     out.push(`the page is ${document.documentElement.scrollWidth} px wide in ${vw}`);
+  const head = document.querySelector('.inspector-head').getBoundingClientRect();
+  const follow = document.querySelector('.follow').getBoundingClientRect();
+  if (follow.right > head.right + 0.5)
+    out.push(`the follow switch ends at ${follow.right.toFixed(0)}, its row at ${head.right}`);
   for (const s of document.querySelectorAll('.stat')) {
     const r = s.getBoundingClientRect();
     if (s.scrollWidth > s.clientWidth + 1 || r.right > vw + 0.5)
