@@ -102,7 +102,8 @@ def human(line: Mapping[str, Any]) -> str:
     request its status, route, model and timings, for anything else its message and
     ``key=value`` pairs."""
     ts = line.get("ts")
-    when = time.strftime("%H:%M:%S", time.localtime(ts)) if isinstance(ts, int | float) else "-"
+    # A line without a time (written at start-up) gets the current one.
+    when = time.strftime("%H:%M:%S", time.localtime(ts if isinstance(ts, int | float) else None))
     if line.get("msg") == "request":
         parts = [f"{when} {line.get('status')} {line.get('route')} {line.get('model') or '-'}"]
         if line.get("events"):
