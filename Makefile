@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-# `make run` needs only the gateway and the CLI (~85 MB, ~35 s, measured by
+# `make run` needs only the gateway and the CLI (~60 MB, ~20 s, measured by
 # tests/install/test_make_run.py); `make test`
 # adds the test toolchain, the vendor SDKs and the protocol peers (the full STAMP).
 RUN_STAMP := $(VENV)/.installed-run
@@ -14,6 +14,8 @@ PIP    := $(BIN)/python -m pip install -q --disable-pip-version-check
 # A new venv's own ensurepip takes ~14 s of a first `make run` on a loaded 2-core
 # machine; when this Python's pip can install into another interpreter (--python,
 # pip >= 22.3), the venv is made without it and that pip installs pip with the rest.
+# --no-compile: compiling every installed module up front took ~10 s more; Python
+# compiles the modules `serve` imports when it first imports them.
 HOST_PIP := $(shell $(PYTHON) -m pip install --help 2>/dev/null | grep -q -e '--python' && echo yes)
 
 # (Re)install whenever the project's metadata changes.
@@ -21,10 +23,10 @@ $(RUN_STAMP): pyproject.toml
 ifeq ($(HOST_PIP),yes)
 	test -x $(BIN)/python || $(PYTHON) -m venv --without-pip $(VENV)
 	$(PYTHON) -m pip --python $(BIN)/python install -q --disable-pip-version-check \
-		pip -e '.[server,cli]'
+		--no-compile pip -e '.[server,cli]'
 else
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP) -e '.[server,cli]'
+	$(PIP) --no-compile -e '.[server,cli]'
 endif
 	touch $(RUN_STAMP)
 
