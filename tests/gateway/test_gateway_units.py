@@ -24,7 +24,7 @@ from tokenwire.gateway.telemetry.metrics import Metrics
 from tokenwire.server import StreamRecord
 
 ROOT = Path(__file__).resolve().parents[2]
-DOC = ROOT / "docs" / "gateway.md"
+DOC = ROOT / "docs" / "reference" / "config.md"
 
 
 # --- config ----------------------------------------------------------------------------

@@ -54,7 +54,7 @@ ENGINE_ENV = "TOKENWIRE_SERVER_ENGINE"
     "--config",
     "config_path",
     type=click.Path(exists=True, dir_okay=False),
-    help="TOML config (docs/gateway.md): [server], [[models]] (with their routing keys), "
+    help="TOML config (docs/reference/config.md): [server], [[models]] (with their routing keys), "
     "[resume], [[keys]], [limits], [metrics] and [telemetry]. Default: demo only.",
 )
 @click.option("--host", help="Address to bind. [default: config, else 127.0.0.1]")

@@ -209,10 +209,10 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
       ``api_key_env``, ``upstream_model``, ``timeout_s`` (idle read timeout),
       ``connect_timeout_s``, ``reasoning`` (carry reasoning text, §extension),
       ``http`` (``"1.1"``: the gateway's HTTP/1.1 client, the default; ``"2"``:
-      httpx, HTTP/2 where the upstream offers it; docs/gateway.md, "Upstream connections");
+      httpx, HTTP/2 where the upstream offers it; docs/reference/config.md, "Upstream connections");
     - ``demo``: ``delay_ms``;
     - ``python``: ``factory = "module:callable"``, called with ``options`` as
-      keyword arguments, returning a provider (docs/gateway.md, "Plugins");
+      keyword arguments, returning a provider (docs/reference/config.md, "Plugins");
     - ``signalr``: ``hub_url`` (required), ``method``, ``mapping``, ``negotiate``,
       ``api_key_env`` (the Bearer access token), ``server_timeout_s``,
       ``keepalive_s``, ``connect_timeout_s``, ``headers``, ``reasoning``,
@@ -457,7 +457,7 @@ _VENDOR_KEYS: Final[dict[str, frozenset[str]]] = {
     "send_reasoning": frozenset({"openai"}),
     "http": HTTP_VENDORS,
 }
-#: ``http``: which client talks to the upstream (docs/gateway.md, "Upstream connections").
+#: ``http``: which client talks to the upstream (docs/reference/config.md, "Upstream connections").
 HTTP_VERSIONS: Final = ("1.1", "2")
 
 

@@ -1,7 +1,7 @@
 """Vendor upstreams over HTTP: ``HTTPProvider`` and the connections it shares.
 
 Upstream failures become ``error`` events with a §5.3.6 code, decided here
-where the upstream's details are known (docs/gateway.md, "Errors"):
+where the upstream's details are known (docs/reference/errors.md, "Errors"):
 
 ==============================================  ==================================
 upstream answered 429                           ``rate_limited``
