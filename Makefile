@@ -16,18 +16,16 @@ PIP    := $(BIN)/python -m pip install -q --disable-pip-version-check
 # pip >= 22.3), the venv is made without it and that pip installs pip with the rest.
 # --no-compile: compiling every installed module up front took ~10 s more; Python
 # compiles the modules `serve` imports when it first imports them.
-HOST_PIP := $(shell $(PYTHON) -m pip install --help 2>/dev/null | grep -q -e '--python' && echo yes)
-
 # (Re)install whenever the project's metadata changes.
 $(RUN_STAMP): pyproject.toml
-ifeq ($(HOST_PIP),yes)
-	test -x $(BIN)/python || $(PYTHON) -m venv --without-pip $(VENV)
-	$(PYTHON) -m pip --python $(BIN)/python install -q --disable-pip-version-check \
-		--no-compile pip -e '.[server,cli]'
-else
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP) --no-compile -e '.[server,cli]'
-endif
+	if test -x $(BIN)/python; then :; \
+	elif $(PYTHON) -m pip install --help 2>/dev/null | grep -q -e '--python'; then \
+		$(PYTHON) -m venv --without-pip $(VENV); \
+	else $(PYTHON) -m venv $(VENV); fi
+	if $(BIN)/python -m pip --version >/dev/null 2>&1; then \
+		$(PIP) --no-compile -e '.[server,cli]'; \
+	else $(PYTHON) -m pip --python $(BIN)/python install -q --disable-pip-version-check \
+		--no-compile pip -e '.[server,cli]'; fi
 	touch $(RUN_STAMP)
 
 $(STAMP): pyproject.toml
