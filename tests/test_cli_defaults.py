@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import httpx
 import pytest
+from tests.js.npm import find_tools
 
 from tokenwire.cli.chat import MIN_RATE_S, rate
 from tokenwire.client._common import RESUMABLE, prepare_request
@@ -25,8 +25,7 @@ BROWSER_BUILD = ROOT / "src" / "tokenwire" / "gateway" / "static" / "tokenwire.j
 
 
 def test_both_clients_are_not_resumable_unless_asked() -> None:
-    node = shutil.which("node")
-    assert node is not None, "node is needed for the JS client (the TypeScript package's tests)"
+    node, _ = find_tools()  # installs Node when it is missing, as the JS tests do
     script = (
         f"import {{ prepareRequest }} from {json.dumps(BROWSER_BUILD.as_uri())};\n"
         "const r = { model: 'demo', messages: [{ role: 'user', content: 'hi' }] };\n"
