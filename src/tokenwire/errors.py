@@ -26,7 +26,8 @@
         │   (ConfigProblem, gateway.config.production, for the production keys)
         ├── ResumeConflict            server: a resumable request_id already stored (409)
         ├── ResumeStoreError          gateway.resume.store: the store failed
-        │   └── StoreUnavailable, StoreRefused, StreamNotFound, EventsTrimmed
+        │   └── StoreUnavailable (Unreached: part of a batch), StoreRefused, StreamNotFound,
+        │       EventsTrimmed
         ├── SessionStateError         gateway.resume.session: an input its table does not allow
         ├── NegotiateError            gateway.providers.signalr: the hub's negotiate step failed
         ├── UpstreamError             gateway.upstream: the HTTP/1.1 upstream connection failed,
