@@ -177,11 +177,13 @@ class RedisStore:
             protocol=2,
         )
         # The multiplexed follow: its own connection, since XREAD BLOCK holds it.
+        # One quick retry too: idle through a Redis restart, that connection is stale,
+        # and its first read must not mark a Redis that is back as down again.
         self._follow_client = client.Redis.from_url(
             url,
             socket_timeout=socket_timeout_s,
             socket_connect_timeout=min(socket_timeout_s, 2.0),
-            retry=Retry(NoBackoff(), 0),
+            retry=Retry(NoBackoff(), 1),
             single_connection_client=True,
             protocol=2,
         )
@@ -249,11 +251,30 @@ class RedisStore:
         node, slot = self._node_of(key)
         self.health.check(node)
         try:
-            result = await client.execute_command(*args)  # type: ignore[no-untyped-call]
+            try:
+                result = await client.execute_command(*args)  # type: ignore[no-untyped-call]
+            except self._unreachable:
+                if not await self._answers(node):
+                    raise
+                # One connection went bad (a read cancelled mid-reply), not the node:
+                # once more (the store sends only reads this way).
+                result = await client.execute_command(*args)  # type: ignore[no-untyped-call]
         except self._redis_errors as exc:
             raise self._failure(exc, node, [slot]) from None
         self._answered(key, [slot])
         return result
+
+    async def _answers(self, node: str) -> bool:
+        """Whether Cluster node ``node`` answers a ``PING`` now (after a connection error:
+        an outage, or one bad connection)."""
+        target = self.redis.get_node(node_name=node) if self.cluster else None
+        if target is None:
+            return False
+        try:
+            await self.redis.execute_command("PING", target_nodes=target)
+        except self._redis_errors:
+            return False
+        return True
 
     async def _pipeline(self, commands: Sequence[Sequence[Any]]) -> list[Any]:
         """Run ``commands``, one round trip per node; a refused command's result is its
@@ -284,7 +305,12 @@ class RedisStore:
             except StoreUnavailable as exc:
                 got = [exc] * len(indices)
             except self._redis_errors as exc:
-                error = self._failure(exc, node, group_slots)
+                if isinstance(exc, self._unreachable) and await self._answers(node):
+                    # One bad connection, not the node: these wait for the next try
+                    # (a write is not sent twice here; the next commit skips what landed).
+                    error: ResumeStoreError = StoreUnavailable(f"{type(exc).__name__}: {exc}")
+                else:
+                    error = self._failure(exc, node, group_slots)
                 if not isinstance(error, StoreUnavailable):
                     raise error from None
                 got = [error] * len(indices)
@@ -411,11 +437,13 @@ class RedisStore:
                 self.health.check(node)
                 pubsub = self.redis.pubsub()
                 await pubsub.subscribe(self.channel, self.ended_channel)
-                self._answered(self.channel, [slot])
-                self.listening.set()
                 async for message in pubsub.listen():
                     if self._stopping:
                         return
+                    if message.get("type") == "subscribe" and not self.listening.is_set():
+                        # Confirmed by its node (a subscribe may connect lazily): an answer.
+                        self._answered(self.channel, [slot])
+                        self.listening.set()
                     if message.get("type") != "message":
                         continue
                     request_id = text_of(message.get("data"))
