@@ -106,6 +106,21 @@ class Streams:
         self.reads.append(self.pool.submit(live.read))
         return live
 
+    @classmethod
+    def started(
+        cls,
+        pool: concurrent.futures.ThreadPoolExecutor,
+        gateways: tuple[Gateway, Gateway],
+        headers: dict[str, str],
+        prefix: str,
+    ) -> Streams:
+        """``STREAMS`` streams, half on each gateway, once each has its first events."""
+        streams = cls(pool)
+        for i in range(STREAMS):
+            streams.start(gateways[i % 2], headers, new_id(prefix))
+        streams.wait_started()
+        return streams
+
     def wait_started(self) -> None:
         wait_for(
             lambda: all(len(live.events()) >= 3 for live in self.lives),
@@ -291,10 +306,7 @@ def _cluster_round(
     round_: int,
 ) -> None:
     a, b = gateways
-    streams = Streams(pool)
-    for i in range(STREAMS):
-        streams.start(gateways[i % 2], load, new_id(f"chaos{round_}"))
-    streams.wait_started()
+    streams = Streams.started(pool, gateways, load, f"chaos{round_}")
     doomed = _primary_with_replica(cluster)
     key = limited[round_, _range_served_by(cluster, doomed)]
     # The key's one request a minute, counted on the node about to die.
@@ -392,10 +404,7 @@ def _restart_round(
 ) -> None:
     a, b = gateways
     node = f"redis://127.0.0.1:{server.port}/0"
-    streams = Streams(pool)
-    for i in range(STREAMS):
-        streams.start(gateways[i % 2], load, new_id(f"restart{round_}"))
-    streams.wait_started()
+    streams = Streams.started(pool, gateways, load, f"restart{round_}")
     assert _limited_post(a, key) == 200
     downs = {g: _store_log(g, "resume_store_unavailable", node) for g in gateways}
     server.stop()  # SIGTERM: Redis writes its append-only file and exits
