@@ -6,8 +6,12 @@ range and a duplicate or out-of-order write is refused by Redis itself),
 ``XADD ... MAXLEN ~`` to bound it, ``XREAD BLOCK`` to follow it, a TTL once it
 ended. The generating replica holds a lease key it renews every
 ``lease_s / 3``. If Redis is unreachable, streams are still served live; only
-resume is off (one log line when it goes, one when it is back). redis-py is
-imported when a ``RedisStore`` is made, never by a gateway on the memory store.
+resume is off, and only for the streams on the node that failed: health is
+kept per node (redis_health.py), commands go in one pipeline per node, and
+while a node is down a watcher re-reads the slot map and asks the slots'
+current owner, so a promoted replica is used without waiting for traffic.
+redis-py is imported when a ``RedisStore`` is made, never by a gateway on the
+memory store.
 
 ``cluster=True`` runs it on Redis Cluster: every key of a stream carries the
 ``{request_id}`` hash tag, so each script and pipeline step touches one slot;
