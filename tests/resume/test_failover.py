@@ -199,8 +199,13 @@ def test_a_primary_dies_mid_stream_while_keys_are_limited(
                 assert refused.json()["error"]["message"] == "the rate limiter is unavailable"
                 # The client hangs up in the outage; what it got, it keeps.
                 part = live.stop()
-                # Its slot has no node: its resume answers 503 (a client retries).
+                # Its slot has no node: its resume and its cancel answer 503 (a client
+                # retries).
                 assert _resume_status(b, request_id, headers) == 503
+                with b.client(timeout=30.0) as client:
+                    url = f"/v1/streams/{request_id}"
+                    cancel = client.delete(url, headers={**auth(request_id), **headers})
+                assert cancel.status_code == 503, cancel.text
             finally:
                 os.kill(heir_pid, signal.SIGCONT)
             assert cluster.wait_promoted([heir]) == heir

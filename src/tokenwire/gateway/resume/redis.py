@@ -260,13 +260,34 @@ class RedisStore:
             except self._unreachable:
                 if not await self._answers(node):
                     raise
-                # One connection went bad (a read cancelled mid-reply), not the node:
-                # once more (the store sends only reads this way).
+                # The node answers: one connection went bad (a read cancelled
+                # mid-reply), or the client's slot map did. Read the map again and
+                # try once more (the store sends only reads this way).
+                await self._refresh_slot_map()
                 result = await client.execute_command(*args)  # type: ignore[no-untyped-call]
         except self._redis_errors as exc:
-            raise self._failure(exc, node, [slot]) from None
+            raise await self._outage(exc, node, [slot]) from None
         self._answered(key, [slot])
         return result
+
+    async def _outage(
+        self, exc: BaseException, node: str, slots: Iterable[int]
+    ) -> ResumeStoreError:
+        """``_failure``, except that a Cluster node which still answers ``PING`` is not
+        marked down: the error was a connection's or the client's, not the node's."""
+        if self.cluster and isinstance(exc, self._unreachable) and await self._answers(node):
+            return StoreUnavailable(f"{type(exc).__name__}: {exc}")
+        return self._failure(exc, node, slots)
+
+    async def _refresh_slot_map(self) -> None:
+        if self.cluster:
+            nodes = self.redis.nodes_manager
+            # Asked in turn: every node known, so that a seed list left with dead
+            # nodes after failovers (the URL's own node among them) still finds one.
+            for name, node in list(nodes.nodes_cache.items()):
+                nodes.startup_nodes.setdefault(name, node)
+            with contextlib.suppress(*self._redis_errors):
+                await nodes.initialize()
 
     async def _answers(self, node: str) -> bool:
         """Whether Cluster node ``node`` answers a ``PING`` now (after a connection error:
@@ -309,12 +330,9 @@ class RedisStore:
             except StoreUnavailable as exc:
                 got = [exc] * len(indices)
             except self._redis_errors as exc:
-                if isinstance(exc, self._unreachable) and await self._answers(node):
-                    # One bad connection, not the node: these wait for the next try
-                    # (a write is not sent twice here; the next commit skips what landed).
-                    error: ResumeStoreError = StoreUnavailable(f"{type(exc).__name__}: {exc}")
-                else:
-                    error = self._failure(exc, node, group_slots)
+                # A node that still answers is not down: these wait for the next try
+                # (a write is not sent twice here; the next commit skips what landed).
+                error = await self._outage(exc, node, group_slots)
                 if not isinstance(error, StoreUnavailable):
                     raise error from None
                 got = [error] * len(indices)
@@ -377,9 +395,7 @@ class RedisStore:
         seen, and logged, with no traffic to wait for."""
         while not self._stopping and not self.health.available:
             await asyncio.sleep(WATCH_S)
-            if self.cluster:
-                with contextlib.suppress(*self._redis_errors):
-                    await self.redis.nodes_manager.initialize()
+            await self._refresh_slot_map()
             for node, down in list(self.health.down.items()):
                 await self._probe(node, down.slots)
 
@@ -461,7 +477,7 @@ class RedisStore:
             except StoreUnavailable:
                 pass  # its node is down: the watcher tells when it is back
             except self._unreachable as exc:
-                self._failure(exc, node, [slot])
+                await self._outage(exc, node, [slot])
             except self._redis_errors:
                 pass  # a Cluster mid-failover (CLUSTERDOWN, a stale slot map): try again
             finally:
@@ -694,7 +710,7 @@ class RedisStore:
             try:
                 info = await self.redis.execute_command("INFO", "memory", target_nodes=node)
             except self._redis_errors as exc:
-                self._failure(exc, node.name, self._slots_of(node.name))
+                await self._outage(exc, node.name, self._slots_of(node.name))
                 continue
             self.health.ok(node.name, self._slots_of(node.name))
             used = max(used, used_memory_of(info))
