@@ -38,8 +38,8 @@ from .._asgi import json_error
 from ..errors import InvalidRequest, RequestTooLarge
 from ..request import DEFAULT_MAX_DEPTH, Request
 from ..server import Encode
-from ..translate import VendorFormat, VendorIngress
-from .answers import ChunkArray, HeldStream, WholeAnswer
+from ..translate import VendorFormat, VendorIngress, adapt
+from .answers import ChunkArray, HeldStream, WholeAnswer, with_headers
 from .providers import passthrough
 
 __all__ = [
@@ -163,21 +163,47 @@ class FormatIngress:
                 request, encode = passthrough.lenient(self.name, body, obj, self._ingress.parse)
                 return request, passthrough.Encoder(offer, encode)
             passthrough.clear()
-            if routes.known(obj.get("model")):
-                passthrough.refuse_uncarried(self.name, obj)
-        request, encode = self._ingress.parse(obj)
+        adapted = None
+        model = obj.get("model")
+        if routes is not None and routes.known(model):
+            # Served by another format: the adaptation table decides what the
+            # standard does not carry (translate/adapt), every map and drop reported.
+            adapted = adapt.adapt(
+                self.name, obj, routes.targets(model), strict=routes.strict(model)
+            )
+        request, encode = self._ingress.parse(obj if adapted is None else adapted.body)
+        if adapted is not None:
+            request = adapt.finish(adapted, request)
+        return request, self._answer(obj, request, encode, streaming, adapt.report_of(request))
+
+    def _answer(
+        self,
+        obj: dict[str, Any],
+        request: Request,
+        encode: Encode,
+        streaming: bool,
+        report: list[tuple[str, str, str]],
+    ) -> Encode:
+        """How to answer: a vendor stream whose head waits, a whole answer, or (a
+        format without an aggregator) the encoder itself. The head names what was
+        adapted (``tokenwire-adapted``)."""
+        headers = [(adapt.HEADER.encode(), adapt.header_value(report).encode())] if report else []
         aggregate = self._ingress.aggregate
         if aggregate is None:
             if not streaming:
                 raise InvalidRequest(
                     'only streaming is served here: set "stream": true', path="stream"
                 )
-            return request, encode
+            return with_headers(encode, headers)
+        answer: WholeAnswer | ChunkArray | HeldStream
         if not streaming:
-            return request, WholeAnswer(aggregate(obj, request))
-        if names and _QUERY.get().get("alt") != "sse":
-            return request, ChunkArray(encode)
-        return request, HeldStream(encode, lambda: aggregate(obj, request))
+            answer = WholeAnswer(aggregate(obj, request))
+        elif self._ingress.path_params and _QUERY.get().get("alt") != "sse":
+            answer = ChunkArray(encode)
+        else:
+            answer = HeldStream(encode, lambda: aggregate(obj, request))
+        answer.extra_headers = headers
+        return answer
 
 
 class WithPathParams:

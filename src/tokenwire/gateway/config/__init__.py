@@ -57,6 +57,7 @@ __all__ = [
     "RESUME_BACKENDS",
     "ResumeConfig",
     "ServerConfig",
+    "TranslateConfig",
     "drain_problem",
     "load",
     "parse",
@@ -201,6 +202,18 @@ class MetricsConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     keys: list[str] = []
 
 
+class TranslateConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[translate]`` (and a model's ``translate``): how a vendor body crosses to
+    an upstream of another format (docs/translation.md, "Adaptation").
+
+    ``strict``: refuse, with a 400 naming the JSON path, every field the
+    adaptation table would map or drop; by default they are adapted and
+    reported (the ``tokenwire-adapted`` header, the log line, a metric).
+    """
+
+    strict: bool = False
+
+
 class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """One ``[[models]]`` entry: a model name and the provider that serves it.
 
@@ -257,6 +270,8 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     compression: str | None = None
     max_message_bytes: int | None = None
     headers: dict[str, str] = {}
+    #: This model's ``[translate]`` settings; ``None``: the file's ``[translate]``.
+    translate: TranslateConfig | None = None
 
     def api_key(self, environ: Mapping[str, str] = os.environ) -> str | None:
         """The key from the environment variable ``api_key_env`` names, or ``None``."""
@@ -298,6 +313,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     models: list[ModelConfig] = []
     resume: ResumeConfig = ResumeConfig()
     metrics: MetricsConfig = MetricsConfig()
+    translate: TranslateConfig = TranslateConfig()
     #: [[keys]], [limits], [telemetry], routing keys, [server] drain_s (config_prod).
     production: config_prod.ProductionConfig = config_prod.ProductionConfig()
 
@@ -307,6 +323,12 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
             if model.name == name:
                 return model
         return None
+
+    def strict_translation(self, name: str) -> bool:
+        """Whether model ``name`` refuses every adaptation (its ``translate``, else the file's)."""
+        model = self.model(name)
+        own = model.translate if model is not None else None
+        return (own or self.translate).strict
 
     @property
     def model_names(self) -> list[str]:
@@ -639,6 +661,7 @@ def _known_keys(table: str) -> list[str]:
         "server": fields(ServerConfig) + ["drain_s"],
         "models": fields(ModelConfig) + fields(config_prod.RoutingConfig) + list(BINDING_KEYS),
         "resume": fields(ResumeConfig),
+        "translate": fields(TranslateConfig),
         "keys": fields(config_prod.KeyConfig),
         "limits": fields(config_prod.LimitsConfig),
         "telemetry": fields(config_prod.TelemetryConfig),

@@ -174,11 +174,18 @@ def _vendor_message(
     if not isinstance(message, dict):
         raise InvalidRequest(f"a message must be an object, got {json_kind(message)}", path=path)
     role = message.get("role")
+    if role == "system":
+        # A system message in mid-conversation (Claude Code sends them to models
+        # it does not know): the standard's system message, where it stands.
+        parts = _vendor_content(message.get("content"), f"{path}.content")
+        if any(part["type"] != "text" for part in parts):
+            raise InvalidRequest("a system message takes text blocks only", path=f"{path}.content")
+        return [{"role": "system", "content": _plain(parts)}]
     if role not in ("user", "assistant"):
         raise InvalidRequest(
-            f'must be "user" or "assistant", got {role!r}'
+            f'must be "user", "assistant" or "system", got {role!r}'
             if isinstance(role, str)
-            else f'must be "user" or "assistant", got {json_kind(role)}',
+            else f'must be "user", "assistant" or "system", got {json_kind(role)}',
             path=f"{path}.role",
         )
     content = message.get("content")

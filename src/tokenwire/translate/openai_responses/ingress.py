@@ -19,7 +19,16 @@ from .. import _extensions as x
 from .. import _lossless
 from .._contract import EncodeEvent
 from .._ingress import want
-from .items import CLIENT_CALLS, CLIENT_TOOLS, KEPT_ITEMS, client_call, kept_part, tools_11
+from .items import (
+    CLIENT_CALLS,
+    CLIENT_TOOLS,
+    KEPT_ITEMS,
+    client_call,
+    flat_name,
+    kept_part,
+    namespaces,
+    tools_11,
+)
 from .request import VENDOR
 from .resource import response_fields
 
@@ -199,10 +208,14 @@ def _messages_11(
                 else:
                     history.append({"message": at, "parts": [part]})
             else:
+                name = want(item.get("name"), str, f"{path}.name", "a string")
+                namespace = item.get("namespace")
+                if isinstance(namespace, str) and namespace:
+                    name = flat_name(namespace, name)  # as the tool was declared
                 open_turn["tool_calls"].append(
                     {
                         "id": want(item.get("call_id"), str, f"{path}.call_id", "a string"),
-                        "name": want(item.get("name"), str, f"{path}.name", "a string"),
+                        "name": name,
                         "arguments": want(
                             item.get("arguments", "{}"), str, f"{path}.arguments", "a JSON text"
                         ),
@@ -348,6 +361,8 @@ class ResponsesEncoder:
         self.created = created
         #: The response object's request-given fields (``response_fields``).
         self.fields = fields if fields is not None else response_fields({})
+        #: Flat tool name -> (namespace, name): the request's namespace tools.
+        self._namespaces = namespaces(self.fields.get("tools"))
         self._seq = 0
         self._items: dict[int, _Out] = {}  # standard block -> its item
         self._output: list[_Out] = []
@@ -627,6 +642,10 @@ class ResponsesEncoder:
             "call_id": event.id,
             "name": event.name,
         }
+        owner = self._namespaces.get(event.name)
+        if owner is not None:
+            # A namespace's function, declared flat: the client sees its own names.
+            item["namespace"], item["name"] = owner
         out = _Out(item, index, "function_call")
         out.done = True
         self._output.append(out)

@@ -1,0 +1,362 @@
+"""What a vendor request body keeps when it is served by an upstream of another format.
+
+The standard carries what every format has (messages, tools, parameters,
+reasoning history). For everything else a client of one format may send, the
+table (``table.RULES``) gives one outcome per target format:
+
+- **carry**: the standard models it; it reaches the target as the target's own form;
+- **map**: the target has a faithful equivalent; the body's value is rewritten to it;
+- **drop**: it has no effect on the answer at the target (a cache hint, a context
+  edit of thinking the target never receives); it is left out;
+- **refuse**: leaving it out would change what the model does or what the client
+  would execute; the request gets a 400 naming the JSON path and why.
+
+Every map and drop is reported (``Adapted.report``): the gateway turns the
+report into a response header, a field of the request's log line and a metric.
+``strict`` turns every map and drop into a refusal.
+
+Pure functions of the decoded body; no I/O. ``adapt`` runs before the format's
+ingress parser (it strips what it adapted from the body), ``finish`` after it
+(the mapped fields join the request's ``vendor:<target>`` extension, which the
+target's request builder merges into its body).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+import msgspec
+
+from ...errors import InvalidRequest
+from ...request import Request
+from .._request import deep_merge
+
+__all__ = [
+    "ADAPTED",
+    "HEADER",
+    "OUTCOMES",
+    "SOURCES",
+    "TARGETS",
+    "Action",
+    "Adaptation",
+    "Adapted",
+    "Out",
+    "Rule",
+    "adapt",
+    "finish",
+    "header_value",
+    "report_of",
+    "target_of",
+]
+
+Outcome = Literal["carry", "map", "drop", "refuse"]
+OUTCOMES: Final = ("carry", "map", "drop", "refuse")
+
+#: The formats a client may speak (each has a gateway ingress).
+SOURCES: Final = ("anthropic", "openai", "openai-responses", "gemini")
+#: The formats an upstream may speak: the four, and ``standard`` for every other
+#: provider (Cohere, Mistral, SignalR, Connect, a plugin), which reads only the
+#: standard request.
+TARGETS: Final = (*SOURCES, "standard")
+
+#: The response header naming what was adapted (docs/gateway.md).
+HEADER: Final = "tokenwire-adapted"
+#: The request extension the report travels in (to the log line and the metric).
+ADAPTED: Final = "tokenwire:adapted"
+#: The longest header value; the rest is counted (``…(+N)``).
+MAX_HEADER_CHARS: Final = 1024
+
+#: The extension each target's request builder merges into its body.
+_EXTENSION_OF: Final = {
+    "anthropic": "vendor:anthropic",
+    "openai": "vendor:openai",
+    "openai-responses": "vendor:openai-responses",
+    "gemini": "vendor:gemini",
+}
+
+
+def target_of(provider: str) -> str:
+    """The table's column for an upstream ``provider`` (a format name)."""
+    return provider if provider in SOURCES else "standard"
+
+
+class Out:
+    """What the rules write for one target: its own body fields, standard
+    extensions, and hosted tools to declare beside the function tools."""
+
+    __slots__ = ("target", "fields", "extensions", "hosted")
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self.fields: dict[str, Any] = {}
+        self.extensions: dict[str, Any] = {}
+        self.hosted: list[Any] = []
+
+    def set(self, path: str, value: Any) -> None:
+        """Set the target's body field at the dotted ``path`` (objects merge)."""
+        *parents, last = path.split(".")
+        node = self.fields
+        for name in parents:
+            node = node.setdefault(name, {})
+        current = node.get(last)
+        if isinstance(current, dict) and isinstance(value, dict):
+            deep_merge(current, value)
+        else:
+            node[last] = value
+
+    def set_all(self, pairs: Iterable[tuple[str, Any]] | None) -> bool:
+        """Set each ``(path, value)``; whether there was one (``None``: no equivalent)."""
+        done = False
+        for path, value in pairs or ():
+            self.set(path, value)
+            done = True
+        return done
+
+
+#: A rule's mapping: the value found, the whole body, the target's ``Out``;
+#: returns the outcome when it differs from the table's (``drop`` when the
+#: value had no faithful form after all).
+Apply = Any
+
+
+@dataclass(frozen=True)
+class Action:
+    """One cell of the table: the outcome at a target, and how (or why) in a few words."""
+
+    outcome: Outcome
+    how: str
+    apply: Apply = None
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One row: a thing a ``source`` client may send, found at ``path``.
+
+    ``find(body)`` returns ``(JSON path, value)`` per occurrence with an effect
+    (a default value is no occurrence); ``strip(body, hits)`` removes them from
+    the body before the ingress parses it (``None``: the parser ignores them or
+    adapts them itself); ``actions`` has one cell per target but the source.
+    """
+
+    source: str
+    path: str
+    find: Any
+    actions: Mapping[str, Action]
+    strip: Any = None
+
+
+@dataclass(frozen=True)
+class Adaptation:
+    """One reported adaptation: the JSON path in the client's body, the target and the outcome."""
+
+    path: str
+    target: str
+    outcome: Outcome
+    how: str
+
+
+@dataclass
+class Adapted:
+    """The body to parse, what each target gets, and the report."""
+
+    body: dict[str, Any]
+    outs: dict[str, Out] = field(default_factory=dict)
+    report: list[Adaptation] = field(default_factory=list)
+
+
+def _refusal(rule: Rule, path: str, target: str, action: Action) -> InvalidRequest:
+    where = "another vendor's" if target != "standard" else "a standard-only"
+    return InvalidRequest(
+        f"{action.how} (this model is served by {where} upstream, {target}): "
+        "leaving it out would change the answer",
+        path=path,
+    )
+
+
+def _strict_refusal(path: str, target: str, action: Action) -> InvalidRequest:
+    verb = "mapped" if action.outcome == "map" else "dropped"
+    return InvalidRequest(
+        f"would be {verb} for a {target} upstream ({action.how}); this gateway "
+        "refuses every adaptation ([translate] strict = true): send only what "
+        "the upstream's format takes, or use a model of the same vendor format",
+        path=path,
+    )
+
+
+def adapt(
+    source: str,
+    body: dict[str, Any],
+    targets: Iterable[str],
+    *,
+    strict: bool = False,
+    rules: Iterable[Rule] | None = None,
+    carried: Iterable[str] | None = None,
+) -> Adapted:
+    """Adapt a ``source`` body for upstreams of ``targets`` (formats other than ``source``).
+
+    ``carried``: the fields the source's ingress parser maps to the standard
+    (default: ``table.CARRIED``); any other top-level field no rule names is
+    dropped and reported (``unknown``). Returns ``Adapted``; raises ``InvalidRequest`` naming the
+    JSON path of the first value that is refused (every map and drop, when
+    ``strict``).
+    """
+    from .table import CARRIED, RULES
+
+    if source == "gemini":
+        from ..gemini.ingress import camel_case
+
+        body = camel_case(body)
+    columns = sorted({target_of(t) for t in targets} - {source})
+    out = Adapted(body=dict(body), outs={t: Out(t) for t in columns})
+    if not columns:
+        return out
+    chosen = list(RULES.get(source, ()) if rules is None else rules)
+    for rule in chosen:
+        hits = rule.find(out.body)
+        if not hits:
+            continue
+        stripped = False
+        for path, value in hits:
+            for target in columns:
+                action = rule.actions[target]
+                if action.outcome == "carry":
+                    continue
+                if action.outcome == "refuse":
+                    raise _refusal(rule, path, target, action)
+                if strict:
+                    raise _strict_refusal(path, target, action)
+                outcome = action.outcome
+                if action.apply is not None:
+                    outcome = action.apply(value, out.body, out.outs[target]) or outcome
+                how = action.how if outcome == action.outcome else _DROPPED_INSTEAD
+                out.report.append(Adaptation(path, target, outcome, how))
+                stripped = True
+        if stripped and rule.strip is not None:
+            rule.strip(out.body, hits)
+    known = set(CARRIED.get(source, ()) if carried is None else carried)
+    _drop_unknown(out, columns, {r.path for r in chosen} | known, strict)
+    return out
+
+
+_UNKNOWN: Final = Action("drop", "a field the adaptation table does not know")
+
+
+def _drop_unknown(out: Adapted, columns: list[str], known: set[str], strict: bool) -> None:
+    """Report and remove the fields no rule names and the standard does not carry
+    (top level, and inside an object some rule or carried field reaches into)."""
+
+    def unknown(path: str) -> None:
+        for target in columns:
+            if strict:
+                raise _strict_refusal(path, target, _UNKNOWN)
+            out.report.append(Adaptation(path, target, "drop", _UNKNOWN.how))
+
+    body = out.body
+    for key in list(body):
+        value = body[key]
+        if value is None or key in known:
+            continue
+        prefix = key + "."
+        if isinstance(value, dict) and any(p.startswith(prefix) for p in known):
+            kept = {}
+            for sub, inner in value.items():
+                if prefix + sub in known:
+                    kept[sub] = inner
+                elif inner is not None:
+                    unknown(prefix + sub)
+            if kept:
+                body[key] = kept
+            else:
+                del body[key]
+            continue
+        unknown(key)
+        del body[key]
+
+
+_DROPPED_INSTEAD: Final = "no faithful form for this value at the target"
+
+
+def finish(adapted: Adapted, request: Request) -> Request:
+    """``request`` (parsed from ``adapted.body``) with what each target gets, and the report.
+
+    Hosted tools join the target's function tools (the target's whole ``tools``
+    list then travels in its extension, since a builder's extension replaces lists).
+    """
+    extensions = dict(request.extensions or {})
+    for target, out in adapted.outs.items():
+        if out.hosted:
+            _declare_hosted(out, request)
+        key = _EXTENSION_OF.get(target)
+        if key is not None and out.fields:
+            merged = dict(extensions.get(key) or {})
+            deep_merge(merged, out.fields)
+            extensions[key] = merged
+        for name, value in out.extensions.items():
+            extensions.setdefault(name, value)
+    if adapted.report:
+        extensions[ADAPTED] = [[a.path, a.target, a.outcome] for a in adapted.report]
+    if extensions == (request.extensions or {}):
+        return request
+    return msgspec.structs.replace(request, extensions=extensions)
+
+
+def _declare_hosted(out: Out, request: Request) -> None:
+    tools = request.tools or ()
+    if out.target == "anthropic":
+        declared: list[Any] = []
+        for tool in tools:
+            entry: dict[str, Any] = {"name": tool.name}
+            if tool.description:
+                entry["description"] = tool.description
+            entry["input_schema"] = tool.parameters
+            declared.append(entry)
+    elif out.target == "openai-responses":
+        declared = [
+            {
+                "type": "function",
+                "name": tool.name,
+                "description": tool.description,
+                "parameters": tool.parameters,
+                "strict": False,
+            }
+            for tool in tools
+        ]
+    else:  # gemini
+        functions = [
+            {"name": t.name, "description": t.description, "parameters": t.parameters}
+            for t in tools
+        ]
+        declared = [{"functionDeclarations": functions}] if functions else []
+    out.fields["tools"] = [*declared, *out.hosted]
+
+
+def report_of(request: Request | None) -> list[tuple[str, str, str]]:
+    """``(path, target, outcome)`` per adaptation made for ``request`` (none: ``[]``)."""
+    entries = request.extension(ADAPTED) if request is not None else None
+    if not isinstance(entries, list):
+        return []
+    return [
+        (str(e[0]), str(e[1]), str(e[2])) for e in entries if isinstance(e, list) and len(e) == 3
+    ]
+
+
+def header_value(report: Iterable[tuple[str, str, str]]) -> str:
+    """The ``tokenwire-adapted`` header: ``path=outcome`` per adaptation, in order,
+    each once, cut at ``MAX_HEADER_CHARS`` with ``…(+N)`` counting the rest."""
+    seen: dict[str, None] = {}
+    for path, _target, outcome in report:
+        # Header values are visible ASCII: a path names keys of the client's body.
+        safe = path.encode("ascii", "backslashreplace").decode().replace(",", "%2C")
+        seen.setdefault(f"{safe}={outcome}", None)
+    entries = list(seen)
+    out: list[str] = []
+    size = 0
+    for n, entry in enumerate(entries):
+        if size + len(entry) + 2 > MAX_HEADER_CHARS - 12:
+            out.append(f"…(+{len(entries) - n})")
+            break
+        out.append(entry)
+        size += len(entry) + 2
+    return ", ".join(out)
