@@ -19,7 +19,7 @@ answer decides it:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import msgspec
 
@@ -27,8 +27,17 @@ from .. import events as ev
 from .. import sse
 from ..server import SSE_HEADERS, Encode, HeldAnswer
 from ..translate._aggregate import Aggregator
+from ..translate.adapt.signatures import Minter
 
-__all__ = ["ChunkArray", "HeldStream", "WholeAnswer", "json_head", "with_headers"]
+__all__ = [
+    "ChunkArray",
+    "HeldStream",
+    "WholeAnswer",
+    "json_head",
+    "minted",
+    "minted_aggregate",
+    "with_headers",
+]
 
 _encode = msgspec.json.Encoder().encode
 _JSON: Final = (b"content-type", b"application/json")
@@ -61,6 +70,41 @@ class WithHeaders:
 def with_headers(encode: Encode, headers: Headers) -> Encode:
     """``encode``, its response head carrying ``headers`` (``encode`` itself when none)."""
     return WithHeaders(encode, headers) if headers else encode
+
+
+def minted(encode: Encode, minter: Minter) -> Encode:
+    """``encode`` fed through ``minter`` (another vendor's reasoning seals, re-sealed)."""
+
+    def encode_minted(event: ev.Event) -> bytes:
+        return b"".join([encode(e) for e in minter.feed(event)])
+
+    return encode_minted
+
+
+class _MintedAggregator:
+    __slots__ = ("inner", "minter")
+
+    def __init__(self, inner: Aggregator, minter: Minter) -> None:
+        self.inner = inner
+        self.minter = minter
+
+    def feed(self, event: ev.Event) -> None:
+        for e in self.minter.feed(event):
+            self.inner.feed(e)
+
+    def result(self) -> tuple[int, dict[str, Any]]:
+        return self.inner.result()
+
+
+def minted_aggregate(
+    aggregate: Callable[[dict[str, Any], Any], Aggregator], minter: Minter
+) -> Callable[[dict[str, Any], Any], Aggregator]:
+    """``aggregate`` whose aggregators are fed through ``minter``."""
+
+    def build(obj: dict[str, Any], request: Any) -> Aggregator:
+        return cast(Aggregator, _MintedAggregator(aggregate(obj, request), minter))
+
+    return build
 
 
 class WholeAnswer(HeldAnswer):

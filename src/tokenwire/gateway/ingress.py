@@ -39,7 +39,15 @@ from ..errors import InvalidRequest, RequestTooLarge
 from ..request import DEFAULT_MAX_DEPTH, Request
 from ..server import Encode
 from ..translate import VendorFormat, VendorIngress, adapt
-from .answers import ChunkArray, HeldStream, WholeAnswer, with_headers
+from ..translate.adapt import signatures
+from .answers import (
+    ChunkArray,
+    HeldStream,
+    WholeAnswer,
+    minted,
+    minted_aggregate,
+    with_headers,
+)
 from .providers import passthrough
 
 __all__ = [
@@ -172,9 +180,15 @@ class FormatIngress:
                 self.name, obj, routes.targets(model), strict=routes.strict(model)
             )
         request, encode = self._ingress.parse(obj if adapted is None else adapted.body)
-        if adapted is not None:
+        minter = None
+        if adapted is not None and routes is not None:
             request = adapt.finish(adapted, request)
-        return request, self._answer(obj, request, encode, streaming, adapt.report_of(request))
+            # Earlier turns' reasoning sealed by the gateway goes back bound to its
+            # upstream; this turn's is sealed in the client format's own field.
+            request = signatures.rebind(request, self.name, routes.signing_key)
+            minter = signatures.Minter(self.name, routes.signing_key)
+        answer = self._answer(obj, request, encode, streaming, adapt.report_of(request), minter)
+        return request, answer
 
     def _answer(
         self,
@@ -183,12 +197,17 @@ class FormatIngress:
         encode: Encode,
         streaming: bool,
         report: list[tuple[str, str, str]],
+        minter: signatures.Minter | None = None,
     ) -> Encode:
         """How to answer: a vendor stream whose head waits, a whole answer, or (a
         format without an aggregator) the encoder itself. The head names what was
         adapted (``tokenwire-adapted``)."""
         headers = [(adapt.HEADER.encode(), adapt.header_value(report).encode())] if report else []
         aggregate = self._ingress.aggregate
+        if minter is not None:
+            encode = minted(encode, minter)
+            if aggregate is not None:
+                aggregate = minted_aggregate(aggregate, minter)
         if aggregate is None:
             if not streaming:
                 raise InvalidRequest(

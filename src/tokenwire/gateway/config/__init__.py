@@ -209,9 +209,14 @@ class TranslateConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     ``strict``: refuse, with a 400 naming the JSON path, every field the
     adaptation table would map or drop; by default they are adapted and
     reported (the ``tokenwire-adapted`` header, the log line, a metric).
+    ``signing_key_env`` is read from the file's ``[translate]`` only.
     """
 
     strict: bool = False
+    #: The environment variable holding the key of the reasoning signatures the
+    #: gateway mints for another vendor's reasoning (``None``: a random key per
+    #: process, so replicas and restarts do not recognise each other's).
+    signing_key_env: str | None = None
 
 
 class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -8,7 +8,9 @@ Pure functions and one lookup table built from the config; no I/O.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
+import secrets
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
@@ -179,6 +181,10 @@ class Routes:
         self._models = frozenset(own)
         self._targets: dict[str, frozenset[str]] = {}
         self._strict = frozenset(m.name for m in config.models if config.strict_translation(m.name))
+        named = config.translate.signing_key_env
+        given = os.environ.get(named) if named else None
+        #: The key of the reasoning signatures the gateway mints (translate/adapt/signatures.py).
+        self.signing_key = given.encode() if given else secrets.token_bytes(32)
         for model in config.models:
             formats = set(own[model.name])
             targets = set(providers.get(model.name, ()))

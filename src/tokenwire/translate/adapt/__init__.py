@@ -23,20 +23,22 @@ target's request builder merges into its body).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from collections.abc import Iterable
+from typing import Any, Final
 
 import msgspec
 
 from ...errors import InvalidRequest
 from ...request import Request
 from .._request import deep_merge
+from .shapes import OUTCOMES, Action, Adaptation, Adapted, Out, Outcome, Rule
+from .table import CARRIED, RULES
 
 __all__ = [
     "ADAPTED",
     "HEADER",
     "OUTCOMES",
+    "Outcome",
     "SOURCES",
     "TARGETS",
     "Action",
@@ -50,9 +52,6 @@ __all__ = [
     "report_of",
     "target_of",
 ]
-
-Outcome = Literal["carry", "map", "drop", "refuse"]
-OUTCOMES: Final = ("carry", "map", "drop", "refuse")
 
 #: The formats a client may speak (each has a gateway ingress).
 SOURCES: Final = ("anthropic", "openai", "openai-responses", "gemini")
@@ -80,90 +79,6 @@ _EXTENSION_OF: Final = {
 def target_of(provider: str) -> str:
     """The table's column for an upstream ``provider`` (a format name)."""
     return provider if provider in SOURCES else "standard"
-
-
-class Out:
-    """What the rules write for one target: its own body fields, standard
-    extensions, and hosted tools to declare beside the function tools."""
-
-    __slots__ = ("target", "fields", "extensions", "hosted")
-
-    def __init__(self, target: str) -> None:
-        self.target = target
-        self.fields: dict[str, Any] = {}
-        self.extensions: dict[str, Any] = {}
-        self.hosted: list[Any] = []
-
-    def set(self, path: str, value: Any) -> None:
-        """Set the target's body field at the dotted ``path`` (objects merge)."""
-        *parents, last = path.split(".")
-        node = self.fields
-        for name in parents:
-            node = node.setdefault(name, {})
-        current = node.get(last)
-        if isinstance(current, dict) and isinstance(value, dict):
-            deep_merge(current, value)
-        else:
-            node[last] = value
-
-    def set_all(self, pairs: Iterable[tuple[str, Any]] | None) -> bool:
-        """Set each ``(path, value)``; whether there was one (``None``: no equivalent)."""
-        done = False
-        for path, value in pairs or ():
-            self.set(path, value)
-            done = True
-        return done
-
-
-#: A rule's mapping: the value found, the whole body, the target's ``Out``;
-#: returns the outcome when it differs from the table's (``drop`` when the
-#: value had no faithful form after all).
-Apply = Any
-
-
-@dataclass(frozen=True)
-class Action:
-    """One cell of the table: the outcome at a target, and how (or why) in a few words."""
-
-    outcome: Outcome
-    how: str
-    apply: Apply = None
-
-
-@dataclass(frozen=True)
-class Rule:
-    """One row: a thing a ``source`` client may send, found at ``path``.
-
-    ``find(body)`` returns ``(JSON path, value)`` per occurrence with an effect
-    (a default value is no occurrence); ``strip(body, hits)`` removes them from
-    the body before the ingress parses it (``None``: the parser ignores them or
-    adapts them itself); ``actions`` has one cell per target but the source.
-    """
-
-    source: str
-    path: str
-    find: Any
-    actions: Mapping[str, Action]
-    strip: Any = None
-
-
-@dataclass(frozen=True)
-class Adaptation:
-    """One reported adaptation: the JSON path in the client's body, the target and the outcome."""
-
-    path: str
-    target: str
-    outcome: Outcome
-    how: str
-
-
-@dataclass
-class Adapted:
-    """The body to parse, what each target gets, and the report."""
-
-    body: dict[str, Any]
-    outs: dict[str, Out] = field(default_factory=dict)
-    report: list[Adaptation] = field(default_factory=list)
 
 
 def _refusal(rule: Rule, path: str, target: str, action: Action) -> InvalidRequest:
@@ -202,8 +117,6 @@ def adapt(
     JSON path of the first value that is refused (every map and drop, when
     ``strict``).
     """
-    from .table import CARRIED, RULES
-
     if source == "gemini":
         from ..gemini.ingress import camel_case
 

@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 from .. import _extensions as x
-from . import Action, Out, Rule  # noqa: F401  (Rule: the rows are made in table.py)
 from .maps import budget_of, effort_of, schema_format, search_tool, tool_choice
+from .shapes import Action, Out, Rule
 
 __all__ = ["CARRY", "SYSTEM_MAP"]  # the rest is the table's, by name
 

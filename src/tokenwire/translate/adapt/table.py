@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from typing import Final
 
-from . import Action, Rule
 from .cells import (
     _BILLING,
     _CACHE,
@@ -64,6 +63,7 @@ from .cells import (
     _top,
     _user_cells,
 )
+from .shapes import Action, Rule
 
 __all__ = ["CARRIED", "RULES"]
 
