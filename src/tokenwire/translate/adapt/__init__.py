@@ -30,7 +30,9 @@ import msgspec
 
 from ...errors import InvalidRequest
 from ...request import Request
-from .._request import deep_merge
+from .. import _extensions as x
+from .._request import deep_merge, reasoning_history
+from ..anthropic.request import DEFAULT_MAX_TOKENS
 from .shapes import OUTCOMES, Action, Adaptation, Adapted, Out, Outcome, Rule
 from .table import CARRIED, RULES
 
@@ -49,6 +51,7 @@ __all__ = [
     "adapt",
     "finish",
     "header_value",
+    "table_markdown",
     "report_of",
     "target_of",
 ]
@@ -199,6 +202,8 @@ def finish(adapted: Adapted, request: Request) -> Request:
     """
     extensions = dict(request.extensions or {})
     for target, out in adapted.outs.items():
+        if target == "anthropic" and "thinking" in out.fields:
+            _fit_thinking(adapted, out, request)
         if out.hosted:
             _declare_hosted(out, request)
         key = _EXTENSION_OF.get(target)
@@ -213,6 +218,44 @@ def finish(adapted: Adapted, request: Request) -> Request:
     if extensions == (request.extensions or {}):
         return request
     return msgspec.structs.replace(request, extensions=extensions)
+
+
+#: Anthropic's smallest thinking budget.
+_MIN_BUDGET: Final = 1024
+
+
+def _fit_thinking(adapted: Adapted, out: Out, request: Request) -> None:
+    """Anthropic thinking as Anthropic takes it, else dropped (and reported so):
+    a budget below ``max_tokens``, and, in a tool loop, the last assistant turn
+    starting with a thinking block Anthropic signed (it refuses the turn otherwise)."""
+    thinking = out.fields["thinking"]
+    limit = (request.parameters.max_tokens if request.parameters else None) or DEFAULT_MAX_TOKENS
+    budget = min(int(thinking.get("budget_tokens", 0)), limit - 1)
+    last = max((i for i, m in enumerate(request.messages) if m.role == "assistant"), default=None)
+    signed = {i for i, parts in reasoning_history(request) if _signed_by_anthropic(parts)}
+    unsigned_loop = (
+        last is not None and bool(request.messages[last].tool_calls) and last not in signed
+    )
+    if budget >= _MIN_BUDGET and not unsigned_loop:
+        thinking["budget_tokens"] = budget
+        return
+    del out.fields["thinking"]
+    adapted.report[:] = [
+        Adaptation(a.path, a.target, "drop", _NO_THINKING)
+        if a.target == "anthropic" and a.how == "thinking.budget_tokens"
+        else a
+        for a in adapted.report
+    ]
+
+
+_NO_THINKING: Final = (
+    "Anthropic would refuse thinking here (a budget under max_tokens of at least 1024, "
+    "or a tool loop whose last turn has no Anthropic thinking)"
+)
+
+
+def _signed_by_anthropic(parts: list[dict[str, Any]]) -> bool:
+    return any(p.get(x.VENDOR) == "anthropic" and p.get(x.SIGNATURE) for p in parts)
 
 
 def _declare_hosted(out: Out, request: Request) -> None:
@@ -273,3 +316,26 @@ def header_value(report: Iterable[tuple[str, str, str]]) -> str:
         out.append(entry)
         size += len(entry) + 2
     return ", ".join(out)
+
+
+def table_markdown() -> str:
+    """The adaptation table as Markdown (docs/translation.md, "Adaptation"): per
+    client format, one row per thing it may send and one column per target."""
+    out: list[str] = []
+    for source in SOURCES:
+        columns = [t for t in TARGETS if t != source]
+        out.append(f"**From {source}** (fields the standard carries are not listed)\n")
+        out.append("| the client sends | " + " | ".join(f"to `{t}`" for t in columns) + " |")
+        out.append("|---" * (len(columns) + 1) + "|")
+        for rule in RULES[source]:
+            path, _, note = rule.path.partition(" ")
+            name = f"`{path}` {note}".strip()
+            cells = []
+            for target in columns:
+                action = rule.actions[target]
+                cells.append(f"**{action.outcome}**: {action.how}".replace("|", "\\|"))
+            out.append(f"| {name} | " + " | ".join(cells) + " |")
+        unknown = " | ".join("**drop**" for _ in columns)
+        out.append(f"| any other field | {unknown} |")
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
