@@ -66,15 +66,16 @@ def _mac(key: bytes, payload: bytes, text: str | None) -> str:
     return _b64(hmac.new(key, message, hashlib.sha256).digest())
 
 
-def mint(key: bytes, client: str, seal: dict[str, Any], text: str) -> str:
-    """The token for reasoning ``text`` an upstream sealed with ``seal`` (``{}``: unsealed)."""
-    payload = _encode(seal)
+def mint(key: bytes, client: str, seals: list[dict[str, Any]], text: str) -> str:
+    """The token for reasoning ``text`` an upstream sealed with ``seals`` (``[]``:
+    unsealed; a Gemini reasoning's call signatures are seals too)."""
+    payload = _encode(seals)
     covered = text if client == "anthropic" else None
     return f"{PREFIX}{_b64(payload)}.{_mac(key, payload, covered)}"
 
 
-def open_token(key: bytes, client: str, token: str, text: str) -> dict[str, Any]:
-    """The seal inside ``token``. Raises ``ValueError`` when it is not the gateway's
+def open_token(key: bytes, client: str, token: str, text: str) -> list[dict[str, Any]]:
+    """The seals inside ``token``. Raises ``ValueError`` when it is not the gateway's
     or the thinking text was altered."""
     body, _, mac = token.removeprefix(PREFIX).partition(".")
     try:
@@ -84,33 +85,41 @@ def open_token(key: bytes, client: str, token: str, text: str) -> dict[str, Any]
     covered = text if client == "anthropic" else None
     if not hmac.compare_digest(mac, _mac(key, payload, covered)):
         raise ValueError("the signature does not match its reasoning (altered, or another key)")
-    seal = _decode(payload)
-    if not isinstance(seal, dict):
+    seals = _decode(payload)
+    if not isinstance(seals, list) or not all(isinstance(s, dict) for s in seals):
         raise ValueError("not a token of this gateway")
-    return seal
+    return seals
 
 
 class Minter:
     """Standard events in, the same events out, with every reasoning seal bound to
     another vendor replaced by a token in the ``client`` format's own field.
 
-    A reasoning block gets its token before its ``content.stop``; a seal on a
-    tool call's block (Gemini signs function calls) gets one there too.
+    A reasoning block gets its token before the first event of another block
+    (where the Anthropic and Gemini encoders close it); a seal on a tool call's
+    block (Gemini signs function calls) gets one before that block's
+    ``content.stop``. A Responses client keeps its reasoning item open until the
+    block's own ``content.stop``: the seals of the calls made meanwhile join its
+    token, since a reasoning item after a call would start another turn.
     """
 
     def __init__(self, client: str, key: bytes) -> None:
         self.client = client
         self.key = key
         self._texts: dict[int, list[str]] = {}
-        self._seals: dict[int, dict[str, Any]] = {}
+        self._seals: dict[int, list[dict[str, Any]]] = {}
+        self._open: int | None = None  # the reasoning block being streamed
+        self._late = client == "openai-responses"  # flush at the block's own stop
 
     def feed(self, event: ev.Event) -> list[ev.Event]:
         """The events to encode for ``event``."""
         if self.client not in _FIELD:
             return [event]
         if isinstance(event, ev.ContentDelta) and event.reasoning:
+            out = self._flush() if self._open not in (None, event.index) else []
+            self._open = event.index
             self._texts.setdefault(event.index, []).append(event.delta.text)
-            return [event]
+            return [*out, event]
         if isinstance(event, ev.UnknownEvent) and event.type == x.BLOCK:
             body = x.fields(event)
             vendor = body.get(x.VENDOR) if body is not None else None
@@ -122,27 +131,40 @@ class Minter:
                 and (x.SIGNATURE in body or x.REDACTED in body)
             ):
                 seal: dict[str, Any] = {k: body[k] for k in _SEALS if k in body}
-                self._seals.setdefault(body["index"], {}).update(seal)
+                at = self._open if self._late and self._open is not None else body["index"]
+                self._seals.setdefault(at, []).append(seal)
                 return []  # sealed for another vendor: the token stands in for it
-            return [event]
-        if isinstance(event, ev.ContentStop) and (
-            event.index in self._texts or event.index in self._seals
-        ):
-            return [self._token_event(event.index), event]
-        return [event]
+        if self._late:
+            if isinstance(event, ev.ContentStop) and event.index == self._open:
+                return [*self._flush(), event]
+            out = []
+        else:
+            # The encoder closes a reasoning block at the next event of another
+            # block: its token goes out first, inside it.
+            out = self._flush()
+        if isinstance(event, ev.ContentStop) and event.index in self._seals:
+            out.append(self._token_event(event.index))
+        elif isinstance(event, ev.StreamEnd):
+            out += self._flush()
+        return [*out, event]
+
+    def _flush(self) -> list[ev.Event]:
+        index, self._open = self._open, None
+        return [] if index is None else [self._token_event(index)]
 
     def _token_event(self, index: int) -> ev.UnknownEvent:
         text = "".join(self._texts.pop(index, ()))
-        seal = self._seals.pop(index, {})
+        seals = self._seals.pop(index, [])
         body: dict[str, Any] = {"index": index}
+        call = next((s[x.TOOL_CALL_ID] for s in seals if x.TOOL_CALL_ID in s), None)
         if self.client == "openai-responses":
             body[x.REASONING] = True
             body[x.ITEM_ID] = f"rs_tw{secrets.token_hex(12)}"
-        elif self.client == "gemini" and x.TOOL_CALL_ID not in seal:
+        elif self.client == "gemini" and call is None:
             body[x.REASONING] = True  # a thought part of its own
-        if x.TOOL_CALL_ID in seal:
-            body[x.TOOL_CALL_ID] = seal[x.TOOL_CALL_ID]
-        body[_FIELD[self.client]] = mint(self.key, self.client, seal, text)
+        if call is not None and self.client != "openai-responses":
+            body[x.TOOL_CALL_ID] = call
+        body[_FIELD[self.client]] = mint(self.key, self.client, seals, text)
         body[x.VENDOR] = self.client
         return x.extension(x.BLOCK, body)
 
@@ -181,17 +203,14 @@ def rebind(request: Request, client: str, key: bytes) -> Request:
                 new_parts = [p for j, p in enumerate(new_parts) if j not in thoughts]
             thoughts = []
             try:
-                seal = open_token(key, client, token, text if isinstance(text, str) else "")
+                seals = open_token(key, client, token, text if isinstance(text, str) else "")
             except ValueError as exc:
                 raise InvalidRequest(
                     f"earlier reasoning (turn {entry.get('message')}, part {k}): {exc}; send "
                     "reasoning back exactly as the gateway gave it",
                     path=f'extensions["{x.REASONING_HISTORY}"][{i}].parts[{k}]',
                 ) from None
-            kept = {"type": x.REASONING, **seal}
-            if isinstance(text, str) and text:
-                kept["text"] = text
-            new_parts.append(kept)
+            new_parts += _parts_of(seals, text if isinstance(text, str) else "")
             changed = True
         out.append({**entry, "parts": new_parts})
     if not changed:
@@ -207,3 +226,15 @@ def _unsigned_thought(part: Any, client: str) -> bool:
         and part.get(x.VENDOR) == client
         and x.SIGNATURE not in part
     )
+
+
+def _parts_of(seals: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
+    """Reasoning parts for a token's seals: the text on the first seal of the
+    reasoning itself (not a call's), else on a part of its own, bound to no vendor."""
+    parts = [{"type": x.REASONING, **seal} for seal in seals]
+    own = next((p for p in parts if x.TOOL_CALL_ID not in p), None)
+    if text and own is not None:
+        own["text"] = text
+    elif text:
+        parts.insert(0, {"type": x.REASONING, "text": text})
+    return parts

@@ -188,14 +188,19 @@ def _messages_11(
                 answer["reason"] = want(item["reason"], str, f"{path}.reason", "a string")
             answers.append(answer)
             continue
-        if kind in ("reasoning", "function_call", *KEPT_ITEMS, *CLIENT_CALLS):
+        foreign = _foreign_server_tool(kind)
+        if foreign or kind in ("reasoning", "function_call", *KEPT_ITEMS, *CLIENT_CALLS):
             if open_turn is None or (
                 kind not in ("function_call", *CLIENT_CALLS) and open_turn["tool_calls"]
             ):
                 open_turn = {"role": "assistant", "content": "", "tool_calls": []}
                 messages.append(open_turn)
             at = len(messages) - 1
-            if kind in KEPT_ITEMS:
+            if foreign:
+                # Another vendor's server tool step, shown as it came (an Anthropic
+                # web search run for this client): it goes back to that vendor whole.
+                keep(at, {"type": x.SERVER_TOOL, x.SERVER_TOOL: item})
+            elif kind in KEPT_ITEMS:
                 keep(at, kept_part(item, path))
             elif kind in CLIENT_CALLS:
                 call, part = client_call(item, path)
@@ -240,6 +245,12 @@ def _messages_11(
         if message.get("tool_calls") == []:
             del message["tool_calls"]
     return messages, history, blocks, answers
+
+
+def _foreign_server_tool(kind: Any) -> bool:
+    """An item the encoder showed from another vendor's server tool (Anthropic's
+    ``server_tool_use`` and ``*_tool_result`` blocks), sent back as it came."""
+    return isinstance(kind, str) and (kind == "server_tool_use" or kind.endswith("_tool_result"))
 
 
 def request_from_vendor(body: Any) -> rq.Request:
