@@ -314,13 +314,14 @@ _CHAT: Final = (
     _late_system_rule("openai", "messages", ("system", "developer")),
 )
 
+#: A Responses body's own fields stay in it (the response object echoes them);
+#: only a Responses upstream reads its ``vendor:openai-responses`` extension.
 _RESPONSES: Final = (
     Rule(
         "openai-responses",
         "reasoning",
         _top("reasoning"),
         _thinking_cells("openai-responses", _from_responses_reasoning),
-        _strip,
     ),
     Rule(
         "openai-responses",
@@ -330,15 +331,13 @@ _RESPONSES: Final = (
             "openai-responses",
             _drop("encrypted reasoning and hosted-tool extras only a Responses upstream returns"),
         ),
-        _strip,
     ),
-    Rule("openai-responses", "store", _top("store"), _cells("openai-responses", _BILLING), _strip),
+    Rule("openai-responses", "store", _top("store"), _cells("openai-responses", _BILLING)),
     Rule(
         "openai-responses",
         "service_tier",
         _top("service_tier"),
         _cells("openai-responses", _BILLING),
-        _strip,
     ),
     Rule(
         "openai-responses",
@@ -349,14 +348,12 @@ _RESPONSES: Final = (
             _CACHE,
             openai=Action("map", "prompt_cache_key", _set("prompt_cache_key")),
         ),
-        _strip,
     ),
     Rule(
         "openai-responses",
         "text.format",
         _sub("text", "format", lambda v: isinstance(v, dict) and v.get("type") == "text"),
         _format_cells("openai-responses", _responses_format),
-        _strip,
     ),
     Rule(
         "openai-responses",
@@ -367,30 +364,26 @@ _RESPONSES: Final = (
             _drop("an answer-length hint the target does not have"),
             openai=Action("map", "verbosity", _set("verbosity")),
         ),
-        _strip,
     ),
     Rule(
         "openai-responses",
         "tool_choice",
         _top("tool_choice", _is_default("auto")),
         _choice_cells("openai-responses", _chat_choice),
-        _strip,
     ),
     Rule(
         "openai-responses",
         "parallel_tool_calls",
         _top("parallel_tool_calls", _is_default(True)),
         _serial_cells("openai-responses"),
-        _strip,
     ),
     Rule(
         "openai-responses",
         "safety_identifier",
         _top("safety_identifier"),
         _user_cells("openai-responses"),
-        _strip,
     ),
-    Rule("openai-responses", "user", _top("user"), _user_cells("openai-responses"), _strip),
+    Rule("openai-responses", "user", _top("user"), _user_cells("openai-responses")),
     Rule(
         "openai-responses",
         "truncation",
@@ -398,28 +391,24 @@ _RESPONSES: Final = (
         _cells(
             "openai-responses", _drop("the target answers an over-long input with an error instead")
         ),
-        _strip,
     ),
     Rule(
         "openai-responses",
         "top_logprobs",
         _top("top_logprobs"),
         _cells("openai-responses", _drop("log probabilities are never carried in the answer")),
-        _strip,
     ),
     Rule(
         "openai-responses",
         "stream_options",
         _top("stream_options"),
         _cells("openai-responses", _drop("Responses stream options (obfuscation padding)")),
-        _strip,
     ),
     Rule(
         "openai-responses",
         "client_metadata",
         _top("client_metadata"),
         _cells("openai-responses", _drop("client bookkeeping the model never sees")),
-        _strip,
     ),
     Rule(
         "openai-responses",
@@ -475,7 +464,6 @@ _RESPONSES: Final = (
         "tools[*] (web_search)",
         _tools(_hosted(["web_search"])),
         _search_cells("openai-responses"),
-        _strip_tools,
     ),
     Rule(
         "openai-responses",
