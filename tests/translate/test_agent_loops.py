@@ -4,6 +4,7 @@ order, cache reads at an Anthropic client."""
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -186,6 +187,12 @@ def test_a_responses_client_gets_encrypted_reasoning_from_anthropic_and_it_comes
     assert first == {"type": "thinking", "thinking": "Let me look.", "signature": "anthropic-sig"}
 
 
+def test_tokens_are_standard_base64_and_of_this_key_only() -> None:
+    token = signatures.mint(KEY, "anthropic", [{"a": 1}], "text")
+    assert base64.b64encode(base64.b64decode(token, validate=True)).decode() == token
+    assert signatures.is_token(token) and not signatures.is_token("EqQBCkYIBxgCKkB")
+
+
 def test_tokens_of_another_key_are_refused() -> None:
     token = signatures.mint(b"other" * 8, "gemini", [], "")
     with pytest.raises(ValueError):
@@ -194,7 +201,7 @@ def test_tokens_of_another_key_are_refused() -> None:
     # A Gemini client's token does not cover the text (it comes back on another part).
     assert signatures.open_token(KEY, "gemini", ours, "any text") == [{"a": 1}]
     with pytest.raises(ValueError):
-        signatures.open_token(KEY, "gemini", ours.replace("W3", "X3", 1), "")
+        signatures.open_token(KEY, "gemini", ours[:-8] + "AAAAAAA=", "")
 
 
 # --- Gemini pairs results by order; cache reads at an Anthropic client ----------------

@@ -173,20 +173,21 @@ class FormatIngress:
             passthrough.clear()
         adapted = None
         model = obj.get("model")
-        if routes is not None and routes.known(model):
+        targets = routes.targets(model) if routes is not None else frozenset()
+        if routes is not None and targets - {self.name}:
             # Served by another format: the adaptation table decides what the
             # standard does not carry (translate/adapt), every map and drop reported.
-            adapted = adapt.adapt(
-                self.name, obj, routes.targets(model), strict=routes.strict(model)
-            )
+            adapted = adapt.adapt(self.name, obj, targets, strict=routes.strict(model))
         request, encode = self._ingress.parse(obj if adapted is None else adapted.body)
         minter = None
         if adapted is not None and routes is not None:
             request = adapt.finish(adapted, request)
             # Earlier turns' reasoning sealed by the gateway goes back bound to its
-            # upstream; this turn's is sealed in the client format's own field.
+            # upstream; when no upstream speaks the client's format, this turn's is
+            # sealed in the client format's own field.
             request = signatures.rebind(request, self.name, routes.signing_key)
-            minter = signatures.Minter(self.name, routes.signing_key)
+            if self.name not in targets:
+                minter = signatures.Minter(self.name, routes.signing_key)
         answer = self._answer(obj, request, encode, streaming, adapt.report_of(request), minter)
         return request, answer
 

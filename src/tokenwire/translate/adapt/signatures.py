@@ -8,7 +8,7 @@ that upstream's seal (or none, for an OpenAI-compatible server streaming
 ``reasoning_content``) cannot go in those fields as it is. ``Minter`` puts a
 token the gateway mints there instead:
 
-    tw1.<base64url JSON of what the upstream bound the reasoning with>.<HMAC>
+    base64( b"tw1\0" + HMAC-SHA256 + JSON of what the upstream sealed it with )
 
 and ``rebind`` opens it on the next turn: the reasoning part is bound to the
 upstream's vendor again, with the upstream's own seal, so that upstream gets
@@ -35,9 +35,9 @@ from ...errors import InvalidRequest
 from ...request import Request
 from .. import _extensions as x
 
-__all__ = ["PREFIX", "Minter", "mint", "open_token", "rebind"]
+__all__ = ["PREFIX", "Minter", "is_token", "mint", "open_token", "rebind"]
 
-PREFIX: Final = "tw1."
+PREFIX: Final = "dHcxA"  # base64 of the magic bytes b"tw1\0"
 #: The client formats whose reasoning carries a seal, and the part field it is in.
 _FIELD: Final = {
     "anthropic": x.SIGNATURE,
@@ -51,41 +51,52 @@ _encode = msgspec.json.Encoder(order="sorted").encode
 _decode = msgspec.json.decode
 
 
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+#: The first bytes of every token: ``PREFIX`` is their base64 (the first 4 characters
+#: encode the first 3 bytes, whatever follows).
+_MAGIC: Final = b"tw1\0"
+_MAC_BYTES: Final = 32
 
 
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
-def _mac(key: bytes, payload: bytes, text: str | None) -> str:
-    message = b"tw1\0" + payload
+def _mac(key: bytes, payload: bytes, text: str | None) -> bytes:
+    message = _MAGIC + payload
     if text is not None:
         message += b"\0" + text.encode("utf-8")
-    return _b64(hmac.new(key, message, hashlib.sha256).digest())
+    return hmac.new(key, message, hashlib.sha256).digest()
 
 
 def mint(key: bytes, client: str, seals: list[dict[str, Any]], text: str) -> str:
     """The token for reasoning ``text`` an upstream sealed with ``seals`` (``[]``:
-    unsealed; a Gemini reasoning's call signatures are seals too)."""
+    unsealed; a Gemini reasoning's call signatures are seals too). Standard
+    base64, as the vendors' own seals are (google-genai decodes a
+    ``thoughtSignature`` to bytes and encodes it again)."""
     payload = _encode(seals)
     covered = text if client == "anthropic" else None
-    return f"{PREFIX}{_b64(payload)}.{_mac(key, payload, covered)}"
+    return base64.b64encode(_MAGIC + _mac(key, payload, covered) + payload).decode("ascii")
+
+
+def is_token(value: object) -> bool:
+    """Whether ``value`` looks like a token the gateway minted."""
+    return isinstance(value, str) and value.startswith(PREFIX)
 
 
 def open_token(key: bytes, client: str, token: str, text: str) -> list[dict[str, Any]]:
     """The seals inside ``token``. Raises ``ValueError`` when it is not the gateway's
     or the thinking text was altered."""
-    body, _, mac = token.removeprefix(PREFIX).partition(".")
     try:
-        payload = _unb64(body)
+        raw = base64.b64decode(token, validate=True)
     except ValueError:
         raise ValueError("not a token of this gateway") from None
+    if not raw.startswith(_MAGIC):
+        raise ValueError("not a token of this gateway")
+    mac = raw[len(_MAGIC) : len(_MAGIC) + _MAC_BYTES]
+    payload = raw[len(_MAGIC) + _MAC_BYTES :]
     covered = text if client == "anthropic" else None
     if not hmac.compare_digest(mac, _mac(key, payload, covered)):
         raise ValueError("the signature does not match its reasoning (altered, or another key)")
-    seals = _decode(payload)
+    try:
+        seals = _decode(payload)
+    except msgspec.DecodeError:
+        raise ValueError("not a token of this gateway") from None
     if not isinstance(seals, list) or not all(isinstance(s, dict) for s in seals):
         raise ValueError("not a token of this gateway")
     return seals
@@ -190,7 +201,7 @@ def rebind(request: Request, client: str, key: bytes) -> Request:
         thoughts: list[int] = []  # Gemini: unsigned thought parts before the token
         for k, part in enumerate(parts):
             token = part.get(field) if isinstance(part, dict) else None
-            if not (isinstance(token, str) and token.startswith(PREFIX)):
+            if not is_token(token):
                 if client == "gemini" and _unsigned_thought(part, client):
                     thoughts.append(len(new_parts))
                 new_parts.append(part)
@@ -203,7 +214,7 @@ def rebind(request: Request, client: str, key: bytes) -> Request:
                 new_parts = [p for j, p in enumerate(new_parts) if j not in thoughts]
             thoughts = []
             try:
-                seals = open_token(key, client, token, text if isinstance(text, str) else "")
+                seals = open_token(key, client, str(token), text if isinstance(text, str) else "")
             except ValueError as exc:
                 raise InvalidRequest(
                     f"earlier reasoning (turn {entry.get('message')}, part {k}): {exc}; send "
