@@ -29,6 +29,7 @@ TOOLS: Any = [
 ]  # fmt: skip
 RESULTS = {"read": READ_RESULT, "run": RUN_RESULT}
 EPHEMERAL: Any = {"type": "ephemeral"}
+OBJECT: Any = {"type": "object"}
 
 
 def _claude_code_turn(
@@ -232,3 +233,67 @@ def test_strict_refuses_what_it_would_adapt(served: Served) -> None:
         with pytest.raises(anthropic.BadRequestError) as caught:
             _claude_code_turn(client, "strict-chat", [{"role": "user", "content": "hi"}])
     assert "thinking" in str(caught.value) and "strict" in str(caught.value)
+
+
+def _gemini_config() -> Any:
+    from google.genai import types
+
+    declarations = [
+        types.FunctionDeclaration(
+            name=name, description=name, parameters_json_schema={"type": "object"}
+        )
+        for name in ("read", "run")
+    ]
+    return types.GenerateContentConfig(
+        system_instruction="You are Gemini CLI.",
+        tools=[types.Tool(function_declarations=declarations)],
+        thinking_config=types.ThinkingConfig(include_thoughts=True, thinking_budget=4096),
+        automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+    )
+
+
+@pytest.mark.parametrize("model", ["claude", "chat"])
+def test_gemini_cli_loop_on_another_vendor(served: Served, model: str) -> None:
+    from google import genai
+    from google.genai import types
+
+    before = len(served.fakes[model].requests)
+    options = types.HttpOptions(base_url=served.url, api_version="v1beta")
+    client = genai.Client(api_key="unused", http_options=options)
+    chat = client.chats.create(model=model, config=_gemini_config())
+    message: Any = "Read a.txt, then list the files."
+    names = []
+    text = ""
+    for _ in range(3):
+        parts = [
+            part
+            for chunk in chat.send_message_stream(message)
+            for candidate in chunk.candidates or ()
+            for part in (candidate.content.parts if candidate.content else None) or ()
+        ]
+        calls = [p.function_call for p in parts if p.function_call is not None]
+        if not calls:
+            text = "".join(p.text or "" for p in parts if not p.thought)
+            break
+        names += [c.name for c in calls]
+        message = [
+            types.Part.from_function_response(name=c.name, response={"result": RESULTS[c.name]})
+            for c in calls
+        ]
+    client.close()
+    assert names == ["read", "run"] and text == FINAL
+    bodies = served.bodies(model)[before:]
+    assert len(bodies) == 3 and served.fakes[model].errors == []
+    if model == "claude":
+        # Anthropic's own signed thinking went back, exactly (the fake checks each one).
+        first = bodies[2]["messages"][1]["content"][0]
+        assert (
+            first["type"] == "thinking"
+            and first["thinking"] == "Round 1: deciding what to do next."
+        )
+    else:
+        assistant = [m for m in bodies[2]["messages"] if m["role"] == "assistant"]
+        assert [m.get("reasoning_content") for m in assistant] == [
+            "Round 1: deciding what to do next.",
+            "Round 2: deciding what to do next.",
+        ]

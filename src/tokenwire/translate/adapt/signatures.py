@@ -82,8 +82,10 @@ def is_token(value: object) -> bool:
 def open_token(key: bytes, client: str, token: str, text: str) -> list[dict[str, Any]]:
     """The seals inside ``token``. Raises ``ValueError`` when it is not the gateway's
     or the thinking text was altered."""
+    # google-genai sends a thoughtSignature back URL-safe, whatever it got.
+    standard = token.replace("-", "+").replace("_", "/")
     try:
-        raw = base64.b64decode(token, validate=True)
+        raw = base64.b64decode(standard + "=" * (-len(standard) % 4), validate=True)
     except ValueError:
         raise ValueError("not a token of this gateway") from None
     if not raw.startswith(_MAGIC):
