@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.dropin import conftest as dropin
 from tests.gateway.gateway_procs import Gateway
 
 from tokenwire.testing.upstream import FakeUpstream, RecordedRequest, Script, ScriptedToolCall
@@ -55,14 +56,8 @@ def script_for(request: RecordedRequest) -> Script:
     return Script(text="", thinking=thinking, tool_calls=[ScriptedToolCall(name, args, id=given)])
 
 
-class Served:
-    def __init__(self, gateway: Gateway, fakes: dict[str, FakeUpstream]) -> None:
-        self.gateway = gateway
-        self.fakes = fakes
-
-    @property
-    def url(self) -> str:
-        return self.gateway.url
+class Served(dropin.Served):
+    """The gateway and its fakes, with every body each fake received and the log lines."""
 
     def bodies(self, model: str) -> list[dict[str, Any]]:
         """What the fake behind ``model`` received, in order."""
@@ -78,10 +73,6 @@ class Served:
         return lines
 
 
-def _base_url(vendor: str, url: str) -> str:
-    return f"{url}/v1" if vendor == "openai" else url
-
-
 @pytest.fixture(scope="session")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     fakes = {name: FakeUpstream(vendor, script_for) for name, vendor in VENDORS.items()}
@@ -90,7 +81,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     try:
         config = "".join(
             f'[[models]]\nname = "{name}"\nprovider = "{VENDORS[name]}"\n'
-            f'base_url = "{_base_url(VENDORS[name], fake.url)}"\n'
+            f'base_url = "{dropin._base_url(VENDORS[name], fake.url)}"\n'
             f'upstream_model = "{name}-up"\n'
             + ("send_reasoning = true\n" if name == "chat" else "")
             for name, fake in fakes.items()
