@@ -11,14 +11,52 @@ from .. import _extensions as x
 from .maps import budget_of, effort_of, schema_format, search_tool, tool_choice
 from .shapes import Action, Out, Rule
 
-__all__ = ["CARRY", "SYSTEM_MAP"]  # the rest is the table's, by name
+__all__ = [
+    "BILLING",
+    "CACHE",
+    "CARRY",
+    "RESPONSES_CLIENT_TOOLS",
+    "SAMPLING",
+    "SYSTEM_MAP",
+    "anthropic_cache_control",
+    "anthropic_choice",
+    "anthropic_format",
+    "chat_choice",
+    "chat_format",
+    "choice_cells",
+    "drop",
+    "format_cells",
+    "from_effort",
+    "from_gemini_thinking",
+    "from_responses_reasoning",
+    "from_thinking",
+    "gemini_choice",
+    "gemini_format",
+    "inner",
+    "late_system_rule",
+    "refuse",
+    "responses_format",
+    "row",
+    "search_cells",
+    "serial_cells",
+    "set_field",
+    "strip",
+    "strip_all",
+    "strip_tools",
+    "thinking_cells",
+    "tools_where",
+    "top",
+    "type_prefix",
+    "unless",
+    "user_cells",
+]
 
 Hits = list[tuple[str, Any]]
 
 # --- finders and strippers ---------------------------------------------------------
 
 
-def _top(
+def top(
     key: str, skip: Callable[[Any], bool] = lambda v: False
 ) -> Callable[[dict[str, Any]], Hits]:
     def find(body: dict[str, Any]) -> Hits:
@@ -28,7 +66,7 @@ def _top(
     return find
 
 
-def _sub(
+def inner(
     parent: str, key: str, skip: Callable[[Any], bool] = lambda v: False
 ) -> Callable[[dict[str, Any]], Hits]:
     def find(body: dict[str, Any]) -> Hits:
@@ -39,7 +77,7 @@ def _sub(
     return find
 
 
-def _strip(body: dict[str, Any], hits: Hits) -> None:
+def strip(body: dict[str, Any], hits: Hits) -> None:
     """Remove each hit (a top-level field or one inside a top-level object)."""
     for path, _value in hits:
         parent, _, key = path.partition(".")
@@ -55,14 +93,14 @@ def _strip(body: dict[str, Any], hits: Hits) -> None:
                 body.pop(parent)
 
 
-def _strip_all(*keys: str) -> Callable[[dict[str, Any], Hits], None]:
+def strip_all(*keys: str) -> Callable[[dict[str, Any], Hits], None]:
     def strip(body: dict[str, Any], hits: Hits) -> None:
-        _strip(body, [(key, None) for key in keys])
+        strip(body, [(key, None) for key in keys])
 
     return strip
 
 
-def _tools(pred: Callable[[dict[str, Any]], bool]) -> Callable[[dict[str, Any]], Hits]:
+def tools_where(pred: Callable[[dict[str, Any]], bool]) -> Callable[[dict[str, Any]], Hits]:
     def find(body: dict[str, Any]) -> Hits:
         tools = body.get("tools")
         return [
@@ -74,7 +112,7 @@ def _tools(pred: Callable[[dict[str, Any]], bool]) -> Callable[[dict[str, Any]],
     return find
 
 
-def _strip_tools(body: dict[str, Any], hits: Hits) -> None:
+def strip_tools(body: dict[str, Any], hits: Hits) -> None:
     drop = {id(tool) for _path, tool in hits}
     tools = body.get("tools")
     if isinstance(tools, list):
@@ -104,7 +142,7 @@ def _late_system(key: str, roles: frozenset[str]) -> Callable[[dict[str, Any]], 
     return find
 
 
-def _anthropic_cache_control(body: dict[str, Any]) -> Hits:
+def anthropic_cache_control(body: dict[str, Any]) -> Hits:
     hits: Hits = []
     if body.get("cache_control") is not None:
         hits.append(("cache_control", body["cache_control"]))
@@ -154,25 +192,25 @@ def _reason(budget: int | None, effort: str | None) -> Callable[[Out], str | Non
     return apply
 
 
-def _from_thinking(value: Any, body: dict[str, Any], out: Out) -> str | None:
+def from_thinking(value: Any, body: dict[str, Any], out: Out) -> str | None:
     budget = value.get("budget_tokens") if isinstance(value, dict) else None
     return _reason(budget if isinstance(budget, int) else None, None)(out)
 
 
-def _from_effort(value: Any, body: dict[str, Any], out: Out) -> str | None:
+def from_effort(value: Any, body: dict[str, Any], out: Out) -> str | None:
     if not isinstance(value, str) or value == "none":
         return "drop"
     return _reason(None, "high" if value in ("xhigh", "max") else value)(out)
 
 
-def _from_responses_reasoning(value: Any, body: dict[str, Any], out: Out) -> str | None:
+def from_responses_reasoning(value: Any, body: dict[str, Any], out: Out) -> str | None:
     effort = value.get("effort") if isinstance(value, dict) else None
     if effort == "none":
         return "drop"
     return _reason(None, effort if isinstance(effort, str) else "medium")(out)
 
 
-def _from_gemini_thinking(value: Any, body: dict[str, Any], out: Out) -> str | None:
+def from_gemini_thinking(value: Any, body: dict[str, Any], out: Out) -> str | None:
     budget = value.get("thinkingBudget") if isinstance(value, dict) else None
     level = value.get("thinkingLevel") if isinstance(value, dict) else None
     if budget == 0:
@@ -191,23 +229,23 @@ def _schema(target: str, schema: Any, name: Any, out: Out) -> str | None:
     return None if out.set_all(pairs) else "drop"
 
 
-def _anthropic_format(value: Any, body: dict[str, Any], out: Out) -> str | None:
+def anthropic_format(value: Any, body: dict[str, Any], out: Out) -> str | None:
     schema = value.get("schema") if isinstance(value, dict) else None
     return _schema(out.target, schema, None, out)
 
 
-def _chat_format(value: Any, body: dict[str, Any], out: Out) -> str | None:
+def chat_format(value: Any, body: dict[str, Any], out: Out) -> str | None:
     spec = value.get("json_schema") if isinstance(value, dict) else None
     spec = spec if isinstance(spec, dict) else {}
     return _schema(out.target, spec.get("schema"), spec.get("name"), out)
 
 
-def _responses_format(value: Any, body: dict[str, Any], out: Out) -> str | None:
+def responses_format(value: Any, body: dict[str, Any], out: Out) -> str | None:
     value = value if isinstance(value, dict) else {}
     return _schema(out.target, value.get("schema"), value.get("name"), out)
 
 
-def _gemini_format(value: Any, body: dict[str, Any], out: Out) -> str | None:
+def gemini_format(value: Any, body: dict[str, Any], out: Out) -> str | None:
     from ..gemini.schema import json_schema
 
     config = body.get("generationConfig") or {}
@@ -217,7 +255,7 @@ def _gemini_format(value: Any, body: dict[str, Any], out: Out) -> str | None:
     return _schema(out.target, schema, None, out)
 
 
-def _set(field: str, convert: Callable[[Any], Any] = lambda v: v) -> Callable[..., None]:
+def set_field(field: str, convert: Callable[[Any], Any] = lambda v: v) -> Callable[..., None]:
     def apply(value: Any, body: dict[str, Any], out: Out) -> None:
         out.set(field, convert(value))
 
@@ -234,14 +272,14 @@ def _choice_apply(standard: Callable[[Any], Any]) -> Callable[..., str | None]:
     return apply
 
 
-def _anthropic_choice(value: Any) -> Any:
+def anthropic_choice(value: Any) -> Any:
     kind = value.get("type") if isinstance(value, dict) else None
     if kind == "tool":
         return {"name": value.get("name")}
     return {"auto": "auto", "any": "required", "none": "none"}.get(str(kind))
 
 
-def _chat_choice(value: Any) -> Any:
+def chat_choice(value: Any) -> Any:
     if isinstance(value, str):
         return value if value in ("auto", "none", "required") else None
     fn = value.get("function") if isinstance(value, dict) else None
@@ -255,7 +293,7 @@ def _chat_choice(value: Any) -> Any:
     return {"name": name} if isinstance(name, str) else None
 
 
-def _gemini_choice(value: Any) -> Any:
+def gemini_choice(value: Any) -> Any:
     config = value.get("functionCallingConfig") if isinstance(value, dict) else None
     if not isinstance(config, dict):
         return None
@@ -321,7 +359,7 @@ def _user_id(value: Any, body: dict[str, Any], out: Out) -> str | None:
 CARRY: Final = Action("carry", "the standard carries it")
 
 
-def _cells(source: str, default: Action, **cells: Action) -> dict[str, Action]:
+def row(source: str, default: Action, **cells: Action) -> dict[str, Action]:
     out = {}
     for target in ("anthropic", "openai", "openai-responses", "gemini", "standard"):
         if target != source:
@@ -329,17 +367,17 @@ def _cells(source: str, default: Action, **cells: Action) -> dict[str, Action]:
     return out
 
 
-def _drop(why: str) -> Action:
+def drop(why: str) -> Action:
     return Action("drop", why)
 
 
-def _refuse(why: str) -> Action:
+def refuse(why: str) -> Action:
     return Action("refuse", why)
 
 
-_CACHE = _drop("a prompt-cache hint; the target caches by its own rules")
-_SAMPLING = _drop("a sampling knob the target does not have")
-_BILLING = _drop("a billing or storage setting of the client's vendor")
+CACHE = drop("a prompt-cache hint; the target caches by its own rules")
+SAMPLING = drop("a sampling knob the target does not have")
+BILLING = drop("a billing or storage setting of the client's vendor")
 _SYSTEM = Action("map", "into the top-level system instruction, in order")
 #: Where a mid-conversation system or developer message goes, per target.
 SYSTEM_MAP: Final = {
@@ -351,10 +389,10 @@ SYSTEM_MAP: Final = {
 }
 
 
-def _thinking_cells(source: str, apply: Callable[..., str | None]) -> dict[str, Action]:
-    return _cells(
+def thinking_cells(source: str, apply: Callable[..., str | None]) -> dict[str, Action]:
+    return row(
         source,
-        _drop("the standard has no thinking budget; reasoning is still asked for"),
+        drop("the standard has no thinking budget; reasoning is still asked for"),
         anthropic=Action("map", "thinking.budget_tokens", apply),
         openai=Action("map", "reasoning_effort", apply),
         openai_responses=Action("map", "reasoning.effort", apply),
@@ -365,10 +403,10 @@ def _thinking_cells(source: str, apply: Callable[..., str | None]) -> dict[str, 
     )
 
 
-def _format_cells(source: str, apply: Callable[..., str | None]) -> dict[str, Action]:
-    return _cells(
+def format_cells(source: str, apply: Callable[..., str | None]) -> dict[str, Action]:
+    return row(
         source,
-        _refuse("a JSON answer format the standard cannot ask for"),
+        refuse("a JSON answer format the standard cannot ask for"),
         anthropic=Action("map", "output_config.format", apply),
         openai=Action("map", "response_format", apply),
         openai_responses=Action("map", "text.format", apply),
@@ -376,11 +414,11 @@ def _format_cells(source: str, apply: Callable[..., str | None]) -> dict[str, Ac
     )
 
 
-def _choice_cells(source: str, standard: Callable[[Any], Any]) -> dict[str, Action]:
+def choice_cells(source: str, standard: Callable[[Any], Any]) -> dict[str, Action]:
     apply = _choice_apply(standard)
-    return _cells(
+    return row(
         source,
-        _refuse("a tool choice the standard cannot express"),
+        refuse("a tool choice the standard cannot express"),
         anthropic=Action("map", "tool_choice", apply),
         openai=Action("map", "tool_choice", apply),
         openai_responses=Action("map", "tool_choice", apply),
@@ -388,42 +426,42 @@ def _choice_cells(source: str, standard: Callable[[Any], Any]) -> dict[str, Acti
     )
 
 
-def _serial_cells(source: str) -> dict[str, Action]:
-    return _cells(
+def serial_cells(source: str) -> dict[str, Action]:
+    return row(
         source,
-        _drop("the target has no switch for parallel calls; the client runs each call"),
+        drop("the target has no switch for parallel calls; the client runs each call"),
         anthropic=Action("map", "tool_choice.disable_parallel_tool_use", _serial),
         openai=Action("map", "parallel_tool_calls", _serial),
         openai_responses=Action("map", "parallel_tool_calls", _serial),
     )
 
 
-def _search_cells(source: str) -> dict[str, Action]:
-    return _cells(
+def search_cells(source: str) -> dict[str, Action]:
+    return row(
         source,
-        _drop("no hosted search there: the model answers without searching"),
+        drop("no hosted search there: the model answers without searching"),
         anthropic=Action("map", "the web_search server tool", _search),
         openai_responses=Action("map", "the web_search tool", _search),
         gemini=Action("map", "googleSearch (dropped beside function tools)", _search),
     )
 
 
-def _user_cells(source: str) -> dict[str, Action]:
-    return _cells(
+def user_cells(source: str) -> dict[str, Action]:
+    return row(
         source,
-        _drop("an end-user id for abuse tracking; the target has no field for it"),
+        drop("an end-user id for abuse tracking; the target has no field for it"),
         anthropic=Action("map", "metadata.user_id", _user_id),
         openai=Action("map", "user", _user_id),
         openai_responses=Action("map", "safety_identifier", _user_id),
     )
 
 
-def _late_system_rule(source: str, key: str, roles: Iterable[str]) -> Rule:
+def late_system_rule(source: str, key: str, roles: Iterable[str]) -> Rule:
     return Rule(
         source,
         f"{key}[*].role (system or developer after the conversation began)",
         _late_system(key, frozenset(roles)),
-        _cells(
+        row(
             source,
             CARRY,
             **{k: v for k, v in SYSTEM_MAP.items() if k.replace("_", "-") != source},
@@ -431,13 +469,13 @@ def _late_system_rule(source: str, key: str, roles: Iterable[str]) -> Rule:
     )
 
 
-def _is_default(*defaults: Any) -> Callable[[Any], bool]:
+def unless(*defaults: Any) -> Callable[[Any], bool]:
     return lambda value: value in defaults
 
 
-def _hosted(kinds: Iterable[str]) -> Callable[[dict[str, Any]], bool]:
+def type_prefix(kinds: Iterable[str]) -> Callable[[dict[str, Any]], bool]:
     names = tuple(kinds)
     return lambda tool: str(tool.get("type", "")).startswith(names)
 
 
-_RESPONSES_CLIENT_TOOLS: Final = ("function", "custom", "apply_patch", "namespace")
+RESPONSES_CLIENT_TOOLS: Final = ("function", "custom", "apply_patch", "namespace")
