@@ -46,6 +46,7 @@ from typing import Any, Final
 import msgspec
 
 from ..translate.anthropic import ERROR_TYPES, VENDOR_STOP_REASONS
+from . import loops
 from .upstream import (
     RecordedRequest,
     Script,
@@ -622,12 +623,7 @@ def check_request(request: RecordedRequest) -> str | None:
     if not isinstance(messages, list) or not messages:
         return "messages: a non-empty array is required"
     beta = request.headers.get("anthropic-beta", "")
-    # A system message in mid-conversation only with its beta (Claude Code sends it).
-    roles = ("user", "assistant", "system") if _MID_SYSTEM_BETA in beta else ("user", "assistant")
-    for i, message in enumerate(messages):
-        if not isinstance(message, dict) or message.get("role") not in roles:
-            return f"messages.{i}.role: must be user or assistant"
-    problem = _check_tool_results(messages)
+    problem = loops.anthropic_roles(messages, beta) or loops.anthropic_results(messages)
     if problem is not None:
         return problem
     if body.get("stream") is not True:
@@ -637,34 +633,6 @@ def check_request(request: RecordedRequest) -> str | None:
         or _check_reasoning(messages)
         or _check_lossless(body, messages)
     )
-
-
-#: The beta that lets ``messages`` hold ``role: "system"`` turns.
-_MID_SYSTEM_BETA: Final = "mid-conversation-system"
-
-
-def _check_tool_results(messages: list[Any]) -> str | None:
-    """Each ``tool_result`` answers a ``tool_use`` of the assistant turn just before."""
-    calls: set[Any] = set()
-    for i, message in enumerate(messages):
-        content = message.get("content")
-        blocks = content if isinstance(content, list) else []
-        if message.get("role") == "assistant":
-            calls = {
-                b.get("id") for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"
-            }
-            continue
-        for k, block in enumerate(blocks):
-            if isinstance(block, dict) and block.get("type") == "tool_result":
-                if block.get("tool_use_id") not in calls:
-                    return (
-                        f"messages.{i}.content.{k}: unexpected `tool_use_id` found in "
-                        f"`tool_result` blocks: {block.get('tool_use_id')}. Each `tool_result` "
-                        "block must have a corresponding `tool_use` block in the previous message."
-                    )
-        if message.get("role") == "user":
-            calls = set()
-    return None
 
 
 def argument_fragments(arguments: dict[str, Any]) -> list[str]:

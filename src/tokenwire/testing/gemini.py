@@ -38,6 +38,7 @@ import hmac
 import json
 from typing import Any, Final
 
+from . import loops
 from .upstream import (
     RecordedRequest,
     Script,
@@ -221,36 +222,11 @@ def check_request(request: RecordedRequest) -> str | None:
     contents = body.get("contents")
     if not isinstance(contents, list) or not contents:
         return "contents: a non-empty array is required"
-    problem = _check_responses(contents)
+    problem = loops.gemini_results(contents, _field)
     if problem is not None:
         return problem
     if _thinking(body) is not None:
         return _check_signatures(contents)
-    return None
-
-
-def _parts_with(content: Any, kind: str) -> list[Any]:
-    parts = _field(content, "parts") if isinstance(content, dict) else None
-    return (
-        [p for p in parts if isinstance(p, dict) and _field(p, kind) is not None]
-        if isinstance(parts, list)
-        else []
-    )
-
-
-def _check_responses(contents: list[Any]) -> str | None:
-    """Gemini pairs a turn's functionResponse parts with the previous turn's
-    functionCall parts by order: there must be as many."""
-    for i, content in enumerate(contents):
-        answers = _parts_with(content, "functionResponse")
-        if not answers:
-            continue
-        calls = _parts_with(contents[i - 1], "functionCall") if i else []
-        if len(answers) != len(calls):
-            return (
-                "Please ensure that the number of function response parts is equal to the "
-                "number of function call parts of the function call turn."
-            )
     return None
 
 

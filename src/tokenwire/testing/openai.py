@@ -20,6 +20,7 @@ from typing import Any, Final
 
 import msgspec
 
+from . import loops
 from .upstream import (
     RecordedRequest,
     Script,
@@ -108,35 +109,7 @@ def check_request(request: RecordedRequest) -> str | None:
         return "messages: a non-empty array is required"
     if body.get("stream") not in (None, True, False):
         return "stream: must be a boolean"
-    return _check_tool_messages(body["messages"])
-
-
-def _check_tool_messages(messages: list[Any]) -> str | None:
-    """Each tool message answers a call of the assistant message before it, and every
-    call is answered before the conversation goes on (OpenAI's own 400s)."""
-    waiting: list[Any] = []
-    for i, message in enumerate(messages):
-        role = message.get("role") if isinstance(message, dict) else None
-        if role == "tool":
-            call_id = message.get("tool_call_id")
-            if call_id not in waiting:
-                return (
-                    f"Invalid parameter: messages[{i}]: messages with role 'tool' must be a "
-                    "response to a preceeding message with 'tool_calls'."
-                )
-            waiting.remove(call_id)
-            continue
-        if waiting:
-            return (
-                "An assistant message with 'tool_calls' must be followed by tool messages "
-                "responding to each 'tool_call_id'. The following tool_call_ids did not have "
-                f"response messages: {', '.join(map(str, waiting))}"
-            )
-        calls = message.get("tool_calls") if role == "assistant" else None
-        waiting = (
-            [c.get("id") for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
-        )
-    return None
+    return loops.chat_results(body["messages"])
 
 
 def wants_whole(request: RecordedRequest) -> bool:
