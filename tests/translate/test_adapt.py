@@ -52,7 +52,8 @@ def test_vector(case: dict[str, Any]) -> None:
     assert ingress is not None
     request, _encode = ingress.parse(out.body)
     finished = adapt.finish(out, request)
-    assert adapt.report_of(finished) == [tuple(r) for r in case["report"]]
+    final = case.get("final_report", case["report"])
+    assert adapt.report_of(finished) == [tuple(r) for r in final]
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.get("report")], ids=lambda c: c["name"])
@@ -132,12 +133,13 @@ def test_a_request_without_adaptations_reports_none() -> None:
     assert adapt.report_of(request) == [] and adapt.report_of(None) == []
 
 
-def _chat_to_anthropic(messages: list[dict[str, Any]], max_tokens: int) -> rq.Request:
+def _chat_to_anthropic(messages: list[dict[str, Any]], max_tokens: int, **extra: Any) -> rq.Request:
     body = {
         "model": "m",
         "messages": messages,
         "max_completion_tokens": max_tokens,
         "reasoning_effort": "high",
+        **extra,
     }
     out = adapt.adapt("openai", body, ["anthropic"])
     ingress = get("openai").ingress
@@ -158,6 +160,8 @@ def test_thinking_reaches_anthropic_only_as_anthropic_takes_it() -> None:
     # ...and is dropped (reported) below Anthropic's minimum, or in a tool loop whose
     # last turn carries no thinking Anthropic signed (Anthropic refuses that turn).
     assert "thinking" not in (_chat_to_anthropic(first, 1000).extension("vendor:anthropic") or {})
+    cold = _chat_to_anthropic(first, 30000, temperature=0.2)
+    assert "thinking" not in (cold.extension("vendor:anthropic") or {})
     loop = [
         *first,
         {"role": "assistant", "content": None, "tool_calls": [

@@ -226,8 +226,9 @@ _MIN_BUDGET: Final = 1024
 
 def _fit_thinking(adapted: Adapted, out: Out, request: Request) -> None:
     """Anthropic thinking as Anthropic takes it, else dropped (and reported so):
-    a budget below ``max_tokens``, and, in a tool loop, the last assistant turn
-    starting with a thinking block Anthropic signed (it refuses the turn otherwise)."""
+    a budget below ``max_tokens``, its own sampling, and, in a tool loop, the last
+    assistant turn starting with a thinking block Anthropic signed (it refuses
+    the request otherwise)."""
     thinking = out.fields["thinking"]
     limit = (request.parameters.max_tokens if request.parameters else None) or DEFAULT_MAX_TOKENS
     budget = min(int(thinking.get("budget_tokens", 0)), limit - 1)
@@ -236,7 +237,12 @@ def _fit_thinking(adapted: Adapted, out: Out, request: Request) -> None:
     unsigned_loop = (
         last is not None and bool(request.messages[last].tool_calls) and last not in signed
     )
-    if budget >= _MIN_BUDGET and not unsigned_loop:
+    params = request.parameters
+    # Anthropic takes thinking only at its own sampling: temperature 1, top_p >= 0.95.
+    sampled = params is not None and (
+        params.temperature not in (None, 1) or (params.top_p is not None and params.top_p < 0.95)
+    )
+    if budget >= _MIN_BUDGET and not unsigned_loop and not sampled:
         thinking["budget_tokens"] = budget
         return
     del out.fields["thinking"]
@@ -249,8 +255,9 @@ def _fit_thinking(adapted: Adapted, out: Out, request: Request) -> None:
 
 
 _NO_THINKING: Final = (
-    "Anthropic would refuse thinking here (a budget under max_tokens of at least 1024, "
-    "or a tool loop whose last turn has no Anthropic thinking)"
+    "Anthropic would refuse thinking here (it needs a budget of 1024 or more under "
+    "max_tokens, temperature 1 and top_p of 0.95 or more, and in a tool loop a last "
+    "turn that starts with Anthropic's own thinking)"
 )
 
 
