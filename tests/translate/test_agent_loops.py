@@ -23,14 +23,14 @@ from tokenwire.translate.openai_responses.ingress import parse_ingress
 from tokenwire.translate.openai_responses.items import flat_name
 
 KEY = b"k" * 32
+USER = {"role": "user", "content": "q"}
 START = ev.StreamStart(v=ev.VERSION, seq=0, model="m", created=1)
 END = ev.StreamEnd(v=ev.VERSION, seq=99)
 
 
 def _frames(data: bytes) -> list[dict[str, Any]]:
-    return [
-        json.loads(line[6:]) for line in data.decode().splitlines() if line.startswith("data: ")
-    ]
+    lines = data.decode().splitlines()
+    return [json.loads(line[6:]) for line in lines if line.startswith("data: {")]
 
 
 def _codex_body(**extra: Any) -> dict[str, Any]:
@@ -241,3 +241,61 @@ def test_minting_is_off_for_a_chat_client() -> None:
     events = _thinking_then_call({x.SIGNATURE: "s", x.VENDOR: "anthropic"})
     assert [e for event in events for e in minter.feed(event)] == events
     assert msgspec.json.encode(events[0])
+
+
+# --- a cut Gemini answer never looks complete, at any ingress -------------------------
+
+
+def _gemini_other() -> list[ev.Event]:
+    from tokenwire.translate import translator
+
+    chunk = {
+        "candidates": [
+            {
+                "content": {"role": "model", "parts": [{"text": "Half an ans"}]},
+                "finishReason": "OTHER",
+            }
+        ],
+        "usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 2},
+    }
+    t = translator("gemini", model="g", request_id="r1")
+    return t.feed(b"data: " + msgspec.json.encode(chunk) + b"\r\n\r\n") + t.close()
+
+
+@pytest.mark.parametrize(
+    ("client", "field", "expected"),
+    [
+        ("anthropic", "stop_reason", "refusal"),
+        ("openai", "finish_reason", "content_filter"),
+        ("openai-responses", "status", "incomplete"),
+        ("gemini", "finishReason", "OTHER"),
+    ],
+)
+def test_gemini_other_is_no_clean_stop_at_any_ingress(
+    client: str, field: str, expected: str
+) -> None:
+    body: dict[str, Any] = {
+        "model": "m",
+        "max_tokens": 5,
+        "messages": [{"role": "user", "content": "q"}],
+    }
+    if client == "openai-responses":
+        body = {"model": "m", "input": "q"}
+    elif client == "gemini":
+        body = {"model": "m", "contents": [{"role": "user", "parts": [{"text": "q"}]}]}
+    ingress = get(client).ingress
+    assert ingress is not None
+    _request, encode = ingress.parse(body)
+    data = b"".join(encode(e) for e in _gemini_other()).decode()
+    found = [value for frame in _frames(data.encode()) for value in _values(frame, field)]
+    assert expected in found, found
+
+
+def _values(obj: Any, field: str) -> list[Any]:
+    if isinstance(obj, dict):
+        return [v for k, v in obj.items() if k == field] + [
+            x for v in obj.values() for x in _values(v, field)
+        ]
+    if isinstance(obj, list):
+        return [x for v in obj for x in _values(v, field)]
+    return []
