@@ -16,6 +16,7 @@ import pytest
 from tokenwire import request as rq
 from tokenwire.errors import InvalidRequest
 from tokenwire.translate import adapt, get
+from tokenwire.translate.adapt import maps
 from tokenwire.translate.adapt.table import RULES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -172,3 +173,49 @@ def test_thinking_reaches_anthropic_only_as_anthropic_takes_it() -> None:
     request = _chat_to_anthropic(loop, 30000)
     assert "thinking" not in (request.extension("vendor:anthropic") or {})
     assert adapt.report_of(request)[0] == ("reasoning_effort", "anthropic", "drop")
+
+
+@pytest.mark.parametrize(
+    ("budget", "effort"),
+    [(None, "medium"), (-1, "medium"), (100, "low"), (5000, "medium"), (90000, "high")],
+)
+def test_budgets_and_efforts(budget: int | None, effort: str) -> None:
+    assert maps.effort_of(budget) == effort
+    assert maps.budget_of(effort) == maps.BUDGETS[effort]
+    assert maps.budget_of("max") == maps.BUDGETS["high"] and maps.budget_of("none") is None
+
+
+ANY_SERIAL = {"type": "any", "disable_parallel_tool_use": True}
+
+
+@pytest.mark.parametrize(
+    ("target", "choice", "parallel", "expected"),
+    [
+        ("anthropic", "required", False, [("tool_choice", ANY_SERIAL)]),
+        ("anthropic", {"name": "f"}, None, [("tool_choice", {"type": "tool", "name": "f"})]),
+        ("openai", {"name": "f"}, True, [
+            ("tool_choice", {"type": "function", "function": {"name": "f"}}),
+            ("parallel_tool_calls", True),
+        ]),
+        ("openai-responses", "none", None, [("tool_choice", "none")]),
+        ("gemini", "auto", None, [("toolConfig.functionCallingConfig", {"mode": "AUTO"})]),
+        ("standard", "required", None, []),
+    ],
+)  # fmt: skip
+def test_tool_choice_per_target(
+    target: str, choice: Any, parallel: bool | None, expected: list[Any]
+) -> None:
+    assert maps.tool_choice(target, choice, parallel) == expected
+
+
+def test_any_json_object_per_target() -> None:
+    assert maps.schema_format("anthropic", None) == [
+        ("output_config.format", {"type": "json_schema", "schema": {"type": "object"}})
+    ]
+    assert maps.schema_format("openai-responses", None) == [
+        ("text.format", {"type": "json_object"})
+    ]
+    assert maps.schema_format("gemini", None) == [
+        ("generationConfig.responseMimeType", "application/json")
+    ]
+    assert maps.schema_format("standard", {"type": "object"}) is None

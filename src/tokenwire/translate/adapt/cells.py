@@ -94,10 +94,12 @@ def strip(body: dict[str, Any], hits: Hits) -> None:
 
 
 def strip_all(*keys: str) -> Callable[[dict[str, Any], Hits], None]:
-    def strip(body: dict[str, Any], hits: Hits) -> None:
+    """A stripper of every one of ``keys`` (when one of them was adapted)."""
+
+    def strip_keys(body: dict[str, Any], hits: Hits) -> None:
         strip(body, [(key, None) for key in keys])
 
-    return strip
+    return strip_keys
 
 
 def tools_where(pred: Callable[[dict[str, Any]], bool]) -> Callable[[dict[str, Any]], Hits]:
