@@ -16,9 +16,12 @@ report into a response header, a field of the request's log line and a metric.
 ``strict`` turns every map and drop into a refusal.
 
 Pure functions of the decoded body; no I/O. ``adapt`` runs before the format's
-ingress parser (it strips what it adapted from the body), ``finish`` after it
-(the mapped fields join the request's ``vendor:<target>`` extension, which the
-target's request builder merges into its body).
+ingress parser (it takes out of the body what the parser would refuse, or pass
+on to an upstream of the client's format), ``finish`` after it (the mapped
+fields join the request's ``vendor:<target>`` extension, which the target's
+request builder merges into its body). ``signatures`` seals reasoning across
+vendors; ``table`` holds the rows, ``cells`` their parts, ``maps`` the
+equivalences they map with.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from ...request import Request
 from .. import _extensions as x
 from .._request import deep_merge, reasoning_history
 from ..anthropic.request import DEFAULT_MAX_TOKENS
+from ..gemini.ingress import camel_case
 from .shapes import OUTCOMES, Action, Adaptation, Adapted, Out, Outcome, Rule
 from .table import CARRIED, RULES
 
@@ -84,7 +88,7 @@ def target_of(provider: str) -> str:
     return provider if provider in SOURCES else "standard"
 
 
-def _refusal(rule: Rule, path: str, target: str, action: Action) -> InvalidRequest:
+def _refusal(path: str, target: str, action: Action) -> InvalidRequest:
     where = "another vendor's" if target != "standard" else "a standard-only"
     return InvalidRequest(
         f"{action.how} (this model is served by {where} upstream, {target}): "
@@ -109,26 +113,23 @@ def adapt(
     targets: Iterable[str],
     *,
     strict: bool = False,
-    rules: Iterable[Rule] | None = None,
     carried: Iterable[str] | None = None,
 ) -> Adapted:
     """Adapt a ``source`` body for upstreams of ``targets`` (formats other than ``source``).
 
     ``carried``: the fields the source's ingress parser maps to the standard
     (default: ``table.CARRIED``); any other top-level field no rule names is
-    dropped and reported (``unknown``). Returns ``Adapted``; raises ``InvalidRequest`` naming the
-    JSON path of the first value that is refused (every map and drop, when
-    ``strict``).
+    dropped and reported. Returns ``Adapted``; raises ``InvalidRequest`` naming
+    the JSON path of the first value that is refused (of every map and drop,
+    when ``strict``).
     """
     if source == "gemini":
-        from ..gemini.ingress import camel_case
-
-        body = camel_case(body)
+        body = camel_case(body)  # Google takes either spelling; the rows use one
     columns = sorted({target_of(t) for t in targets} - {source})
     out = Adapted(body=dict(body), outs={t: Out(t) for t in columns})
     if not columns:
         return out
-    chosen = list(RULES.get(source, ()) if rules is None else rules)
+    chosen = RULES.get(source, ())
     for rule in chosen:
         hits = rule.find(out.body)
         if not hits:
@@ -140,7 +141,7 @@ def adapt(
                 if action.outcome == "carry":
                     continue
                 if action.outcome == "refuse":
-                    raise _refusal(rule, path, target, action)
+                    raise _refusal(path, target, action)
                 if strict:
                     raise _strict_refusal(path, target, action)
                 outcome = action.outcome
