@@ -177,6 +177,10 @@ def test_codex_loop_on_another_vendor(served: Served, model: str) -> None:
     assert reasoning and all((o.encrypted_content or "").startswith(PREFIX) for o in reasoning)
     bodies = served.bodies(model)[before:]
     assert len(bodies) == 3
+    if model == "claude":
+        # Thinking on every turn: the earlier turns' signed thinking came back whole.
+        assert all(b["thinking"]["type"] == "enabled" for b in bodies)
+        assert bodies[2]["messages"][1]["content"][0]["type"] == "thinking"
     tools = str(bodies[0]["tools"])
     assert "mcp__files__read" in tools
     # Hosted search where the target has one; dropped (and said so) where not.

@@ -181,11 +181,12 @@ class FormatIngress:
         request, encode = self._ingress.parse(obj if adapted is None else adapted.body)
         minter = None
         if adapted is not None and routes is not None:
-            request = adapt.finish(adapted, request)
             # Earlier turns' reasoning sealed by the gateway goes back bound to its
-            # upstream; when no upstream speaks the client's format, this turn's is
-            # sealed in the client format's own field.
+            # upstream (before finish: Anthropic thinking depends on it); when no
+            # upstream speaks the client's format, this turn's is sealed in the
+            # client format's own field.
             request = signatures.rebind(request, self.name, routes.signing_key)
+            request = adapt.finish(adapted, request)
             if self.name not in targets:
                 minter = signatures.Minter(self.name, routes.signing_key)
         answer = self._answer(obj, request, encode, streaming, adapt.report_of(request), minter)
