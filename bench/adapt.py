@@ -23,7 +23,6 @@ from _common import header, md_table, write_section
 from tokenwire.testing.processes import loadavg
 from tokenwire.translate import adapt, get
 
-
 CACHED = {"type": "ephemeral"}
 
 
