@@ -219,3 +219,26 @@ def test_any_json_object_per_target() -> None:
         ("generationConfig.responseMimeType", "application/json")
     ]
     assert maps.schema_format("standard", {"type": "object"}) is None
+
+
+def test_an_upstream_of_the_clients_own_format_still_gets_what_was_adapted_away() -> None:
+    # Anthropic first, an OpenAI fallback: the Anthropic upstream gets the body's own
+    # fields as they came; the fallback gets them adapted.
+    body = {
+        "model": "m",
+        "max_tokens": 9000,
+        "messages": [{"role": "user", "content": "x"}],
+        "thinking": {"type": "enabled", "budget_tokens": 4000},
+        "context_management": {"edits": [{"type": "clear_thinking_20251015"}]},
+        "tools": [{"type": "web_search_20250305", "name": "web_search"}],
+    }
+    out = adapt.adapt("anthropic", body, ["anthropic", "openai"])
+    ingress = get("anthropic").ingress
+    assert ingress is not None
+    request = adapt.finish(out, ingress.parse(out.body)[0])
+    own = json.loads(get("anthropic").build_request(request, base_url="http://x").body)
+    assert {k: own[k] for k in ("thinking", "context_management", "tools")} == {
+        k: body[k] for k in ("thinking", "context_management", "tools")
+    }
+    chat = json.loads(get("openai").build_request(request, base_url="http://x").body)
+    assert chat["reasoning_effort"] == "medium" and "context_management" not in chat

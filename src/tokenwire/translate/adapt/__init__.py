@@ -126,7 +126,7 @@ def adapt(
     if source == "gemini":
         body = camel_case(body)  # Google takes either spelling; the rows use one
     columns = sorted({target_of(t) for t in targets} - {source})
-    out = Adapted(body=dict(body), outs={t: Out(t) for t in columns})
+    out = Adapted(body=dict(body), source=source, outs={t: Out(t) for t in columns})
     if not columns:
         return out
     chosen = RULES.get(source, ())
@@ -154,6 +154,10 @@ def adapt(
             rule.strip(out.body, hits)
     known = set(CARRIED.get(source, ()) if carried is None else carried)
     _drop_unknown(out, columns, {r.path for r in chosen} | known, strict)
+    if source in {target_of(t) for t in targets}:
+        # An upstream of the client's own format serves the model too: it gets
+        # what was taken out, as it came (its builder merges vendor:<source>).
+        out.kept = {k: v for k, v in body.items() if out.body.get(k) != v}
     return out
 
 
@@ -214,6 +218,9 @@ def finish(adapted: Adapted, request: Request) -> Request:
             extensions[key] = merged
         for name, value in out.extensions.items():
             extensions.setdefault(name, value)
+    own = _EXTENSION_OF.get(adapted.source)
+    if adapted.kept and own is not None:
+        extensions[own] = {**(extensions.get(own) or {}), **adapted.kept}
     if adapted.report:
         extensions[ADAPTED] = [[a.path, a.target, a.outcome] for a in adapted.report]
     if extensions == (request.extensions or {}):

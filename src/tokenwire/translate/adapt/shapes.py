@@ -92,8 +92,15 @@ class Adaptation:
 
 @dataclass
 class Adapted:
-    """The body to parse, what each target gets, and the report."""
+    """The body to parse, what each target gets, and the report.
+
+    ``kept``: the client's own fields taken out of ``body``, for an upstream of
+    the client's format among the model's (a fallback of another format):
+    ``None`` when no upstream speaks it.
+    """
 
     body: dict[str, Any]
+    source: str = ""
     outs: dict[str, Out] = field(default_factory=dict)
     report: list[Adaptation] = field(default_factory=list)
+    kept: dict[str, Any] | None = None
