@@ -180,6 +180,8 @@ def _reason(budget: int | None, effort: str | None) -> Callable[[Out], str | Non
             out.set("reasoning_effort", word)
         elif out.target == "openai-responses":
             out.set("reasoning", {"effort": word, "summary": "auto"})
+            # Stateless: the reasoning comes back sealed, to be sent back next turn.
+            out.set("include", ["reasoning.encrypted_content"])
         elif out.target == "gemini":
             out.set(
                 "generationConfig.thinkingConfig",
@@ -397,7 +399,7 @@ def thinking_cells(source: str, apply: Callable[..., str | None]) -> dict[str, A
         drop("the standard has no thinking budget; reasoning is still asked for"),
         anthropic=Action("map", "thinking.budget_tokens", apply),
         openai=Action("map", "reasoning_effort", apply),
-        openai_responses=Action("map", "reasoning.effort", apply),
+        openai_responses=Action("map", "reasoning.effort; encrypted reasoning included", apply),
         gemini=Action("map", "generationConfig.thinkingConfig", apply),
         standard=Action(
             "drop", "the standard has no thinking budget; reasoning is asked for", apply
