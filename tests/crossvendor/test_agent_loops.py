@@ -306,3 +306,45 @@ def test_gemini_cli_loop_on_another_vendor(served: Served, model: str) -> None:
         kinds = [item.get("type") for item in bodies[2]["input"]]
         assert kinds.count("reasoning") == 2
         assert kinds.index("reasoning") < kinds.index("function_call")
+
+
+@pytest.mark.parametrize("model", ["claude", "resp", "gem"])
+def test_chat_client_loop_on_another_vendor(served: Served, model: str) -> None:
+    before = len(served.fakes[model].requests)
+    tools: Any = [
+        {"type": "function", "function": {"name": name, "parameters": OBJECT}}
+        for name in ("read", "run")
+    ]
+    messages: list[Any] = [
+        {"role": "system", "content": "You are an agent."},
+        {"role": "user", "content": "Read a.txt, then list the files."},
+    ]
+    answers = []
+    with openai.OpenAI(base_url=f"{served.url}/v1", api_key="unused", max_retries=0) as client:
+        for _ in range(3):
+            raw = client.chat.completions.with_raw_response.create(
+                model=model, messages=messages, tools=tools, reasoning_effort="low", user="u-1"
+            )
+            assert "reasoning_effort=" in raw.headers["tokenwire-adapted"]
+            answer = raw.parse().choices[0]
+            answers.append(answer)
+            calls = answer.message.tool_calls or []
+            if not calls:
+                break
+            messages.append(answer.message.model_dump(exclude_none=True))
+            for call in calls:
+                name = call.function.name  # type: ignore[union-attr]
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": RESULTS[name]})
+    assert [a.finish_reason for a in answers] == ["tool_calls", "tool_calls", "stop"]
+    assert answers[-1].message.content == FINAL
+    bodies = served.bodies(model)[before:]
+    assert len(bodies) == 3 and served.fakes[model].errors == []
+    if model == "gem":
+        # A Chat client keeps no thought signature: Gemini's documented stand-in goes.
+        calls = [p for c in bodies[2]["contents"] for p in c["parts"] if "functionCall" in p]
+        assert {p["thoughtSignature"] for p in calls} == {"skip_thought_signature_validator"}
+    if model == "claude":
+        # Thinking on the first turn; in the loop a Chat client has no signed
+        # thinking to send back, so it is off (and said so), as Anthropic requires.
+        assert bodies[0]["thinking"]["type"] == "enabled"
+        assert "thinking" not in bodies[1] and "thinking" not in bodies[2]

@@ -91,3 +91,23 @@ def test_gemini_wants_as_many_responses_as_calls() -> None:
     contents[2]["parts"] = [answer, answer]
     body = msgspec.json.encode({"contents": contents})
     assert gemini.check_request(RecordedRequest("POST", path, {}, body)) is None
+
+
+def test_gemini_takes_its_documented_stand_in_for_an_unsigned_call() -> None:
+    call = {"functionCall": {"name": "w", "args": {}}}
+    contents: list[Any] = [
+        {"role": "user", "parts": [{"text": "q"}]},
+        {"role": "model", "parts": [call]},
+        {"role": "user", "parts": [{"functionResponse": {"name": "w", "response": {}}}]},
+    ]
+    body = {"contents": contents, "generationConfig": {"thinkingConfig": {"includeThoughts": True}}}
+    path = "/v1beta/models/g:streamGenerateContent?alt=sse"
+
+    def check() -> str | None:
+        return gemini.check_request(RecordedRequest("POST", path, {}, msgspec.json.encode(body)))
+
+    assert "missing a thought_signature" in (check() or "")
+    contents[1]["parts"] = [{**call, "thoughtSignature": "skip_thought_signature_validator"}]
+    assert check() is None
+    contents[1]["parts"] = [{**call, "thoughtSignature": "AAAA"}]
+    assert "Corrupted thought signature" in (check() or "")

@@ -174,8 +174,9 @@ def reasoning_blocks(script: Script) -> list[dict[str, Any]]:
     return blocks
 
 
-def _check_reasoning(messages: list[Any]) -> str | None:
-    """Anthropic's next-turn rules for thinking blocks (see the module docstring)."""
+def _check_reasoning(messages: list[Any], *, thinking: bool = True) -> str | None:
+    """Anthropic's next-turn rules for thinking blocks (see the module docstring): a
+    signed call's turn must start with its thinking only while thinking is on."""
     for i, message in enumerate(messages):
         content = message.get("content")
         if message.get("role") != "assistant" or not isinstance(content, list):
@@ -197,6 +198,8 @@ def _check_reasoning(messages: list[Any]) -> str | None:
             match = _SIGNED_CALL.fullmatch(str(block.get("id", "")))
             if match is None:
                 continue
+            if not lead and not thinking:
+                continue  # thinking off: earlier turns may go without it
             if not lead:
                 found = content[0].get("type") if isinstance(content[0], dict) else None
                 return (
@@ -630,7 +633,7 @@ def check_request(request: RecordedRequest) -> str | None:
         return "the fake only streams: stream must be true"
     return (
         _check_agent_fields(body, request.headers)
-        or _check_reasoning(messages)
+        or _check_reasoning(messages, thinking=loops.anthropic_thinking(body))
         or _check_lossless(body, messages)
     )
 

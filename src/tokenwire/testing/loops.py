@@ -11,15 +11,29 @@ from collections.abc import Callable
 from typing import Any, Final
 
 __all__ = [
+    "GEMINI_SKIP_SIGNATURES",
     "MID_SYSTEM_BETA",
     "anthropic_results",
+    "anthropic_thinking",
     "anthropic_roles",
     "chat_results",
     "gemini_results",
 ]
 
+#: The values Gemini documents for a function call it did not sign (one made by
+#: another model, or whose signature was lost): its validator lets them pass.
+GEMINI_SKIP_SIGNATURES: Final = frozenset(
+    {"skip_thought_signature_validator", "context_engineering_is_the_way_to_go"}
+)
+
 #: The beta that lets ``messages`` hold ``role: "system"`` turns.
 MID_SYSTEM_BETA: Final = "mid-conversation-system"
+
+
+def anthropic_thinking(body: dict[str, Any]) -> bool:
+    """Whether a Messages body turns thinking on."""
+    thinking = body.get("thinking")
+    return isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
 
 
 def anthropic_roles(messages: list[Any], beta: str) -> str | None:

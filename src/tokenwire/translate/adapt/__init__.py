@@ -37,6 +37,7 @@ from .. import _extensions as x
 from .._request import deep_merge, reasoning_history
 from ..anthropic.request import DEFAULT_MAX_TOKENS
 from ..gemini.ingress import camel_case
+from ..gemini.request import UNSIGNED_CALL
 from .shapes import OUTCOMES, Action, Adaptation, Adapted, Out, Outcome, Rule
 from .table import CARRIED, RULES
 
@@ -218,6 +219,8 @@ def finish(adapted: Adapted, request: Request) -> Request:
             extensions[key] = merged
         for name, value in out.extensions.items():
             extensions.setdefault(name, value)
+    if "gemini" in adapted.outs:
+        _stand_in_signatures(extensions, request)
     own = _EXTENSION_OF.get(adapted.source)
     if adapted.kept and own is not None:
         extensions[own] = {**(extensions.get(own) or {}), **adapted.kept}
@@ -226,6 +229,32 @@ def finish(adapted: Adapted, request: Request) -> Request:
     if extensions == (request.extensions or {}):
         return request
     return msgspec.structs.replace(request, extensions=extensions)
+
+
+def _stand_in_signatures(extensions: dict[str, Any], request: Request) -> None:
+    """Gemini's documented stand-in signature on each assistant turn's first call
+    that Gemini did not sign (another model made it, or the client's format has
+    no place for the signature): Gemini 3 refuses such a turn unsigned."""
+    signed = {
+        (i, p.get(x.TOOL_CALL_ID))
+        for i, parts in reasoning_history(request)
+        for p in parts
+        if p.get(x.VENDOR) == "gemini" and p.get(x.SIGNATURE)
+    }
+    history = list(extensions.get(x.REASONING_HISTORY) or [])
+    for i, message in enumerate(request.messages):
+        first = message.tool_calls[0] if message.tool_calls else None
+        if first is None or (i, first.id) in signed:
+            continue
+        stand_in = {
+            "type": x.REASONING,
+            x.SIGNATURE: UNSIGNED_CALL,
+            x.TOOL_CALL_ID: first.id,
+            x.VENDOR: "gemini",
+        }
+        history.append({"message": i, "parts": [stand_in]})
+    if history:
+        extensions[x.REASONING_HISTORY] = history
 
 
 #: Anthropic's smallest thinking budget.

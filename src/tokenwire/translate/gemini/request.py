@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Final
 from urllib.parse import quote
 
 import msgspec
@@ -30,6 +30,8 @@ from .._request import merge_extensions, reasoning_history, sse_headers
 
 #: Extension keys merged into the body, in this order (§4.7).
 EXTENSION_KEYS = ("vendor:google", "vendor:gemini")
+#: Gemini's documented stand-in signature for a function call it did not sign.
+UNSIGNED_CALL: Final = "skip_thought_signature_validator"
 
 _encode = msgspec.json.Encoder().encode
 _VENDOR = "gemini"
