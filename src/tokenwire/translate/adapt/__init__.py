@@ -72,7 +72,7 @@ TARGETS: Final = (*SOURCES, "standard")
 HEADER: Final = "tokenwire-adapted"
 #: The request extension the report travels in (to the log line and the metric).
 ADAPTED: Final = "tokenwire:adapted"
-#: The longest header value; the rest is counted (``…(+N)``).
+#: The longest header value; the rest is counted (``...(+N)``).
 MAX_HEADER_CHARS: Final = 1024
 
 #: The extension each target's request builder merges into its body.
@@ -344,7 +344,7 @@ def report_of(request: Request | None) -> list[tuple[str, str, str]]:
 
 def header_value(report: Iterable[tuple[str, str, str]]) -> str:
     """The ``tokenwire-adapted`` header: ``path=outcome`` per adaptation, in order,
-    each once, cut at ``MAX_HEADER_CHARS`` with ``…(+N)`` counting the rest."""
+    each once, cut at ``MAX_HEADER_CHARS`` with ``...(+N)`` counting the rest."""
     seen: dict[str, None] = {}
     for path, _target, outcome in report:
         # Header values are visible ASCII: a path names keys of the client's body.
@@ -355,7 +355,7 @@ def header_value(report: Iterable[tuple[str, str, str]]) -> str:
     size = 0
     for n, entry in enumerate(entries):
         if size + len(entry) + 2 > MAX_HEADER_CHARS - 12:
-            out.append(f"…(+{len(entries) - n})")
+            out.append(f"...(+{len(entries) - n})")  # header values are ASCII
             break
         out.append(entry)
         size += len(entry) + 2
