@@ -131,6 +131,8 @@ def adapt(
     if not columns:
         return out
     chosen = RULES.get(source, ())
+    # Paths name the client's body: every rule finds in it before any strips.
+    strips: list[tuple[Any, list[tuple[str, Any]]]] = []
     for rule in chosen:
         hits = rule.find(out.body)
         if not hits:
@@ -152,7 +154,9 @@ def adapt(
                 out.report.append(Adaptation(path, target, outcome, how))
                 stripped = True
         if stripped and rule.strip is not None:
-            rule.strip(out.body, hits)
+            strips.append((rule.strip, hits))
+    for strip, hits in strips:
+        strip(out.body, hits)
     known = set(CARRIED.get(source, ()) if carried is None else carried)
     _drop_unknown(out, columns, {r.path for r in chosen} | known, strict)
     if source in {target_of(t) for t in targets}:

@@ -12,6 +12,7 @@ from .maps import budget_of, effort_of, schema_format, search_tool, tool_choice
 from .shapes import Action, Out, Rule
 
 __all__ = [
+    "deferred_tools",
     "BILLING",
     "CACHE",
     "CARRY",
@@ -41,7 +42,6 @@ __all__ = [
     "serial_cells",
     "set_field",
     "strip",
-    "strip_all",
     "strip_tools",
     "thinking_cells",
     "tools_where",
@@ -93,15 +93,6 @@ def strip(body: dict[str, Any], hits: Hits) -> None:
                 body.pop(parent)
 
 
-def strip_all(*keys: str) -> Callable[[dict[str, Any], Hits], None]:
-    """A stripper of every one of ``keys`` (when one of them was adapted)."""
-
-    def strip_keys(body: dict[str, Any], hits: Hits) -> None:
-        strip(body, [(key, None) for key in keys])
-
-    return strip_keys
-
-
 def tools_where(pred: Callable[[dict[str, Any]], bool]) -> Callable[[dict[str, Any]], Hits]:
     def find(body: dict[str, Any]) -> Hits:
         tools = body.get("tools")
@@ -112,6 +103,16 @@ def tools_where(pred: Callable[[dict[str, Any]], bool]) -> Callable[[dict[str, A
         ]
 
     return find
+
+
+def deferred_tools(body: dict[str, Any]) -> Hits:
+    """Anthropic tools declared for tool search only (``defer_loading``)."""
+    tools = body.get("tools")
+    return [
+        (f"tools[{i}].defer_loading", tool["defer_loading"])
+        for i, tool in enumerate(tools if isinstance(tools, list) else ())
+        if isinstance(tool, dict) and tool.get("defer_loading")
+    ]
 
 
 def strip_tools(body: dict[str, Any], hits: Hits) -> None:

@@ -37,6 +37,7 @@ from .cells import (
     chat_choice,
     chat_format,
     choice_cells,
+    deferred_tools,
     drop,
     format_cells,
     from_effort,
@@ -54,7 +55,6 @@ from .cells import (
     serial_cells,
     set_field,
     strip,
-    strip_all,
     strip_tools,
     thinking_cells,
     tools_where,
@@ -153,11 +153,24 @@ _ANTHROPIC: Final = (
     ),
     Rule(
         "anthropic",
+        "tools[*] (tool search server tool)",
+        tools_where(type_prefix(["tool_search_tool_"])),
+        row("anthropic", drop("a search over deferred tools; the target gets every tool declared")),
+        strip_tools,
+    ),
+    Rule(
+        "anthropic",
+        "tools[*].defer_loading",
+        deferred_tools,
+        row("anthropic", drop("the tool is declared to the target like any other")),
+    ),
+    Rule(
+        "anthropic",
         "tools[*] (other server tools)",
         tools_where(
             lambda t: (
                 t.get("type", "custom") != "custom"
-                and not str(t.get("type")).startswith("web_search_")
+                and not str(t.get("type")).startswith(("web_search_", "tool_search_tool_"))
             )
         ),
         row("anthropic", refuse("a server tool only Anthropic runs")),
@@ -263,7 +276,7 @@ _CHAT: Final = (
         "logprobs",
         top("logprobs", unless(False)),
         row("openai", drop("log probabilities are never carried in the answer")),
-        strip_all("logprobs", "top_logprobs"),
+        strip,
     ),
     Rule(
         "openai",
