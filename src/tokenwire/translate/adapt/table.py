@@ -560,7 +560,13 @@ _GEMINI: Final = (
         inner("generationConfig", "responseModalities", lambda v: v in (["TEXT"], ["text"])),
         row("gemini", refuse("image or audio output only Gemini streams")),
     ),
-    Rule("gemini", "toolConfig", top("toolConfig"), choice_cells("gemini", gemini_choice), strip),
+    Rule(
+        "gemini",
+        "toolConfig",
+        top("toolConfig", lambda v: gemini_choice(v) == "auto"),
+        choice_cells("gemini", gemini_choice),
+        strip,
+    ),
     Rule(
         "gemini",
         "safetySettings",
