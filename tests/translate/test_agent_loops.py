@@ -299,3 +299,72 @@ def _values(obj: Any, field: str) -> list[Any]:
     if isinstance(obj, list):
         return [x for v in obj for x in _values(v, field)]
     return []
+
+
+@pytest.mark.parametrize(
+    ("vendor", "finish"), [("openai", "abort"), ("anthropic", "paused_forever")]
+)
+def test_an_unknown_stop_is_never_clean(vendor: str, finish: str) -> None:
+    from tokenwire.translate import translator
+
+    if vendor == "openai":
+        chunk = {
+            "id": "c",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": "m",
+            "choices": [{"index": 0, "delta": {"content": "Hal"}, "finish_reason": finish}],
+        }
+        body = b"data: " + msgspec.json.encode(chunk) + b"\n\ndata: [DONE]\n\n"
+    else:
+        frames = [
+            (
+                "message_start",
+                {
+                    "type": "message_start",
+                    "message": {
+                        "id": "m",
+                        "type": "message",
+                        "role": "assistant",
+                        "model": "m",
+                        "content": [],
+                        "usage": {"input_tokens": 1, "output_tokens": 1},
+                    },
+                },
+            ),
+            (
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": 0,
+                    "content_block": {"type": "text", "text": ""},
+                },
+            ),
+            (
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "text_delta", "text": "Hal"},
+                },
+            ),
+            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": finish},
+                    "usage": {"output_tokens": 1},
+                },
+            ),
+            ("message_stop", {"type": "message_stop"}),
+        ]
+        body = b"".join(
+            b"event: %s\ndata: %s\n\n" % (n.encode(), msgspec.json.encode(d)) for n, d in frames
+        )
+    t = translator(vendor, model="m", request_id="r")
+    events = t.feed(body) + t.close()
+    stops = [e.stop_reason for e in events if isinstance(e, ev.ContentStop)]
+    assert stops == ["content_filter"]
+    raw = [x.fields(e) for e in events if e.type == x.STOP]
+    assert raw and raw[0] is not None and raw[0][x.RAW_STOP_REASON] == finish

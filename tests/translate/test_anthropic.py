@@ -1527,7 +1527,7 @@ def test_event_encoder_ignores_what_follows_the_end() -> None:
         ("tool_use", "tool_use"),
         ("refusal", "content_filter"),
         ("pause_turn", "end_turn"),
-        ("something_new", "end_turn"),
+        ("something_new", "content_filter"),  # never a clean stop
     ],
 )
 def test_stop_reason_table(vendor: str, standard: str) -> None:
