@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tokenwire import request as rq
 from tokenwire.errors import InvalidRequest
@@ -242,3 +244,46 @@ def test_an_upstream_of_the_clients_own_format_still_gets_what_was_adapted_away(
     }
     chat = json.loads(get("openai").build_request(request, base_url="http://x").body)
     assert chat["reasoning_effort"] == "medium" and "context_management" not in chat
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+_KEYS = sorted(
+    {r.path.split(" ")[0].split(".")[0].split("[")[0] for rs in RULES.values() for r in rs}
+)
+#: A first turn in each source format, for the parser to have a conversation.
+_TURN: dict[str, dict[str, Any]] = {
+    "anthropic": {"max_tokens": 50, "messages": [{"role": "user", "content": "q"}]},
+    "openai": {"messages": [{"role": "user", "content": "q"}]},
+    "openai-responses": {"input": "q"},
+    "gemini": {"contents": [{"role": "user", "parts": [{"text": "q"}]}]},
+}
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    source=st.sampled_from(adapt.SOURCES),
+    target=st.sampled_from(adapt.TARGETS),
+    fields=st.dictionaries(st.sampled_from(_KEYS), _JSON, max_size=4),
+)
+def test_any_value_adapts_or_is_refused_by_path(
+    source: str, target: str, fields: dict[str, Any]
+) -> None:
+    # Whatever a client puts in the fields the table reads: adapted and parsed, or a
+    # 400 with a path; never another exception.
+    body = {"model": "m", **_TURN[source], **fields}
+    ingress = get(source).ingress
+    assert ingress is not None
+    try:
+        out = adapt.adapt(source, body, [target])
+        request = adapt.finish(out, ingress.parse(out.body)[0])
+    except InvalidRequest as exc:
+        assert exc.path
+        return
+    assert all(a.outcome in ("map", "drop") and a.path for a in out.report)
+    assert adapt.report_of(request) == [(a.path, a.target, a.outcome) for a in out.report]
