@@ -577,15 +577,30 @@ class Connection(asyncio.Protocol):
             return
         if self.queued:
             self._start(self.queued.popleft())
+            if not self.queued:
+                # Reading stopped when this request was queued behind the one
+                # that just ended; its body may still be on the way (a client
+                # that sent the head before it read the whole previous
+                # response): read on, or the body never comes (a 408 later).
+                self.body_taken()
         else:
             self._resume_reading()
             if self.server.closing:
                 self.transport.close()
+            elif self.in_head:
+                # The next head began before this app returned: its own deadline.
+                self._arm(self.server.settings.header_timeout_s)
             else:
-                self._arm(self.server.settings.idle_timeout_s)
+                self._arm(self.server.settings.idle_timeout_s, idle=True)
 
     def body_taken(self) -> None:
-        if self.reading_paused and not self.queued:
+        """Read again once nothing is queued and the body being parsed is under the mark."""
+        parsing = self.parsing
+        if (
+            self.reading_paused
+            and not self.queued
+            and (parsing is None or parsing.body_size <= BODY_HIGH_WATER)
+        ):
             self._resume_reading()
 
     def _pause_reading(self) -> None:
@@ -598,17 +613,22 @@ class Connection(asyncio.Protocol):
             self.reading_paused = False
             self.transport.resume_reading()
 
-    def _arm(self, seconds: float) -> None:
+    def _arm(self, seconds: float, idle: bool = False) -> None:
         self._disarm()
-        self.timer = self.loop.call_later(seconds, self._timed_out)
+        self.timer = self.loop.call_later(seconds, self._timed_out, idle)
 
     def _disarm(self) -> None:
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
 
-    def _timed_out(self) -> None:
+    def _timed_out(self, idle: bool) -> None:
         # A head that never completes (slowloris), or an idle keep-alive connection.
+        if idle and (self.in_head or self.parsing is not None or self.cycle is not None):
+            # Run in the same loop turn as the next request's first bytes, which
+            # came first (its cancel came too late): that request is the client's
+            # and has a deadline of its own, the head's, now in ``timer``.
+            return
         self.timer = None
         if self.cycle is None and self.transport is not None:
             self.transport.close()
