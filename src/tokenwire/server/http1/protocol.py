@@ -194,6 +194,7 @@ class _Cycle:
             if self.started:
                 raise RuntimeError("http.response.start sent twice")
             self.started = True
+            self.expect_continue = False  # answered without the body: no 100 is due
             self.status = int(message["status"])
             self.headers = list(message.get("headers", ()))
             # Held back: the head leaves with the first body message, in one write.
@@ -529,6 +530,9 @@ class Connection(asyncio.Protocol):
         self.body_seen += len(body)
         if cycle is None:
             return
+        # The client sent its body without waiting for a 100 (RFC 9110 §10.1.1
+        # allows it): none is due, least of all one written into the response.
+        cycle.expect_continue = False
         cycle.chunks.append(body)
         cycle.body_size += len(body)
         if cycle.body_size > BODY_HIGH_WATER:
@@ -544,6 +548,7 @@ class Connection(asyncio.Protocol):
         self.parsing = None
         if cycle is not None:
             cycle.complete = True
+            cycle.expect_continue = False
             cycle.wake()
 
     # -- cycles ----------------------------------------------------------------------
