@@ -212,9 +212,7 @@ class _Cycle:
         if self.request is Request.COMPLETE:
             self.request = next_request(self.request, RequestEvent.LAST_GIVEN)
             return {"type": "http.request", "body": b"", "more_body": False}
-        if self.conn.lost or (
-            self.request is Request.DELIVERED and self.response is Response.DONE
-        ):
+        if self.conn.lost or (self.request is Request.DELIVERED and self.response is Response.DONE):
             return {"type": "http.disconnect"}
         return None
 
