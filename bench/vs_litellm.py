@@ -72,7 +72,9 @@ from _common import ROOT, header, md_table, write_section
 from tokenwire.testing import loadgen as lg
 from tokenwire.testing import processes as tb
 
-VENV = ROOT / "bench" / ".venv-litellm"
+#: LiteLLM's own venv (never tokenwire's dependency); ``LITELLM_VENV`` puts it elsewhere
+#: (a /tmp path on a machine whose checkout is shared).
+VENV = Path(os.environ.get("LITELLM_VENV", ROOT / "bench" / ".venv-litellm"))
 LITELLM = VENV / "bin" / "litellm"
 #: The upstream model names and how many content chunks each streams.
 SCRIPTS = {"c2000": 2000, "c200": 200, "short": 4, "paced": 16}
