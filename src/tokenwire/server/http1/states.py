@@ -29,6 +29,8 @@ from typing import Final
 
 
 class Request(enum.Enum):
+    __hash__ = object.__hash__  # a table row per send: not Enum's hash of the name
+
     AWAITING_CONTINUE = "awaiting 100-continue"  # Expect: 100-continue, no body byte yet
     RECEIVING = "receiving"  # the body is arriving
     COMPLETE = "complete"  # the whole body is in; the app has not had its last message
@@ -36,6 +38,8 @@ class Request(enum.Enum):
 
 
 class RequestEvent(enum.Enum):
+    __hash__ = object.__hash__  # a table row per send: not Enum's hash of the name
+
     BODY = "a body byte arrived"
     ENDED = "the body ended"
     CONTINUE_SENT = "the 100 Continue was written"
@@ -44,6 +48,8 @@ class RequestEvent(enum.Enum):
 
 
 class Response(enum.Enum):
+    __hash__ = object.__hash__  # a table row per send: not Enum's hash of the name
+
     IDLE = "idle"  # the app has sent nothing
     HELD = "held"  # http.response.start came; the head waits for the first body
     SENDING = "sending"  # the head is written; more body is to come
@@ -51,6 +57,8 @@ class Response(enum.Enum):
 
 
 class ResponseEvent(enum.Enum):
+    __hash__ = object.__hash__  # a table row per send: not Enum's hash of the name
+
     START = "http.response.start"
     MORE = "http.response.body with more_body"
     LAST = "the last http.response.body"
