@@ -15,6 +15,10 @@ import socket
 import sys
 from typing import Any
 
+# A sibling module: granian imports this one from its working directory, and
+# ``python echo_server.py`` puts this directory first on the path.
+from recorder import read_body
+
 
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] == "lifespan":
@@ -25,14 +29,9 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
             else:
                 await send({"type": "lifespan.shutdown.complete"})
                 return
-    body = b""
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return
-        body += message.get("body", b"")
-        if not message.get("more_body", False):
-            break
+    body = await read_body(receive)
+    if body is None:
+        return
     if scope["path"] == "/smuggled":
         answer = b"SMUGGLED"
     else:

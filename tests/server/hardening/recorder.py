@@ -9,6 +9,18 @@ from typing import Any
 Served = tuple[str, bytes, list[tuple[bytes, bytes]], bytes]
 
 
+async def read_body(receive: Any) -> bytes | None:
+    """The whole request body, or ``None`` when the client left before it was in."""
+    body = b""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        body += message.get("body", b"")
+        if not message.get("more_body", False):
+            return body
+
+
 class Recorder:
     """Records ``Served`` for each request whose body came whole, then answers 200
     with a JSON echo (``HEAD`` gets the same head, no body)."""
@@ -26,15 +38,10 @@ class Recorder:
                 else:
                     await send({"type": "lifespan.shutdown.complete"})
                     return
-        body = b""
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                self.disconnects += 1
-                return
-            body += message.get("body", b"")
-            if not message.get("more_body", False):
-                break
+        body = await read_body(receive)
+        if body is None:
+            self.disconnects += 1
+            return
         query = scope["query_string"]
         target = scope["raw_path"] + (b"?" + query if query else b"")
         headers = [(bytes(n), bytes(v)) for n, v in scope["headers"]]

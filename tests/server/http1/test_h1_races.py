@@ -10,6 +10,7 @@ import asyncio
 import json
 from typing import Any
 
+from tests.server.hardening.recorder import read_body
 from tests.server.http1.wire import Wire, split_responses
 
 
@@ -22,14 +23,9 @@ class Echo:
         self.hold: asyncio.Event | None = None
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        body = b""
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            body += message.get("body", b"")
-            if not message.get("more_body", False):
-                break
+        body = await read_body(receive)
+        if body is None:
+            return
         self.seen.append((scope["path"], body))
         answer = json.dumps({"path": scope["path"], "body": body.decode()}).encode()
         await send({"type": "http.response.start", "status": 200, "headers": []})

@@ -25,7 +25,10 @@ never be written into the middle of a response.
 from __future__ import annotations
 
 import enum
-from typing import Final
+from typing import Final, TypeVar
+
+_S = TypeVar("_S", bound=enum.Enum)
+_E = TypeVar("_E", bound=enum.Enum)
 
 
 class Request(enum.Enum):
@@ -95,15 +98,16 @@ class CycleMisuse(RuntimeError):
 
 def next_request(state: Request, event: RequestEvent) -> Request:
     """The request side after ``event``; ``CycleMisuse`` when it has no row."""
-    after = REQUEST.get((state, event))
-    if after is None:
-        raise CycleMisuse(f"{event.value} while the request body is {state.value}")
-    return after
+    return _advance(REQUEST, state, event, "the request body is")
 
 
 def next_response(state: Response, event: ResponseEvent) -> Response:
     """The response side after ``event``; ``CycleMisuse`` when it has no row."""
-    after = RESPONSE.get((state, event))
+    return _advance(RESPONSE, state, event, "the response is")
+
+
+def _advance(table: dict[tuple[_S, _E], _S], state: _S, event: _E, side: str) -> _S:
+    after = table.get((state, event))
     if after is None:
-        raise CycleMisuse(f"{event.value} while the response is {state.value}")
+        raise CycleMisuse(f"{event.value} while {side} {state.value}")
     return after
