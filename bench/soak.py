@@ -36,27 +36,23 @@ from _common import header, md_table, write_section  # noqa: E402
 from tokenwire.testing import processes  # noqa: E402
 
 MEDIA_TYPE = "application/llm-request+json"
+
+
+def _body(**fields: object) -> bytes:
+    request = {
+        "version": "1.0",
+        "stream": True,
+        "model": "demo",
+        "messages": [{"role": "user", "content": "soak"}],
+        "parameters": {"max_tokens": 4},
+    }
+    return json.dumps({**request, **fields}).encode()
+
+
 #: What the httpx client sends: the demo as it comes (paced: the shape of the 408).
-PACED = json.dumps(
-    {
-        "version": "1.0",
-        "stream": True,
-        "model": "demo",
-        "messages": [{"role": "user", "content": "soak"}],
-        "parameters": {"max_tokens": 4},
-    }
-).encode()
+PACED = _body()
 #: What the raw client sends: unpaced, so that 100,000 fit in minutes.
-BODY = json.dumps(
-    {
-        "version": "1.0",
-        "stream": True,
-        "model": "demo",
-        "messages": [{"role": "user", "content": "soak"}],
-        "parameters": {"max_tokens": 4},
-        "extensions": {"tokenwire:demo": {"delay_ms": 0}},
-    }
-).encode()
+BODY = _body(extensions={"tokenwire:demo": {"delay_ms": 0}})
 HEAD = b"POST /v1/stream HTTP/1.1\r\nHost: a\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n" % (
     MEDIA_TYPE.encode(),
     len(BODY),

@@ -17,18 +17,13 @@ from typing import Any
 
 # A sibling module: granian imports this one from its working directory, and
 # ``python echo_server.py`` puts this directory first on the path.
-from recorder import read_body
+from recorder import lifespan, read_body
 
 
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] == "lifespan":
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-            else:
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+        await lifespan(receive, send)
+        return
     body = await read_body(receive)
     if body is None:
         return

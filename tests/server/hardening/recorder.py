@@ -9,6 +9,17 @@ from typing import Any
 Served = tuple[str, bytes, list[tuple[bytes, bytes]], bytes]
 
 
+async def lifespan(receive: Any, send: Any) -> None:
+    """An ASGI lifespan with nothing to start or stop."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        else:
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
 async def read_body(receive: Any) -> bytes | None:
     """The whole request body, or ``None`` when the client left before it was in."""
     body = b""
@@ -31,13 +42,8 @@ class Recorder:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                else:
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
+            await lifespan(receive, send)
+            return
         body = await read_body(receive)
         if body is None:
             self.disconnects += 1
