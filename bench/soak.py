@@ -176,12 +176,14 @@ def main() -> int:
             rows.append([engine, client, f"{total:,}", str(bad), f"{seconds:.0f}", other or "-"])
             print(f"{engine} {client}: {total} requests, {bad} unexpected ({seconds:.0f} s)", other)
     section = [
+        "## soak",
+        "",
         "Keep-alive soak: sequential streaming `POST /v1/stream` requests (the demo model, "
         "4 tokens) on one connection to `tokenwire serve`, per `[server] engine` "
         "(`bench/soak.py`, its docstring says how). Target: no unexpected answer "
         "(anything but a 200 whose stream ends in `stream.end`, or a closed connection).",
         "",
-        *header("soak.py", load_before),
+        *header("bench/soak.py", load_before),
         f"- raw client: pause {args.pause_s:g} s after every {args.pause_every:,} requests; "
         "httpx: 300 requests, pause 1.2 s after every 50",
         "",
