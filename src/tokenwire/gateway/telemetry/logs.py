@@ -35,6 +35,7 @@ import msgspec
 
 from ... import events as ev
 from ...server import StreamRecord, Tee
+from ...translate.adapt import report_of
 
 __all__ = [
     "LOGGER_NAME",
@@ -252,6 +253,11 @@ class RequestLog:
             "error_path": record.error_path,
             "disconnected": record.disconnected,
         }
+        adapted = report_of(record.request)
+        if adapted:
+            # What crossed to another vendor format changed (translate/adapt):
+            # JSON paths of the client's body, never its values.
+            line["adapted"] = [f"{path}={outcome}@{target}" for path, target, outcome in adapted]
         exc = record.exception
         if exc is not None:
             line["exception"] = type(exc).__qualname__
