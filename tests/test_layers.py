@@ -74,6 +74,7 @@ GATEWAY_LAYERS: dict[str, int] = {
     "context": 1,
     "upstream": 2,
     "telemetry": 2,
+    "redis_clients": 2,
     "resume": 3,
     "policy": 3,
     "providers": 3,

@@ -15,6 +15,7 @@ from tests.production.redis_cluster import RedisCluster
 from tokenwire.gateway.config.production import KeyConfig
 from tokenwire.gateway.policy.keys import KeyRecord, hash_key, new_key
 from tokenwire.gateway.policy.limits import RedisLimits
+from tokenwire.testing.waiting import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -83,3 +84,34 @@ def test_two_replicas_share_limits_through_the_cluster(
             b.stop()
     finally:
         a.stop()
+
+
+def test_limits_count_on_a_cluster_whose_url_node_died_before_the_first_limited_request(
+    redis_bin: str, tmp_path: Path
+) -> None:
+    """The gateway's limits client knew only the URL's node until its first request:
+    with that node dead by then, it never found the cluster and served without counting
+    until the node came back. It reads the slot map at startup, so it counts again on
+    the replica that took over."""
+    workdir = tmp_path / "cluster"
+    workdir.mkdir()
+    with RedisCluster(redis_bin, workdir, 3, replicas=1, node_timeout_ms=1000) as cluster:
+        keys = Keys()
+        secret = keys.add("cl-seed-died", requests_per_minute=1)
+        limits = {"backend": "redis", "url": cluster.url, "cluster": True, "prefix": "test:seed"}
+        gateway = start(tmp_path, keys.toml() + "\n" + table("limits", limits))
+        try:
+            seed = cluster.ports[0]  # the URL's node, a primary
+            heirs = cluster.replicas_of(seed)
+            cluster.kill(seed)
+            cluster.wait_promoted(heirs)
+            auth = {"authorization": f"Bearer {secret}"}
+            with gateway.client(timeout=10.0) as client:
+                # One request a minute: once counted, the next one is refused.
+                wait_until(
+                    lambda: post(client, body("demo", "hi"), headers=auth).status_code == 429,
+                    timeout=30.0,
+                    what="the key's requests counted on the promoted replica",
+                )
+        finally:
+            gateway.stop()

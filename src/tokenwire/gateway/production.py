@@ -282,8 +282,9 @@ class Production:
         task.add_done_callback(self._tasks.discard)
 
     async def start(self) -> None:
-        """At the worker's startup: the drain's signal handlers."""
+        """At the worker's startup: the drain's signal handlers; the limits' Redis."""
         self.drain.install()
+        await self.limits.start()
 
     async def aclose(self) -> None:
         """At shutdown: end the drain, flush the charges, close Redis, flush telemetry."""

@@ -28,6 +28,10 @@ both take the last request or the last tokens. Its keys are
 ``<prefix>:{<key id>}:req|tok|budget``: the hash tag puts one key's counters in
 one Redis Cluster slot, so every script touches a single slot. The script
 reads Redis's own clock (``TIME``), so replicas with skewed clocks agree.
+On Cluster its client reads the slot map at ``start`` (redis_clients.py): a
+client that waited for its first request to do so could not find the cluster
+if the URL's node had died meanwhile, and would serve without counting until
+that node came back.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Final, NamedTuple, Protocol
 
+from ..redis_clients import client_options, cluster_client, load_slot_map
 from .keys import KeyRecord
 
 __all__ = ["Decision", "Limits", "MemoryLimits", "RedisLimits", "build_limits"]
@@ -79,6 +84,10 @@ class Limits(Protocol):
 
     async def charge(self, key: KeyRecord, tokens: int) -> None:
         """``settle(key, 0, tokens)``: charge tokens nothing reserved."""
+        ...
+
+    async def start(self) -> None:
+        """At the gateway's startup, before the first request."""
         ...
 
     async def aclose(self) -> None: ...
@@ -153,6 +162,9 @@ class MemoryLimits:
 
     async def charge(self, key: KeyRecord, tokens: int) -> None:
         await self.settle(key, 0, tokens)
+
+    async def start(self) -> None:
+        pass
 
     async def aclose(self) -> None:
         pass
@@ -256,17 +268,18 @@ class RedisLimits:
         cluster: bool = False,
         fail_open: bool = True,
         client: Any = None,
+        socket_timeout_s: float = 5.0,
     ) -> None:
         if client is None:
+            # A request waits on its check: a dead node fails it at once (fail_open).
             if cluster:
-                from redis.asyncio.cluster import RedisCluster
-
-                client = RedisCluster.from_url(url)
+                client = cluster_client(url, socket_timeout_s=socket_timeout_s)
             else:
                 import redis.asyncio
 
-                client = redis.asyncio.from_url(url)
+                client = redis.asyncio.from_url(url, **client_options(socket_timeout_s))
         self.client = client
+        self.cluster = cluster
         self.prefix = prefix
         self.fail_open = fail_open
         self._reserve = client.register_script(_RESERVE)
@@ -279,12 +292,19 @@ class RedisLimits:
         base = f"{self.prefix}:{{{key.id}}}"
         return f"{base}:req", f"{base}:tok", f"{base}:budget"
 
-    def _unavailable(self, exc: Exception) -> None:
+    async def start(self) -> None:
+        """On Cluster: read the slot map now, while the URL's node answers, so that
+        every node becomes a seed (see module doc). A cluster that does not answer
+        yet is tried again by the first request."""
+        if self.cluster and not await load_slot_map(self.client):
+            self._unavailable("ClusterUnreachable")
+
+    def _unavailable(self, error: str) -> None:
         if not self._warned:
             self._warned = True
             _log.warning(
                 '{"msg": "limits_redis_unavailable", "error": "%s", "fail_open": %s}',
-                type(exc).__name__,
+                error,
                 "true" if self.fail_open else "false",
             )
 
@@ -298,7 +318,7 @@ class RedisLimits:
         try:
             result = await self._reserve(keys=list(self.keys(key)), args=args)
         except Exception as exc:  # noqa: BLE001 - any Redis failure
-            self._unavailable(exc)
+            self._unavailable(type(exc).__name__)
             # fail_open serves without counting: the budget's bound does not hold then.
             return max(0, int(tokens)) if self.fail_open else Decision("unavailable", 1.0)
         self._warned = False
@@ -314,7 +334,7 @@ class RedisLimits:
         try:
             return int(await self._extend(keys=[tok, budget], args=args))
         except Exception as exc:  # noqa: BLE001
-            self._unavailable(exc)
+            self._unavailable(type(exc).__name__)
             return max(0, int(tokens)) if self.fail_open else 0
 
     async def settle(self, key: KeyRecord, granted: int, used: int) -> None:
@@ -324,7 +344,7 @@ class RedisLimits:
         try:
             await self._settle(keys=[tok, budget], args=args)
         except Exception as exc:  # noqa: BLE001
-            self._unavailable(exc)
+            self._unavailable(type(exc).__name__)
 
     async def check(self, key: KeyRecord) -> Decision | None:
         result = await self.reserve(key, 0)

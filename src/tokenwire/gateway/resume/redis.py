@@ -28,6 +28,7 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..redis_clients import client_options, cluster_client, refresh_slot_map
 from .redis_cluster import ClusterFollower
 from .redis_follow import Follower, RedisReader
 from .redis_health import Health
@@ -135,9 +136,6 @@ class RedisStore:
         client, self._errors, self._unreachable = load_redis()
         #: What a redis-py call may raise (a Cluster's slot errors are not RedisErrors).
         self._redis_errors = (self._errors.RedisError, self._errors.RedisClusterException, OSError)
-        from redis.asyncio.retry import Retry
-        from redis.backoff import NoBackoff
-
         self.health = Health(redacted(url))
         self.full = False
         self.cluster = cluster
@@ -150,19 +148,11 @@ class RedisStore:
         self.listening = asyncio.Event()
         self.follower: Follower | ClusterFollower
         if cluster:
-            from redis.asyncio.cluster import RedisCluster
-
-            # max_connections is per node here. A dead primary: redis-py re-reads the
-            # slots and tries again (a few times, briefly); then it is an outage.
-            self.redis: Any = RedisCluster.from_url(
-                url,
-                socket_timeout=socket_timeout_s,
-                socket_connect_timeout=min(socket_timeout_s, 2.0),
-                max_connections=max_connections,
-                # One quick retry (with the slot map re-read): a dead primary is then
-                # an outage at once, and the flusher keeps the events until it is over.
-                retry=Retry(NoBackoff(), 1),
-                protocol=2,
+            # max_connections is per node here. A dead primary: one quick retry with
+            # the slot map re-read, then it is an outage, and the flusher keeps the
+            # events until it is over.
+            self.redis: Any = cluster_client(
+                url, socket_timeout_s=socket_timeout_s, max_connections=max_connections
             )
             # The follow parses XREAD replies itself (see below); nothing else sends XREAD.
             self.redis.set_response_callback("XREAD", raw_reply)
@@ -173,23 +163,13 @@ class RedisStore:
         # One quick retry covers a pooled connection that went stale with a
         # Redis restart; anything longer would hold up a stream's start.
         self.redis = client.Redis.from_url(
-            url,
-            socket_timeout=socket_timeout_s,
-            socket_connect_timeout=min(socket_timeout_s, 2.0),
-            retry=Retry(NoBackoff(), 1),
-            max_connections=max_connections,
-            protocol=2,
+            url, max_connections=max_connections, **client_options(socket_timeout_s)
         )
         # The multiplexed follow: its own connection, since XREAD BLOCK holds it.
         # One quick retry too: idle through a Redis restart, that connection is stale,
         # and its first read must not mark a Redis that is back as down again.
         self._follow_client = client.Redis.from_url(
-            url,
-            socket_timeout=socket_timeout_s,
-            socket_connect_timeout=min(socket_timeout_s, 2.0),
-            retry=Retry(NoBackoff(), 1),
-            single_connection_client=True,
-            protocol=2,
+            url, single_connection_client=True, **client_options(socket_timeout_s)
         )
         # The follow parses XREAD replies itself: redis-py's callback builds a dict
         # per entry, a good part of a busy replica's CPU.
@@ -281,13 +261,7 @@ class RedisStore:
 
     async def _refresh_slot_map(self) -> None:
         if self.cluster:
-            nodes = self.redis.nodes_manager
-            # Asked in turn: every node known, so that a seed list left with dead
-            # nodes after failovers (the URL's own node among them) still finds one.
-            for name, node in list(nodes.nodes_cache.items()):
-                nodes.startup_nodes.setdefault(name, node)
-            with contextlib.suppress(*self._redis_errors):
-                await nodes.initialize()
+            await refresh_slot_map(self.redis)
 
     async def _answers(self, node: str) -> bool:
         """Whether Cluster node ``node`` answers a ``PING`` now (after a connection error:
