@@ -311,6 +311,8 @@ TOOL_TYPES: Final[dict[str, tuple[str, ...]]] = {
     "local_shell": (),
     "shell": (),
     "computer_use_preview": (),
+    # A group of function tools under one name (Codex sends its sub-agent tools so).
+    "namespace": ("name",),
 }
 #: Input item type -> (its required string fields, the id field an earlier item must have).
 ITEM_TYPES: Final[dict[str, tuple[tuple[str, ...], tuple[str, str] | None]]] = {
@@ -349,6 +351,19 @@ def _bad_type(where: str, kind: object, known: Any) -> str:
     return f"Invalid value: '{kind}'. Supported values are: {supported}. (param: {where}.type)"
 
 
+def _check_namespace(where: str, members: object) -> str | None:
+    """A namespace holds a non-empty array of named function tools."""
+    if not isinstance(members, list) or not members:
+        return f"Missing required parameter: '{where}.tools'."
+    for j, member in enumerate(members):
+        kind = member.get("type") if isinstance(member, dict) else None
+        if kind != "function":
+            return _bad_type(f"{where}.tools[{j}]", kind, ("function",))
+        if not isinstance(member.get("name"), str):
+            return f"Missing required parameter: '{where}.tools[{j}].name'."
+    return None
+
+
 def _check_agent(body: dict[str, Any]) -> str | None:
     """The tool and item rules of the module section above."""
     tools = body.get("tools")
@@ -366,6 +381,10 @@ def _check_agent(body: dict[str, Any]) -> str | None:
                 tool.get("server_url") or tool.get("connector_id"), str
             ):
                 return f"Missing required parameter: 'tools[{i}].server_url'."
+            if kind == "namespace":
+                problem = _check_namespace(f"tools[{i}]", tool.get("tools"))
+                if problem is not None:
+                    return problem
     items = body["input"]
     if isinstance(items, str):
         return None
@@ -639,6 +658,9 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
         item = {**opened, "status": "completed", "content": [done_part]}
         body.add("response.output_item.done", output_index=index, item=item)
         output.append(item)
+    # Call ids are unique per turn, as OpenAI's are (a ``t`` keeps an unsigned
+    # one from reading as signed: _SIGNED_CALL wants 16 hex digits).
+    turn = "t" + hashlib.sha256(request.body).hexdigest()[:15]
     for i, call in enumerate(script.tool_calls):
         index = len(output)
         item_id = f"fc_fake{i:04d}"
@@ -648,7 +670,7 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
             "type": "function_call",
             "status": "in_progress",
             "arguments": "",
-            "call_id": call.id or (f"call_fake{i:04d}_{signed}" if signed else f"call_fake{i:04d}"),
+            "call_id": call.id or (f"call_fake{i:04d}_{signed or turn}"),
             "name": call.name,
         }
         body.add("response.output_item.added", output_index=index, item=opened)

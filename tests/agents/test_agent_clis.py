@@ -1,0 +1,125 @@
+"""Claude Code, Codex and Gemini CLI, from npm, through the gateway to five upstream formats.
+
+Each of the 15 pairings is a real loop of two tool rounds: the fake model asks
+the agent to read a file, then to run a command, then answers with what both
+results said (``loop.ToolLoop``). The agent really reads the file and really
+runs the command; the answer is right only if both results reached the
+upstream paired with their calls. The fakes refuse what their vendors refuse
+(an altered thinking block, a result without its call, a mid-conversation
+``system`` message at Anthropic), so a pairing passes only if the gateway
+sent each upstream what it takes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tests.agents.clis import PINS, install, run_agent
+from tests.agents.conftest import Served
+from tests.agents.loop import LoopSpec, ToolLoop
+
+LOOP = PINS["loop"]
+
+
+class KnownRefusal(AssertionError):
+    """The run failed on exactly the refusal its pairing is expected to meet."""
+
+
+#: (agent, upstream) -> (the refusal's words, seen in the agent's output or the
+#: fake's log; why). The adaptation of what agents send across vendors is not in
+#: this tree yet. strict, and only a ``KnownRefusal`` counts: a pass flips them,
+#: any other failure fails.
+_CONTEXT_MANAGEMENT = (
+    "context_management: only an upstream of the same vendor format can carry it",
+    "Claude Code sends context_management (clear old thinking) on every turn; the gateway "
+    "refuses it with a 400 toward any other vendor format",
+)
+_NAMESPACE = (
+    "hosted tool 'namespace' runs only at an OpenAI Responses upstream",
+    "Codex sends a 'namespace' tool and a hosted 'web_search' tool on every turn; the gateway "
+    "refuses them with a 400 toward any other vendor format",
+)
+_GEMINI_TO_ANTHROPIC = (
+    "Expected `thinking` or `redacted_thinking`, but found `tool_use`",
+    "Gemini CLI sends back only the thoughtSignature of its function-call parts; the gateway "
+    "does not carry Anthropic's signed thinking in it, so the Anthropic fake refuses the second "
+    "turn (and the Gemini route answers that 400 as a 500, which Gemini CLI retries)",
+)
+EXPECTED_REFUSALS: dict[tuple[str, str], tuple[str, str]] = {
+    **{
+        ("claude-code", k): _CONTEXT_MANAGEMENT
+        for k in ("chat", "responses", "gemini", "reasoning")
+    },
+    **{("codex", k): _NAMESPACE for k in ("anthropic", "chat", "gemini", "reasoning")},
+    ("gemini-cli", "anthropic"): _GEMINI_TO_ANTHROPIC,
+}
+
+PAIRINGS = [
+    pytest.param(
+        agent,
+        kind,
+        id=f"{agent}-{kind}",
+        marks=[
+            pytest.mark.xfail(
+                strict=True, raises=KnownRefusal, reason=EXPECTED_REFUSALS[agent, kind][1]
+            )
+        ]
+        if (agent, kind) in EXPECTED_REFUSALS
+        else [],
+    )
+    for agent in PINS["agents"]
+    for kind in PINS["upstreams"]
+]
+
+
+@pytest.fixture(scope="module")
+def bin_dir() -> Path:
+    return install()
+
+
+def _project(tmp_path: Path) -> Path:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / LOOP["file"]).write_text(LOOP["file_text"])
+    return project
+
+
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize(("agent", "kind"), PAIRINGS)
+def test_agent_tool_loop(
+    agent: str, kind: str, served: Served, bin_dir: Path, tmp_path: Path
+) -> None:
+    up = PINS["upstreams"][kind]
+    project = _project(tmp_path)
+    spec = LoopSpec(
+        project=project,
+        file=LOOP["file"],
+        command=LOOP["command"],
+        code_pattern=LOOP["code_pattern"],
+        output_pattern=LOOP["output_pattern"],
+        title=LOOP["title"],
+    )
+    fake = served.fakes[kind]
+    loop = ToolLoop(fake.vendor, spec, thinking=up["thinking"])
+    fake.script = loop
+    refused_before = len(fake.errors)
+
+    run = run_agent(agent, bin_dir, tmp_path, project, served.url, up["model"], LOOP["prompt"])
+
+    refusals = fake.errors[refused_before:]
+    expected = EXPECTED_REFUSALS.get((agent, kind))
+    if expected is not None and expected[0] in "\n".join([run.stdout, run.stderr, *refusals]):
+        raise KnownRefusal(expected[1])
+    assert not refusals, f"the {kind} fake refused: {refusals}\n{run.describe()}"
+    assert not loop.unreadable, loop.unreadable
+    assert run.returncode == 0, run.describe()
+    assert LOOP["answer"] in run.stdout, f"{run.describe()}\nturns: {loop.turns}"
+    final = loop.turns[-1]
+    assert final.answer == LOOP["answer"]
+    assert not any(turn.unpaired for turn in loop.turns), loop.turns
+    # Both results reached the model, in order, each with the call it answers.
+    read, shell = final.results[:2]
+    assert LOOP["file"] in read.arguments and "PLUM-4417" in read.text
+    assert "expr 17" in shell.arguments and "sum=391" in shell.text
+    assert read.call_id != shell.call_id
