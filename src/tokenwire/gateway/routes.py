@@ -193,9 +193,11 @@ def vendor_routes(gateway: Any) -> list[Route]:
     limit = gateway.config.server.max_body_bytes
     raw = gateway.count_providers
     gemini_count = CountEndpoint(FormatIngress("gemini"), raw, max_body_bytes=limit)
+    from .providers.passthrough import ForwardHeaders  # what a same-vendor upstream gets
+
     apps: tuple[Any, ...] = (
-        WithPathParams(gateway.gemini),
-        WithPathParams(gateway.gemini_whole),
+        WithPathParams(ForwardHeaders(gateway.gemini)),
+        WithPathParams(ForwardHeaders(gateway.gemini_whole)),
         gemini_count,
     )
     routes = [
