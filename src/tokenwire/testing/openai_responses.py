@@ -554,6 +554,19 @@ class _Body:
         self.frames.append(b"event: %s\ndata: %s\n\n" % (kind.encode(), _encode(obj)))
 
 
+def _calls_so_far(request: RecordedRequest) -> int:
+    """How many function calls the request's conversation holds (0 when unreadable)."""
+    try:
+        items = request.json().get("input")
+    except (ValueError, AttributeError):
+        return 0
+    if not isinstance(items, list):
+        return 0
+    return sum(
+        1 for item in items if isinstance(item, dict) and item.get("type") == "function_call"
+    )
+
+
 def render(script: Script, *, model: str, request: RecordedRequest) -> list[bytes]:
     """The Responses API stream for ``script``, one item per SSE frame."""
 
@@ -658,9 +671,10 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
         item = {**opened, "status": "completed", "content": [done_part]}
         body.add("response.output_item.done", output_index=index, item=item)
         output.append(item)
-    # Call ids are unique per turn, as OpenAI's are (a ``t`` keeps an unsigned
-    # one from reading as signed: _SIGNED_CALL wants 16 hex digits).
-    turn = "t" + hashlib.sha256(request.body).hexdigest()[:15]
+    # Call ids are unique in a conversation, as OpenAI's are: an unsigned one is
+    # numbered by the calls the conversation holds so far (``t``: never 16 hex
+    # digits, which _SIGNED_CALL reads as signed).
+    turn = f"t{_calls_so_far(request):04d}"
     for i, call in enumerate(script.tool_calls):
         index = len(output)
         item_id = f"fc_fake{i:04d}"

@@ -1,0 +1,86 @@
+"""``/v1/responses`` against the published Open Responses schema itself.
+
+``tests/vectors/openresponses/openapi.json`` is the specification's OpenAPI
+document (its README says where from). Every answer of the route, streamed
+(each event against the ``text/event-stream`` schema of ``POST /responses``)
+and whole (against ``ResponseResource``), validates, for a model on each
+upstream format, with and without tools.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from tests.dropin.conftest import QUESTION, WEATHER_TOOL, Served
+
+SPEC: dict[str, Any] = json.loads(
+    (Path(__file__).resolve().parents[1] / "vectors" / "openresponses" / "openapi.json").read_text()
+)
+_ANSWERS = SPEC["paths"]["/responses"]["post"]["responses"]["200"]["content"]
+
+
+def _validator(schema: dict[str, Any]) -> jsonschema.Draft202012Validator:
+    # OpenAPI 3.1 schemas are JSON Schema 2020-12; the refs point into components.
+    return jsonschema.Draft202012Validator({**schema, "components": SPEC["components"]})
+
+
+WHOLE = _validator(_ANSWERS["application/json"]["schema"])
+EVENT = _validator(_ANSWERS["text/event-stream"]["schema"])
+MODELS = ["resp", "oa", "claude", "gem", "demo"]
+
+
+def _problems(validator: jsonschema.Draft202012Validator, value: Any) -> list[str]:
+    # oneOf failures name every branch; the best match says which field is wrong.
+    error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+    if error is None:
+        return []
+    where = "/".join(str(p) for p in error.absolute_path)
+    return [f"{where}: {error.message[:300]}"]
+
+
+def _body(model: str, stream: bool, tools: bool) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": model, "input": QUESTION, "stream": stream}
+    if tools:
+        body["tools"] = [{"type": "function", **WEATHER_TOOL}]
+    return body
+
+
+@pytest.mark.parametrize("tools", [False, True], ids=["text", "tools"])
+@pytest.mark.parametrize("model", MODELS)
+def test_streamed_events_validate(served: Served, model: str, tools: bool) -> None:
+    with served.gateway.client(timeout=30.0) as http:
+        answer = http.post("/v1/responses", json=_body(model, True, tools))
+    assert answer.status_code == 200, answer.text
+    events = [
+        json.loads(line[len("data: ") :])
+        for line in answer.text.splitlines()
+        if line.startswith("data: ") and line != "data: [DONE]"
+    ]
+    assert events and events[-1]["type"] == "response.completed"
+    problems = {e["type"]: _problems(EVENT, e) for e in events}
+    assert not {k: v for k, v in problems.items() if v}
+    if tools:
+        final = events[-1]["response"]
+        assert [item["type"] for item in final["output"]][-1] == "function_call"
+        assert all("strict" in tool for tool in final["tools"])
+
+
+@pytest.mark.parametrize("tools", [False, True], ids=["text", "tools"])
+@pytest.mark.parametrize("model", MODELS)
+def test_whole_answer_validates(served: Served, model: str, tools: bool) -> None:
+    with served.gateway.client(timeout=30.0) as http:
+        answer = http.post("/v1/responses", json=_body(model, False, tools))
+    assert answer.status_code == 200, answer.text
+    assert not _problems(WHOLE, answer.json())
+
+
+def test_the_schema_is_strict_enough_to_fail() -> None:
+    """The validators refuse a resource without a required field (the check can fail)."""
+    example = SPEC["components"]["schemas"]["ResponseResource"]["example"]
+    assert _problems(WHOLE, example)  # the spec's own example lacks required fields
+    event = {"type": "response.output_text.delta", "sequence_number": 1}
+    assert _problems(EVENT, event)
