@@ -84,3 +84,29 @@ def test_the_schema_is_strict_enough_to_fail() -> None:
     assert _problems(WHOLE, example)  # the spec's own example lacks required fields
     event = {"type": "response.output_text.delta", "sequence_number": 1}
     assert _problems(EVENT, event)
+
+
+def test_compaction_is_forwarded_to_a_responses_upstream(served: Served) -> None:
+    body = {"model": "resp", "input": [{"role": "user", "content": QUESTION}]}
+    fake = served.fakes["resp"]
+    with served.gateway.client(timeout=30.0) as http:
+        answer = http.post("/v1/responses/compact", json=body)
+    assert answer.status_code == 200, answer.text
+    compacted = answer.json()
+    assert compacted["object"] == "response.compaction"
+    assert [item["type"] for item in compacted["output"]] == ["compaction"]
+    sent = fake.requests[-1]
+    assert sent.path == "/v1/responses/compact"
+    assert json.loads(sent.body)["model"] == "resp-up"  # renamed, the rest as sent
+
+
+@pytest.mark.parametrize("model", ["oa", "claude", "gem", "demo"])
+def test_compaction_elsewhere_is_a_404_in_openai_shape(served: Served, model: str) -> None:
+    """A 404 on the compaction route makes Codex compact the conversation itself."""
+    body = {"model": model, "input": [{"role": "user", "content": QUESTION}]}
+    with served.gateway.client(timeout=30.0) as http:
+        answer = http.post("/v1/responses/compact", json=body)
+    assert answer.status_code == 404
+    error = answer.json()["error"]
+    assert error["type"] == "invalid_request_error"
+    assert "compact the conversation locally" in error["message"]

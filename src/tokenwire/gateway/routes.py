@@ -8,6 +8,8 @@
 ``POST /v1/messages/count_tokens``                             Anthropic ``{"input_tokens"}``
 ``POST /v1/responses/input_tokens``                            Responses ``{"object":
                                                                "response.input_tokens", ...}``
+``POST /v1/responses/compact``                                 Responses compaction, forwarded
+                                                               to a Responses upstream, else 404
 =============================================================  ===========================
 
 A count comes from the upstream's own counting endpoint when its vendor has
@@ -35,7 +37,14 @@ from ..server import DEFAULT_MAX_BODY_BYTES, Provider
 from ..writer import estimate_tokens
 from .ingress import FormatIngress, WithPathParams, decode_json_body
 
-__all__ = ["GEMINI_ROUTES", "GEMINI_VERSIONS", "CountEndpoint", "vendor_error", "vendor_routes"]
+__all__ = [
+    "GEMINI_ROUTES",
+    "GEMINI_VERSIONS",
+    "CompactEndpoint",
+    "CountEndpoint",
+    "vendor_error",
+    "vendor_routes",
+]
 
 _log = logging.getLogger("tokenwire.gateway")
 _encode = msgspec.json.Encoder().encode
@@ -187,6 +196,73 @@ class CountEndpoint:
             return False
 
 
+class CompactEndpoint:
+    """``POST /v1/responses/compact``: a Responses compaction, forwarded to the model's
+    upstream when it is an OpenAI Responses one; for any other model a 404 in OpenAI's
+    error shape, on which a client (Codex) compacts the conversation itself."""
+
+    def __init__(
+        self, providers: Mapping[str, Provider], *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    ) -> None:
+        self.providers = providers
+        self.max_body_bytes = max_body_bytes
+        self.ingress = FormatIngress("openai-responses")
+
+    async def _error(
+        self, send: Send, status: int, code: str, message: str, path: str | None = None
+    ) -> None:
+        await send_json(send, status, self.ingress.error_body(status, code, message, path))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from .providers.passthrough_request import rename_model
+
+        try:
+            length = dict(scope.get("headers") or ()).get(b"content-length")
+            raw = await read_body(
+                receive, self.max_body_bytes, int(length) if length and length.isdigit() else None
+            )
+            obj = decode_json_body(raw)
+        except RequestTooLarge as exc:
+            await self._error(send, 413, "request_too_large", exc.reason, exc.path)
+            return
+        except InvalidRequest as exc:
+            await self._error(send, 400, "invalid_request", exc.reason, exc.path)
+            return
+        except Exception:  # the body stream broke (the client left)
+            await self._error(send, 400, "invalid_request", "the request body ended early")
+            return
+        model = obj.get("model")
+        if not isinstance(model, str):
+            await self._error(send, 400, "invalid_request", "model: required", "model")
+            return
+        provider = self.providers.get(model)
+        if provider is None:
+            await self._error(send, 404, "model_not_found", f"unknown model {echo(model)}", "model")
+            return
+        compact = getattr(provider, "compact", None)
+        try:
+            upstream_model = getattr(provider, "upstream_model", None) or model
+            answered = (
+                None if compact is None else await compact(rename_model(raw, obj, upstream_model))
+            )
+        except InvalidRequest as exc:
+            await self._error(send, 400, "invalid_request", exc.reason, exc.path)
+            return
+        except Exception as exc:
+            _log.warning("compaction upstream failed: %s", type(exc).__name__)
+            await self._error(send, 502, "internal_error", "the upstream could not be reached")
+            return
+        if answered is None:
+            message = (
+                f"model {echo(model)} is not served by an OpenAI Responses upstream, which "
+                "alone compacts: compact the conversation locally"
+            )
+            await self._error(send, 404, "not_found", message)
+            return
+        status, body = answered
+        await send_json(send, status, body)
+
+
 def vendor_routes(gateway: Any) -> list[Route]:
     """The Gemini routes of every version, and the counting routes, of ``gateway``
     (``app.Gateway``: not imported, it is on the layer above)."""
@@ -211,4 +287,6 @@ def vendor_routes(gateway: Any) -> list[Route]:
     ):
         endpoint = CountEndpoint(FormatIngress(vendor), raw, max_body_bytes=limit)
         routes.append(Route(route, endpoint, methods=["POST"]))
+    compact = CompactEndpoint(raw, max_body_bytes=limit)
+    routes.append(Route("/v1/responses/compact", compact, methods=["POST"]))
     return routes

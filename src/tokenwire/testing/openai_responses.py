@@ -56,12 +56,15 @@ from .upstream import (
     RecordedRequest,
     Script,
     count_answer,
+    counted_tokens,
     json_object,
     split_words,
 )
 
 __all__ = [
+    "COMPACT_FIELDS",
     "COUNT_FIELDS",
+    "answer_other",
     "count_tokens",
     "CONTENT_TYPE",
     "ERRORS",
@@ -774,3 +777,54 @@ def count_tokens(request: RecordedRequest) -> tuple[int, bytes] | None:
         lambda n: {"object": "response.input_tokens", "input_tokens": n},
         refusal_body,
     )
+
+
+#: The fields ``POST /v1/responses/compact`` takes (what shapes the conversation;
+#: no ``stream``: a compaction is answered whole).
+COMPACT_FIELDS: Final = frozenset(
+    {
+        "model",
+        "input",
+        "instructions",
+        "previous_response_id",
+        "tools",
+        "parallel_tool_calls",
+        "reasoning",
+        "text",
+        "prompt_cache_key",
+    }
+)
+
+
+def answer_other(request: RecordedRequest) -> tuple[int, bytes] | None:
+    """The answer of ``POST /v1/responses/compact`` (``None``: another path): the
+    conversation as one signed ``compaction`` item, which a next turn sends back."""
+    if not request.path.split("?", 1)[0].endswith("/v1/responses/compact"):
+        return None
+    body = json_object(request)
+    if isinstance(body, str):
+        return 400, refusal_body(body)
+    extra = sorted(set(body) - COMPACT_FIELDS)
+    if extra:
+        return 400, refusal_body(f"Unknown parameter: '{extra[0]}'.")
+    if not isinstance(body.get("input"), (str, list)):
+        return 400, refusal_body("Missing required parameter: 'input'.")
+    words = counted_tokens(body)
+    summary = f"{words} words of conversation, compacted"
+    item = sign_item(
+        {"type": "compaction", "encrypted_content": encrypted_content("cmp", summary)}, 0
+    )
+    answer = {
+        "id": "resp_fake_compact",
+        "object": "response.compaction",
+        "created_at": 1700000000,
+        "output": [item],
+        "usage": {
+            "input_tokens": words,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 1,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": words + 1,
+        },
+    }
+    return 200, msgspec.json.encode(answer)
