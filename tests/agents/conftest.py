@@ -10,25 +10,55 @@ Each test sets its fake's script (``Served.script``).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from tests.agents.clis import PINS
+from tests.agents.loop import LoopSpec, ToolLoop
+from tests.dropin import conftest as dropin
 from tests.gateway.gateway_procs import Gateway
 
 from tokenwire.testing.upstream import FakeUpstream, Script
 
 
-class Served:
-    """The gateway and the fake behind each upstream kind (``PINS["upstreams"]``)."""
+@dataclass
+class LoopRun:
+    """One tool loop scripted on one upstream's fake, in a fresh project directory."""
 
-    def __init__(self, gateway: Gateway, fakes: dict[str, FakeUpstream]) -> None:
-        self.gateway = gateway
-        self.fakes = fakes
+    project: Path
+    fake: FakeUpstream
+    loop: ToolLoop
+    refused_before: int
 
     @property
-    def url(self) -> str:
-        return self.gateway.url
+    def refusals(self) -> list[str]:
+        """What the fake refused since the loop started."""
+        return self.fake.errors[self.refused_before :]
+
+
+class Served(dropin.Served):
+    """The gateway and the fake behind each upstream kind (``PINS["upstreams"]``)."""
+
+    def start_loop(self, kind: str, workdir: Path) -> LoopRun:
+        """The loop of ``PINS["loop"]`` on ``kind``'s fake, with its notes file in
+        ``workdir/project``."""
+        loop_pins = PINS["loop"]
+        project = workdir / "project"
+        project.mkdir()
+        (project / loop_pins["file"]).write_text(loop_pins["file_text"])
+        spec = LoopSpec(
+            project=project,
+            file=loop_pins["file"],
+            command=loop_pins["command"],
+            code_pattern=loop_pins["code_pattern"],
+            output_pattern=loop_pins["output_pattern"],
+            title=loop_pins["title"],
+        )
+        fake = self.fakes[kind]
+        loop = ToolLoop(fake.vendor, spec, thinking=PINS["upstreams"][kind]["thinking"])
+        fake.script = loop
+        return LoopRun(project, fake, loop, len(fake.errors))
 
 
 def gateway_config(fakes: dict[str, FakeUpstream]) -> str:

@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 from tests.agents.clis import PINS, install, run_agent
 from tests.agents.conftest import Served
-from tests.agents.loop import LoopSpec, ToolLoop
 
 LOOP = PINS["loop"]
 
@@ -78,36 +77,20 @@ def bin_dir() -> Path:
     return install()
 
 
-def _project(tmp_path: Path) -> Path:
-    project = tmp_path / "project"
-    project.mkdir()
-    (project / LOOP["file"]).write_text(LOOP["file_text"])
-    return project
-
-
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize(("agent", "kind"), PAIRINGS)
 def test_agent_tool_loop(
     agent: str, kind: str, served: Served, bin_dir: Path, tmp_path: Path
 ) -> None:
     up = PINS["upstreams"][kind]
-    project = _project(tmp_path)
-    spec = LoopSpec(
-        project=project,
-        file=LOOP["file"],
-        command=LOOP["command"],
-        code_pattern=LOOP["code_pattern"],
-        output_pattern=LOOP["output_pattern"],
-        title=LOOP["title"],
+    started = served.start_loop(kind, tmp_path)
+    loop = started.loop
+
+    run = run_agent(
+        agent, bin_dir, tmp_path, started.project, served.url, up["model"], LOOP["prompt"]
     )
-    fake = served.fakes[kind]
-    loop = ToolLoop(fake.vendor, spec, thinking=up["thinking"])
-    fake.script = loop
-    refused_before = len(fake.errors)
 
-    run = run_agent(agent, bin_dir, tmp_path, project, served.url, up["model"], LOOP["prompt"])
-
-    refusals = fake.errors[refused_before:]
+    refusals = started.refusals
     expected = EXPECTED_REFUSALS.get((agent, kind))
     if expected is not None and expected[0] in "\n".join([run.stdout, run.stderr, *refusals]):
         raise KnownRefusal(expected[1])

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 from tests.agents.clis import PINS
 from tests.agents.conftest import Served
-from tests.agents.loop import LoopSpec, ToolLoop
 
 agents = pytest.importorskip("agents", reason="openai-agents is in the peers extra")
 openai = pytest.importorskip("openai")
@@ -47,22 +46,9 @@ def _tools(project: Path) -> list[object]:
 @pytest.mark.parametrize("api", ["responses", "chat_completions"])
 @pytest.mark.parametrize("kind", ["chat", "responses"])
 def test_openai_agents_tool_loop(api: str, kind: str, served: Served, tmp_path: Path) -> None:
-    project = tmp_path / "project"
-    project.mkdir()
-    (project / LOOP["file"]).write_text(LOOP["file_text"])
     up = PINS["upstreams"][kind]
-    spec = LoopSpec(
-        project=project,
-        file=LOOP["file"],
-        command=LOOP["command"],
-        code_pattern=LOOP["code_pattern"],
-        output_pattern=LOOP["output_pattern"],
-        title=LOOP["title"],
-    )
-    fake = served.fakes[kind]
-    loop = ToolLoop(fake.vendor, spec, thinking=up["thinking"])
-    fake.script = loop
-    refused_before = len(fake.errors)
+    started = served.start_loop(kind, tmp_path)
+    project, loop = started.project, started.loop
 
     async def run() -> str:
         client = openai.AsyncOpenAI(
@@ -90,7 +76,7 @@ def test_openai_agents_tool_loop(api: str, kind: str, served: Served, tmp_path: 
 
     answer = asyncio.run(run())
 
-    assert not fake.errors[refused_before:], fake.errors[refused_before:]
+    assert not started.refusals, started.refusals
     assert not loop.unreadable, loop.unreadable
     assert answer == LOOP["answer"], loop.turns
     read, shell = loop.turns[-1].results[:2]

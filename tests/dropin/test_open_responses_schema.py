@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import jsonschema
 import pytest
 from tests.dropin.conftest import QUESTION, WEATHER_TOOL, Served
@@ -42,19 +43,21 @@ def _problems(validator: jsonschema.Draft202012Validator, value: Any) -> list[st
     return [f"{where}: {error.message[:300]}"]
 
 
-def _body(model: str, stream: bool, tools: bool) -> dict[str, Any]:
+def _answer(served: Served, model: str, stream: bool, tools: bool) -> httpx.Response:
+    """The route's answer to a question to ``model``, with the weather tool or none."""
     body: dict[str, Any] = {"model": model, "input": QUESTION, "stream": stream}
     if tools:
         body["tools"] = [{"type": "function", **WEATHER_TOOL}]
-    return body
+    with served.gateway.client(timeout=30.0) as http:
+        answer = http.post("/v1/responses", json=body)
+    assert answer.status_code == 200, answer.text
+    return answer
 
 
 @pytest.mark.parametrize("tools", [False, True], ids=["text", "tools"])
 @pytest.mark.parametrize("model", MODELS)
 def test_streamed_events_validate(served: Served, model: str, tools: bool) -> None:
-    with served.gateway.client(timeout=30.0) as http:
-        answer = http.post("/v1/responses", json=_body(model, True, tools))
-    assert answer.status_code == 200, answer.text
+    answer = _answer(served, model, True, tools)
     events = [
         json.loads(line[len("data: ") :])
         for line in answer.text.splitlines()
@@ -72,9 +75,7 @@ def test_streamed_events_validate(served: Served, model: str, tools: bool) -> No
 @pytest.mark.parametrize("tools", [False, True], ids=["text", "tools"])
 @pytest.mark.parametrize("model", MODELS)
 def test_whole_answer_validates(served: Served, model: str, tools: bool) -> None:
-    with served.gateway.client(timeout=30.0) as http:
-        answer = http.post("/v1/responses", json=_body(model, False, tools))
-    assert answer.status_code == 200, answer.text
+    answer = _answer(served, model, False, tools)
     assert not _problems(WHOLE, answer.json())
 
 

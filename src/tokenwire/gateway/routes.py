@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import msgspec
 from starlette.routing import Route
@@ -47,6 +47,7 @@ __all__ = [
 ]
 
 _log = logging.getLogger("tokenwire.gateway")
+_T = TypeVar("_T")
 _encode = msgspec.json.Encoder().encode
 
 #: The API versions google-genai and Google's REST clients call (3.x defaults to ``v1``).
@@ -99,8 +100,9 @@ def _prompt_chars(request: Request) -> int:
     return chars
 
 
-class CountEndpoint:
-    """``POST`` a vendor request body, get its input token count in the vendor's shape."""
+class _WholeEndpoint:
+    """A vendor route answered whole: its body read within the limit, errors in the
+    vendor's shape."""
 
     def __init__(
         self,
@@ -117,6 +119,28 @@ class CountEndpoint:
         self, send: Send, status: int, code: str, message: str, path: str | None = None
     ) -> None:
         await send_json(send, status, self.ingress.error_body(status, code, message, path))
+
+    async def _read(
+        self, scope: Scope, receive: Receive, send: Send, parse: Callable[[bytes], _T]
+    ) -> _T | None:
+        """The body, read and ``parse``d; ``None`` when it could not be (answered)."""
+        try:
+            length = dict(scope.get("headers") or ()).get(b"content-length")
+            body = await read_body(
+                receive, self.max_body_bytes, int(length) if length and length.isdigit() else None
+            )
+            return parse(body)
+        except RequestTooLarge as exc:
+            await self._error(send, 413, "request_too_large", exc.reason, exc.path)
+        except InvalidRequest as exc:
+            await self._error(send, 400, "invalid_request", exc.reason, exc.path)
+        except Exception:  # the body stream broke (the client left)
+            await self._error(send, 400, "invalid_request", "the request body ended early")
+        return None
+
+
+class CountEndpoint(_WholeEndpoint):
+    """``POST`` a vendor request body, get its input token count in the vendor's shape."""
 
     def _request(self, body: bytes, path_params: Mapping[str, str]) -> Request:
         obj = decode_json_body(body)
@@ -136,20 +160,11 @@ class CountEndpoint:
         if scope.get("method") != "POST":
             await self._error(send, 405, "method_not_allowed", "use POST")
             return
-        try:
-            length = dict(scope.get("headers") or ()).get(b"content-length")
-            body = await read_body(
-                receive, self.max_body_bytes, int(length) if length and length.isdigit() else None
-            )
-            request = self._request(body, scope.get("path_params") or {})
-        except RequestTooLarge as exc:
-            await self._error(send, 413, "request_too_large", exc.reason, exc.path)
-            return
-        except InvalidRequest as exc:
-            await self._error(send, 400, "invalid_request", exc.reason, exc.path)
-            return
-        except Exception:  # the body stream broke (the client left)
-            await self._error(send, 400, "invalid_request", "the request body ended early")
+        path_params = scope.get("path_params") or {}
+        request = await self._read(
+            scope, receive, send, lambda body: self._request(body, path_params)
+        )
+        if request is None:
             return
         provider = self.providers.get(request.model)
         if provider is None:
@@ -196,7 +211,7 @@ class CountEndpoint:
             return False
 
 
-class CompactEndpoint:
+class CompactEndpoint(_WholeEndpoint):
     """``POST /v1/responses/compact``: a Responses compaction, forwarded to the model's
     upstream when it is an OpenAI Responses one; for any other model a 404 in OpenAI's
     error shape, on which a client (Codex) compacts the conversation itself."""
@@ -204,33 +219,17 @@ class CompactEndpoint:
     def __init__(
         self, providers: Mapping[str, Provider], *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     ) -> None:
-        self.providers = providers
-        self.max_body_bytes = max_body_bytes
-        self.ingress = FormatIngress("openai-responses")
-
-    async def _error(
-        self, send: Send, status: int, code: str, message: str, path: str | None = None
-    ) -> None:
-        await send_json(send, status, self.ingress.error_body(status, code, message, path))
+        super().__init__(
+            FormatIngress("openai-responses"), providers, max_body_bytes=max_body_bytes
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         from .providers.passthrough_request import rename_model
 
-        try:
-            length = dict(scope.get("headers") or ()).get(b"content-length")
-            raw = await read_body(
-                receive, self.max_body_bytes, int(length) if length and length.isdigit() else None
-            )
-            obj = decode_json_body(raw)
-        except RequestTooLarge as exc:
-            await self._error(send, 413, "request_too_large", exc.reason, exc.path)
+        read = await self._read(scope, receive, send, lambda body: (body, decode_json_body(body)))
+        if read is None:
             return
-        except InvalidRequest as exc:
-            await self._error(send, 400, "invalid_request", exc.reason, exc.path)
-            return
-        except Exception:  # the body stream broke (the client left)
-            await self._error(send, 400, "invalid_request", "the request body ended early")
-            return
+        raw, obj = read
         model = obj.get("model")
         if not isinstance(model, str):
             await self._error(send, 400, "invalid_request", "model: required", "model")
