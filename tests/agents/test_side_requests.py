@@ -221,3 +221,71 @@ def test_x_headers_reach_a_same_vendor_upstream_only(answering: Served) -> None:
     assert "x-forwarded-for" not in sent
     crossed = chat.requests[seen_chat].headers
     assert not {"x-app", "x-stainless-retry-count", "anthropic-beta"} & set(crossed)
+
+
+#: Claude Code's side calls around a turn: the quota probe and the title request.
+QUOTA = {"max_tokens": 1, "messages": [{"role": "user", "content": "quota"}]}
+TITLE_SCHEMA = {
+    "type": "object",
+    "properties": {"title": {"type": "string"}},
+    "required": ["title"],
+    "additionalProperties": False,
+}
+TITLE = {
+    "max_tokens": 512,
+    "stream": True,
+    "system": [{"type": "text", "text": "Write a short title for this coding session."}],
+    "messages": [{"role": "user", "content": "Fix the login bug."}],
+    "output_config": {"format": {"type": "json_schema", "schema": TITLE_SCHEMA}},
+}
+
+
+class FormatDropped(AssertionError):
+    """The title call's JSON schema did not reach the upstream in any form."""
+
+
+def _asked_schema(kind: str, body: dict[str, Any]) -> Any:
+    """The JSON schema an upstream request of ``kind`` asks the answer to follow."""
+    if kind == "anthropic":
+        return body.get("output_config", {}).get("format", {}).get("schema")
+    if kind in ("chat", "reasoning"):
+        return body.get("response_format", {}).get("json_schema", {}).get("schema")
+    if kind == "responses":
+        return body.get("text", {}).get("format", {}).get("schema")
+    config = body.get("generationConfig", {})
+    return config.get("responseJsonSchema") or config.get("responseSchema")
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        pytest.param(
+            kind,
+            marks=[]
+            if kind == "anthropic"
+            else [
+                pytest.mark.xfail(
+                    strict=True,
+                    raises=FormatDropped,
+                    reason="output_config.format is dropped without a word toward another "
+                    "vendor format (to be mapped onto response_format, text.format, "
+                    "responseJsonSchema)",
+                )
+            ],
+        )
+        for kind in PINS["upstreams"]
+    ],
+)
+def test_title_and_quota_side_calls(answering: Served, kind: str) -> None:
+    model = PINS["upstreams"][kind]["model"]
+    fake = answering.fakes[kind]
+    with httpx.Client(base_url=answering.url, timeout=30) as client:
+        quota = client.post("/v1/messages", json={**QUOTA, "model": model})
+        title = client.post("/v1/messages", json={**TITLE, "model": model})
+    assert quota.status_code == 200, quota.text
+    assert quota.json()["content"][0]["text"] == ANSWER
+    assert title.status_code == 200, title.text
+    assert "message_stop" in title.text
+    sent = json.loads(fake.requests[-1].body)
+    if _asked_schema(kind, sent) != TITLE_SCHEMA:
+        raise FormatDropped(f"{kind}: the upstream was asked {sorted(sent)}")
