@@ -43,7 +43,7 @@ _GEMINI_TO_ANTHROPIC = (
     "Expected `thinking` or `redacted_thinking`, but found `tool_use`",
     "Gemini CLI sends back only the thoughtSignature of its function-call parts; the gateway "
     "does not carry Anthropic's signed thinking in it, so the Anthropic fake refuses the second "
-    "turn (and the Gemini route answers that 400 as a 500, which Gemini CLI retries)",
+    "turn",
 )
 EXPECTED_REFUSALS: dict[tuple[str, str], tuple[str, str]] = {
     **{

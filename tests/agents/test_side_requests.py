@@ -24,7 +24,7 @@ from tests.agents.clis import PINS
 from tests.agents.conftest import Served
 
 from tokenwire.server import DEFAULT_MAX_BODY_BYTES
-from tokenwire.testing.upstream import Script
+from tokenwire.testing.upstream import Fault, Script
 from tokenwire.testing.waiting import wait_until
 
 ANSWER = "Hello from the upstream."
@@ -289,3 +289,29 @@ def test_title_and_quota_side_calls(answering: Served, kind: str) -> None:
     sent = json.loads(fake.requests[-1].body)
     if _asked_schema(kind, sent) != TITLE_SCHEMA:
         raise FormatDropped(f"{kind}: the upstream was asked {sorted(sent)}")
+
+
+def test_an_upstream_refusal_stays_a_client_error_across_vendors(answering: Served) -> None:
+    """Anthropic's 400 reaches a Gemini client as 400 INVALID_ARGUMENT: a 500 would make
+    Gemini CLI retry the same request again and again."""
+    fake = answering.fakes["anthropic"]
+    body = {"contents": [{"role": "user", "parts": [{"text": "Say hello."}]}]}
+    fake.fault = Fault(kind="status", status=400)
+    try:
+        with httpx.Client(base_url=answering.url, timeout=30) as client:
+            answer = client.post(
+                f"/v1beta/models/{CLAUDE}:streamGenerateContent?alt=sse",
+                json=body,
+                headers={"x-goog-api-key": "sk-agent-test"},
+            )
+    finally:
+        fake.fault = None
+    errors = [
+        json.loads(line[len("data: ") :])["error"]
+        for line in answer.text.splitlines()
+        if line.startswith("data: ") and '"error"' in line
+    ]
+    if answer.status_code != 200:  # refused before the stream: the HTTP status says it
+        errors = [answer.json()["error"]]
+    assert errors, answer.text
+    assert errors[0]["code"] == 400 and errors[0]["status"] == "INVALID_ARGUMENT", errors
