@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import importlib
 import json
 import os
 import shutil
@@ -41,6 +42,15 @@ def skip_or_fail(reason: str) -> None:
     if os.environ.get("CI") == "true":
         pytest.fail(reason)
     pytest.skip(reason)
+
+
+def require(module: str, reason: str) -> Any:
+    """``module`` imported; skipped without it, failed without it under ``CI=true``."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        skip_or_fail(f"{module} is not installed: {reason}")
+        raise
 
 
 def install() -> Path:

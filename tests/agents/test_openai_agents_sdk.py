@@ -12,18 +12,23 @@ from __future__ import annotations
 import asyncio
 import subprocess
 from pathlib import Path
+from typing import Any
 
+import openai
 import pytest
-from tests.agents.clis import PINS
+from tests.agents.clis import PINS, require
 from tests.agents.conftest import Served
 
-agents = pytest.importorskip("agents", reason="openai-agents is in the peers extra")
-openai = pytest.importorskip("openai")
+
+@pytest.fixture(scope="module")
+def agents() -> Any:
+    return require("agents", "the OpenAI Agents SDK is in the peers extra (openai-agents)")
+
 
 LOOP = PINS["loop"]
 
 
-def _tools(project: Path) -> list[object]:
+def _tools(agents: Any, project: Path) -> list[object]:
     @agents.function_tool
     def read_file(file_path: str) -> str:
         """Read a text file of the project."""
@@ -45,7 +50,9 @@ def _tools(project: Path) -> list[object]:
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("api", ["responses", "chat_completions"])
 @pytest.mark.parametrize("kind", ["chat", "responses"])
-def test_openai_agents_tool_loop(api: str, kind: str, served: Served, tmp_path: Path) -> None:
+def test_openai_agents_tool_loop(
+    api: str, kind: str, served: Served, tmp_path: Path, agents: Any
+) -> None:
     up = PINS["upstreams"][kind]
     started = served.start_loop(kind, tmp_path)
     project, loop = started.project, started.loop
@@ -60,7 +67,7 @@ def test_openai_agents_tool_loop(api: str, kind: str, served: Served, tmp_path: 
         agent = agents.Agent(
             name="loop",
             instructions="Use the tools to answer.",
-            tools=_tools(project),
+            tools=_tools(agents, project),
             model=model_class(model=up["model"], openai_client=client),
         )
         try:

@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.agents.clis import PINS
+from tests.agents.clis import PINS, require
 from tests.agents.conftest import Served
 
 from tokenwire.server import DEFAULT_MAX_BODY_BYTES
@@ -45,7 +45,7 @@ def _messages_body(model: str, **extra: Any) -> bytes:
 
 
 def _zstd(data: bytes) -> bytes:
-    zstandard = pytest.importorskip("zstandard", reason="zstd bodies need zstandard (server)")
+    zstandard = require("zstandard", "zstd bodies need it (the server extra)")
     return zstandard.ZstdCompressor().compress(data)  # type: ignore[no-any-return]
 
 

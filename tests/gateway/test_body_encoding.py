@@ -6,6 +6,7 @@ import gzip
 import zlib
 
 import pytest
+from tests.agents.clis import require
 
 from tokenwire.gateway.body_encoding import DecodeFailed, decode_body, supported_encodings
 
@@ -21,7 +22,7 @@ def test_each_coding_round_trips_and_stacked_codings_undo_in_reverse() -> None:
 
 
 def test_zstd_several_frames_are_one_body() -> None:
-    zstandard = pytest.importorskip("zstandard", reason="zstd needs the server extra")
+    zstandard = require("zstandard", "zstd bodies need it (the server extra)")
     frames = zstandard.ZstdCompressor().compress(TEXT[:50]) + zstandard.ZstdCompressor().compress(
         TEXT[50:]
     )
@@ -31,16 +32,14 @@ def test_zstd_several_frames_are_one_body() -> None:
 @pytest.mark.parametrize("coding", ["gzip", "deflate", "zstd"])
 def test_a_bomb_stops_at_the_limit(coding: str) -> None:
     if coding not in OPENERS:
-        pytest.skip("zstd needs the server extra")
+        require("zstandard", "zstd bodies need it (the server extra)")
     huge = b"\0" * (8 << 20)
     if coding == "gzip":
         bomb = gzip.compress(huge)
     elif coding == "deflate":
         bomb = zlib.compress(huge)
     else:
-        import zstandard
-
-        bomb = zstandard.ZstdCompressor().compress(huge)
+        bomb = require("zstandard", "zstd bodies need it").ZstdCompressor().compress(huge)
     with pytest.raises(DecodeFailed) as failed:
         decode_body(bomb, [coding], 1 << 20, OPENERS)
     assert failed.value.status == 413
