@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 RUN_STAMP := $(VENV)/.installed-run
 PIP    := $(BIN)/python -m pip install -q --disable-pip-version-check
 
-.PHONY: run test lint typecheck unit bench fuzz clean
+.PHONY: run test lint typecheck unit bench fuzz flaky clean
 
 # (Re)install whenever the project's metadata changes.
 $(RUN_STAMP): pyproject.toml
@@ -49,6 +49,13 @@ bench: $(STAMP)
 	$(BIN)/python bench/translate.py
 	$(BIN)/python bench/gateway.py
 	$(BIN)/python bench/client.py
+
+# The process-level folders N times each (`make flaky N=3`), each run a fresh pytest
+# process; prints every test that failed even once. Not in `make test` (about an hour at N=10).
+N ?= 10
+FLAKY_DIRS ?= tests/hostile tests/server tests/production
+flaky: $(STAMP)
+	$(BIN)/python tests/repeat.py --times $(N) $(FLAKY_DIRS)
 
 # atheris harnesses for the SSE decoder, the request parser and convert's format detection,
 # 60 s each (not in `make test`).

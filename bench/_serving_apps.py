@@ -89,7 +89,7 @@ async def rsgi_app(scope: Any, proto: Any) -> None:
 def main() -> None:
     import uvloop
 
-    from tokenwire._h1server import H1Server
+    from tokenwire.server.http1 import H1Server
 
     port = int(sys.argv[1])
 

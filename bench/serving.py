@@ -10,7 +10,7 @@ load hits all of them alike:
   ``tokenwire serve`` runs today);
 - granian RSGI (``--interface rsgi``: granian's own interface, no ASGI messages);
 - uvicorn with httptools and uvloop;
-- ``tokenwire._h1server`` (an asyncio protocol on httptools, uvloop).
+- ``tokenwire.server.http1`` (an asyncio protocol on httptools, uvloop).
 
 For each: time to the first event (raw client, request written to the first
 event read, ``--requests`` times) at p50 and p99; CPU per event (one stream of

@@ -480,7 +480,7 @@ def main() -> None:
         '"Request limits and timeouts")',
         "- RSS: the `tokenwire serve` process tree (server + one worker), from /proc; "
         f"after = {AFTER_S:g} s after the attack's connections are gone",
-        "- engines: " + ", ".join(engines) + ' (`[server] engine`; "h1" is `tokenwire._h1server`)',
+        "- engines: " + ", ".join(engines) + ' (`[server] engine`; "h1" is `server.http1`)',
         f"- targets: peak within baseline + {TARGET_PEAK_MB:g} MB, after within "
         f"{TARGET_AFTER:.0%} of baseline, /healthz p99 under {TARGET_P99_MS:g} ms",
         "",

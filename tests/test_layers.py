@@ -6,9 +6,10 @@ Two areas on the same layer (the client and the server, the gateway and the
 fakes) never import each other. The check reads the source, so a lazy import
 inside a function counts as much as one at the top.
 
-Inside the gateway the same rule holds between its packages (``GATEWAY_LAYERS``:
-the config lowest, the app wiring on top), and nowhere in ``src/`` may modules
-import each other round in a circle.
+Inside the serving layer (``SERVER_LAYERS``: the ASGI plumbing lowest, the
+endpoint on top) and inside the gateway (``GATEWAY_LAYERS``: the config lowest,
+the app wiring on top) the same rule holds between their parts, and nowhere in
+``src/`` may modules import each other round in a circle.
 """
 
 from __future__ import annotations
@@ -37,20 +38,31 @@ LAYERS: dict[str, int] = {
     "_iter": 3,
     "translate": 4,
     "conformance": 4,
-    "_asgi": 5,
-    "_outbox": 5,
-    "_guard": 6,
-    "_h1server": 6,
     "server": 6,
-    "_framestreams": 5,
-    "_wsframes": 6,
-    "_wtframes": 6,
     "client": 6,
     "testing": 7,
     "gateway": 7,
     "cli": 8,
     "__init__": 8,
     "__main__": 9,
+}
+
+
+#: Layer of each area of ``tokenwire.server`` (a subpackage or module), lowest first.
+#: The plumbing (ASGI types, the outbox, the encoders) at the bottom; the transports
+#: (our HTTP/1.1 server, the frame channels) and the guard over it; one accepted
+#: stream, then the endpoint that accepts it; the package's public names on top.
+SERVER_LAYERS: dict[str, int] = {
+    "asgi": 0,
+    "outbox": 0,
+    "encoders": 0,
+    "hooks": 1,
+    "guard": 1,
+    "http1": 1,
+    "frames": 1,
+    "stream": 2,
+    "endpoint": 3,
+    "__init__": 4,
 }
 
 
@@ -81,12 +93,16 @@ def _area(module: str) -> str:
     return "__init__" if len(parts) == 1 else parts[1]
 
 
-def _gateway_area(module: str) -> str | None:
-    """The gateway area of ``module`` (``None`` outside ``tokenwire.gateway``)."""
+def _inner_area(package: str, module: str) -> str | None:
+    """The area of ``module`` inside ``tokenwire.<package>`` (``None`` outside it)."""
     parts = module.split(".")
-    if parts[:2] != ["tokenwire", "gateway"]:
+    if parts[:2] != ["tokenwire", package]:
         return None
     return "__init__" if len(parts) == 2 else parts[2]
+
+
+def _gateway_area(module: str) -> str | None:
+    return _inner_area("gateway", module)
 
 
 def _modules() -> set[str]:
@@ -176,6 +192,29 @@ def test_gateway_imports_go_down_its_layers() -> None:
                 f"{GATEWAY_LAYERS[here]}, gateway.{there} on layer {GATEWAY_LAYERS[there]})"
             )
     assert not wrong, "gateway imports that run back up its layers:\n" + "\n".join(wrong)
+
+
+def test_every_server_area_has_a_layer() -> None:
+    areas = {_inner_area("server", m) for m in _modules()} - {None}
+    missing = sorted(areas - SERVER_LAYERS.keys())  # type: ignore[operator]
+    assert not missing, f"give these server modules a layer in {__file__}: {missing}"
+
+
+def test_server_imports_go_down_its_layers() -> None:
+    modules = _modules()
+    wrong = []
+    for importer, imported, line in _imports():
+        # ``from . import x`` names the package: the module it resolves to decides.
+        target = _resolve(imported, modules) or imported
+        here, there = _inner_area("server", importer), _inner_area("server", target)
+        if here is None or there is None or here == there:
+            continue
+        if SERVER_LAYERS[there] >= SERVER_LAYERS[here]:
+            wrong.append(
+                f"{importer}:{line} imports {imported} (server.{here} is on layer "
+                f"{SERVER_LAYERS[here]}, server.{there} on layer {SERVER_LAYERS[there]})"
+            )
+    assert not wrong, "server imports that run back up its layers:\n" + "\n".join(wrong)
 
 
 def _resolve(name: str, modules: set[str]) -> str | None:

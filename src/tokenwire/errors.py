@@ -20,11 +20,13 @@
     ├── StreamError                   raised only by Response.raise_for_error() for an
     │                                 `error` event, which is otherwise plain data
     └── raised where they belong (each module's own job), still in this one tree:
-        ├── ClientDisconnected        _asgi: the client left before its body was read
+        ├── ClientDisconnected        server.asgi: the client left before its body was read
         ├── MediaTypeError            mediatype: a Content-Type or Accept that does not parse
         ├── ConfigError               gateway.config: a bad config, naming the key
         │   (ConfigProblem, gateway.config.production, for the production keys)
         ├── ResumeConflict            server: a resumable request_id already stored (409)
+        ├── Refusal                   server.http1: a request our HTTP/1.1 server refuses
+        │                             before the app sees it (a 4xx and Connection: close)
         ├── ResumeStoreError          gateway.resume.store: the store failed
         │   └── StoreUnavailable, StoreRefused, StreamNotFound, EventsTrimmed
         ├── SessionStateError         gateway.resume.session: an input its table does not allow

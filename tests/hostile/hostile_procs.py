@@ -144,7 +144,8 @@ class BudgetProbe:
     """One delta: the worker's ``{"queued", "in_flight", "sending"}`` memory accounting."""
 
     async def generate(self, request: Request) -> AsyncIterator[ev.Event]:
-        from tokenwire import _guard, _outbox
+        from tokenwire.server import guard as _guard
+        from tokenwire.server import outbox as _outbox
 
         snapshot = {
             "queued": _outbox.BUDGET.queued,

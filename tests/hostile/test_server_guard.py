@@ -1,6 +1,6 @@
 """The request guard in process: Content-Type rules, the body and write deadlines, budgets.
 
-The guard (``tokenwire._guard.Guard``) wraps the gateway in ``tokenwire
+The guard (``tokenwire.server.guard.Guard``) wraps the gateway in ``tokenwire
 serve``; here it wraps ``build_app()`` or a bare ``StreamEndpoint`` and is
 driven by scripted ASGI messages (tests/server/server_asgi.py), so a client
 that never sends the rest of its body, or never reads, is exact.
@@ -16,12 +16,12 @@ import pytest
 from tests.hostile.hostile_procs import Firehose
 from tests.server.server_asgi import Exchange
 
-from tokenwire import _outbox
 from tokenwire import events as ev
-from tokenwire._guard import Guard, Limits
 from tokenwire.gateway.app import build_app
 from tokenwire.request import MEDIA_TYPE
 from tokenwire.server import StreamEndpoint
+from tokenwire.server import outbox as _outbox
+from tokenwire.server.guard import Guard, Limits
 from tokenwire.testing import async_wait_until
 
 BODY = json.dumps(

@@ -1,4 +1,4 @@
-"""tokenwire's own HTTP/1.1 server (``tokenwire._h1server``), in this process, on 127.0.0.1.
+"""tokenwire's own HTTP/1.1 server (``tokenwire.server.http1``), in this process, on 127.0.0.1.
 
 What a client relies on: requests reach the app whole (Content-Length, chunked,
 ``Expect: 100-continue``, keep-alive, pipelining); every request whose framing
@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from tokenwire._guard import Guard, Limits
-from tokenwire._h1server import MAX_CHUNK_LINE, MAX_HEAD, MAX_HEADERS, H1Server, Settings
+from tokenwire.server.guard import Guard, Limits
+from tokenwire.server.http1 import MAX_CHUNK_LINE, MAX_HEAD, MAX_HEADERS, H1Server, Settings
 
 VECTORS = json.loads(
     (Path(__file__).parents[1] / "vectors" / "h1server" / "refusals.json").read_text()

@@ -11,12 +11,13 @@ import pytest
 from tests.server.server_asgi import Exchange
 
 import tokenwire
-from tokenwire import _asgi, server
 from tokenwire import events as ev
 from tokenwire import request as rq
-from tokenwire._outbox import KEEPALIVE
+from tokenwire import server
 from tokenwire.errors import ProtocolError
 from tokenwire.server import StreamEndpoint, StreamRecord
+from tokenwire.server import asgi as _asgi
+from tokenwire.server.outbox import KEEPALIVE
 from tokenwire.testing import async_wait_until
 
 

@@ -16,8 +16,8 @@ from tests.server.server_asgi import Exchange
 import tokenwire
 from tokenwire import events as ev
 from tokenwire import request as rq
-from tokenwire._outbox import KEEPALIVE, KeepAlive, Outbox
 from tokenwire.server import StreamEndpoint, StreamRecord
+from tokenwire.server.outbox import KEEPALIVE, KeepAlive, Outbox
 from tokenwire.testing import async_wait_until
 
 

@@ -1,7 +1,7 @@
 """``tokenwire serve`` with ``[server] engine = "h1"``: tokenwire's own HTTP/1.1 server.
 
 The same one process as ``_one_process.serve_one_process`` (its signal handling,
-drain, kill timeout and exit status), with ``tokenwire._h1server.H1Server`` in
+drain, kill timeout and exit status), with ``tokenwire.server.http1.H1Server`` in
 place of granian's embedded server: cleartext HTTP/1.1, parsed and written on
 the gateway's own event loop (bench/RESULTS.md, "serving"). TLS (and so HTTP/2
 by ALPN) and cleartext HTTP/2 stay on granian: ``serve`` only comes here
@@ -21,12 +21,12 @@ import contextlib
 import socket
 from typing import TYPE_CHECKING
 
-from .._h1server import H1Server, Settings
+from ..server.http1 import H1Server, Settings
 from ._one_process import InFlight, _runner, _Stopper
 
 if TYPE_CHECKING:
-    from .._guard import Guard
     from ..gateway.policy.drain import Drain
+    from ..server.guard import Guard
 
 __all__ = ["serve_h1"]
 

@@ -8,7 +8,7 @@ costs. Every open stream is one socket (two through an upstream provider), so
 the real bound is the process's open-file limit: raise its soft limit to the
 hard one (as nginx's ``worker_rlimit_nofile`` does) and let granian take as
 many requests as that leaves room for. Memory stays bounded by the request
-guard's budgets (``_guard``), which answer ``503 overloaded`` past them.
+guard's budgets (``server.guard``), which answer ``503 overloaded`` past them.
 """
 
 from __future__ import annotations

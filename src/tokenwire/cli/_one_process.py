@@ -45,8 +45,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .._guard import Guard
     from ..gateway.policy.drain import Drain
+    from ..server.guard import Guard
 
 __all__ = ["InFlight", "serve_one_process"]
 

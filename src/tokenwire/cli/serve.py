@@ -39,8 +39,8 @@ from ._ports import claim_port
 if TYPE_CHECKING:
     from granian.constants import HTTPModes
 
-    from .._guard import Guard
     from ..gateway.policy.drain import Drain
+    from ..server.guard import Guard
 
 _LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 #: Overrides ``[server] engine`` ("granian" or "h1").
@@ -264,8 +264,8 @@ def http_mode(*, tls: bool, cleartext_http2: bool) -> HTTPModes:
 
 
 def _serve_h1(app: Guard, drain: Drain, settings: ServerConfig, host: str, port: int) -> int:
-    from .._h1server import Settings
     from ..gateway.serving import guard_limits
+    from ..server.http1 import Settings
     from ._h1_process import serve_h1
 
     h1 = Settings(

@@ -41,9 +41,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .._asgi import HTTP_ERROR_CODES, json_error
-from .._wsframes import FramesOverWebSocket
 from ..server import StreamEndpoint
+from ..server.asgi import HTTP_ERROR_CODES, json_error
+from ..server.frames.websocket import FramesOverWebSocket
 from . import playground
 from .body_encoding import BodyDecoding, has_content_encoding
 from .config import CONFIG_ENV, LOG_CONTENT_ENV, Config, load
@@ -176,7 +176,7 @@ class Gateway:
         webtransport = None
         server = self.config.server
         if server.webtransport_port is not None:
-            from .._wtframes import WebTransportServer
+            from ..server.frames.webtransport import WebTransportServer
 
             assert server.certfile is not None and server.keyfile is not None  # checked
             webtransport = WebTransportServer(

@@ -30,7 +30,7 @@ import zlib
 from collections.abc import Callable, MutableMapping
 from typing import Any, Final, Protocol
 
-from .._asgi import HTTP_ERROR_CODES, Receive, Scope, Send, json_error, send_json
+from ..server.asgi import HTTP_ERROR_CODES, Receive, Scope, Send, json_error, send_json
 from .routes import vendor_error
 
 __all__ = [

@@ -34,10 +34,10 @@ import msgspec
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .. import translate
-from .._asgi import json_error
 from ..errors import InvalidRequest, RequestTooLarge
 from ..request import DEFAULT_MAX_DEPTH, Request
 from ..server import Encode
+from ..server.asgi import json_error
 from ..translate import VendorFormat, VendorIngress
 from .answers import ChunkArray, HeldStream, WholeAnswer
 from .providers import passthrough

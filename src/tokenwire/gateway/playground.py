@@ -32,9 +32,9 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from .. import events as ev
-from .._asgi import ClientDisconnected, json_error, read_body
 from ..errors import RequestTooLarge
 from ..lifecycle import validate
+from ..server.asgi import ClientDisconnected, json_error, read_body
 from ..translate import VENDORS, translator
 
 __all__ = [

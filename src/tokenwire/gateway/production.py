@@ -34,9 +34,9 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from .. import events as ev
-from .._asgi import Receive, Scope, Send
 from ..request import Request
 from ..server import Provider, StreamRecord, Tee
+from ..server.asgi import Receive, Scope, Send
 from .config import Config, deployment_models
 from .context import CURRENT, RequestContext, current
 from .policy import auth

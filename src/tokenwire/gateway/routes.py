@@ -30,10 +30,10 @@ from typing import Any, Final, TypeVar
 import msgspec
 from starlette.routing import Route
 
-from .._asgi import Receive, Scope, Send, read_body, send_json
 from ..errors import InvalidRequest, RequestTooLarge
 from ..request import Request, echo
 from ..server import DEFAULT_MAX_BODY_BYTES, Provider
+from ..server.asgi import Receive, Scope, Send, read_body, send_json
 from ..writer import estimate_tokens
 from .ingress import FormatIngress, WithPathParams, decode_json_body
 

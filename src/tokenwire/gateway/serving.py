@@ -1,7 +1,7 @@
 """The app ``tokenwire serve`` runs in each worker: the gateway behind the request guard.
 
 ``app_from_env`` builds the gateway (``app.app_from_env``) and wraps it in
-``tokenwire._guard.Guard`` with the ``[server]`` limits of its config: the
+``tokenwire.server.guard.Guard`` with the ``[server]`` limits of its config: the
 body and write deadlines and the memory budgets (docs/gateway.md, "Request
 limits and timeouts"). Embedders that serve ``build_app`` themselves can wrap
 it the same way.
@@ -16,7 +16,7 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from .._guard import Guard, Limits
+from ..server.guard import Guard, Limits
 from .config import TIMEOUT_ENV, ServerConfig
 
 if TYPE_CHECKING:

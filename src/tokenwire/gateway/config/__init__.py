@@ -38,10 +38,11 @@ from typing import Any, Final
 
 import msgspec
 
-from ... import _guard, server
+from ... import server
 from ..._secrets import SECRET_HEADERS
 from ..._suggest import did_you_mean
 from ...errors import TokenwireError
+from ...server import guard
 from . import production as config_prod  # production keys (docs/gateway.md, "Production")
 
 __all__ = [
@@ -101,7 +102,7 @@ DEFAULT_HTTP2_MAX_STREAMS: Final = 100
 CLEARTEXT_HTTP2_WITH_TLS: Final = (
     "only without TLS: with certfile/keyfile, HTTP/2 is offered by ALPN (remove it)"
 )
-_GUARD: Final = _guard.Limits()
+_GUARD: Final = guard.Limits()
 
 #: Provider kinds besides the vendor formats of ``tokenwire.translate.VENDORS``.
 BUILTIN_PROVIDERS: Final = frozenset({"demo", "python"})
@@ -181,7 +182,7 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     http2_max_concurrent_streams: int = DEFAULT_HTTP2_MAX_STREAMS
 
     #: What serves cleartext HTTP/1.1 (``SERVER_ENGINES``): "granian", or "h1"
-    #: (``tokenwire._h1server``, one process; TLS and h2c stay on granian).
+    #: (``tokenwire.server.http1``, one process; TLS and h2c stay on granian).
     engine: str = "granian"
 
 

@@ -6,7 +6,7 @@
 - ``routing``: retries, fallbacks, weighted deployments, circuit breakers;
 - ``drain``: graceful drain on SIGTERM.
 
-May import: the core, ``tokenwire.server``/``_asgi``, and of the gateway
+May import: the core, ``tokenwire.server`` (with its ``asgi``), and of the gateway
 ``config`` and ``context``; never ``providers``, ``telemetry`` or the app
 (``production.py`` wires them together).
 """

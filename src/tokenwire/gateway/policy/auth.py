@@ -15,7 +15,7 @@ from typing import Final
 
 import msgspec
 
-from ..._asgi import json_error
+from ...server.asgi import json_error
 
 __all__ = ["Refusal", "error_body", "ingress_of"]
 

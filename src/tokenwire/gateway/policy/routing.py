@@ -41,10 +41,10 @@ from typing import Final, Protocol, cast
 import msgspec
 
 from ... import events as ev
-from ..._asgi import classify_exception
 from ...errors import TokenwireError
 from ...request import Request
 from ...server import Provider
+from ...server.asgi import classify_exception
 from ..context import Attempt, current
 
 __all__ = ["CircuitBreaker", "Deployment", "RetryPolicy", "RoutedProvider"]
@@ -243,7 +243,7 @@ class RoutedProvider:
             self.on_attempt(model or self.name, deployment.label, outcome)
 
     def check_request(self, request: Request) -> None:
-        """What the deployments refuse before any stream starts (``Provider`` in server.py):
+        """What the deployments refuse before any stream starts (``Provider`` in server/hooks.py):
         raises ``InvalidRequest`` when one of them says it will never serve ``request``."""
         for deployment in self.deployments:
             check = getattr(deployment.provider, "check_request", None)

@@ -14,7 +14,7 @@
 ``endpoint``           ``ResumeEndpoint``: ``GET`` resumes, ``DELETE`` cancels
 =====================  ==========================================================
 
-May import: the core, ``tokenwire.server``/``_asgi``/``_outbox``, and of the
+May import: the core, ``tokenwire.server`` (with its ``asgi`` and ``outbox``), and of the
 gateway ``config``, ``context``, ``telemetry`` and ``upstream``; never ``policy``,
 ``providers`` or the app.
 """

@@ -26,9 +26,17 @@ import msgspec
 
 from ... import events as ev
 from ... import sse
-from ..._asgi import Receive, Scope, Send, frames_payload, json_error, send_json, send_json_error
-from ..._outbox import KEEPALIVE
 from ...server import CLEANUP_S, FRAMES, SSE_HEADERS, FramesEncode
+from ...server.asgi import (
+    Receive,
+    Scope,
+    Send,
+    frames_payload,
+    json_error,
+    send_json,
+    send_json_error,
+)
+from ...server.outbox import KEEPALIVE
 from .access import allowed
 from .manager import ResumeManager
 from .store import (

@@ -252,7 +252,7 @@ class Session:
         if self.state in CANCELLABLE:
             self._cancel = (code, message)
             task.cancel()
-            # A provider gets CLEANUP_S to clean up, as in server.py; then it is
+            # A provider gets CLEANUP_S to clean up, as in server/stream.py; then it is
             # cancelled again.
             loop = asyncio.get_running_loop()
             self._escalation = loop.call_later(CLEANUP_S, task.cancel)

@@ -9,7 +9,7 @@ to the stream exactly as over HTTP, because it *is* the HTTP path. The
 answer's frames go to ``write``; an answer that is not a stream (400, 401,
 404, 429...) becomes an ``ERROR`` frame with its code and message; a hang-up
 (``Channel.hang_up``) is the HTTP client leaving. The WebSocket binding
-(``_wsframes``) and the WebTransport one (``_wtframes``) are two transports of
+(``websocket``) and the WebTransport one (``webtransport``) are two transports of
 this.
 """
 
@@ -22,8 +22,8 @@ from urllib.parse import quote
 
 import msgspec
 
-from . import binary
-from .binary import FrameType
+from ... import binary
+from ...binary import FrameType
 
 __all__ = ["Channel", "Routes", "client_headers", "serve"]
 

@@ -13,9 +13,9 @@ from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
 
-from . import mediatype
-from .binary import MEDIA_TYPE as FRAMES_MEDIA_TYPE
-from .errors import ProtocolError, RequestTooLarge, TokenwireError
+from .. import mediatype
+from ..binary import MEDIA_TYPE as FRAMES_MEDIA_TYPE
+from ..errors import ProtocolError, RequestTooLarge, TokenwireError
 
 Scope: TypeAlias = MutableMapping[str, Any]
 Message: TypeAlias = MutableMapping[str, Any]
@@ -230,7 +230,7 @@ class HangUp:
     sender's ``except CancelledError``, whether the cancel was this one (and
     takes it back); ``stop`` ends the watch when the sending is over.
 
-    When ``receive()`` returns an ``asyncio.Future`` (``tokenwire._h1server``
+    When ``receive()`` returns an ``asyncio.Future`` (``tokenwire.server.http1``
     does), the watch is a done-callback on it: no task and no coroutine frame
     per open stream (~1 KiB each); other servers' awaitables get a watcher task.
     """

@@ -1,7 +1,7 @@
 """The binary binding over WebSocket (docs/binary.md section 6.2): many streams, one socket.
 
 Every WebSocket message is one frame with a channel id. Each ``REQUEST`` or
-``RESUME`` on a new channel is served by ``_framestreams.serve`` (through the
+``RESUME`` on a new channel is served by ``channel.serve`` (through the
 app's own HTTP routes, with the handshake's headers); its frames go back on
 that channel. ``CANCEL`` (or the socket closing) is the stream's hang-up, and
 the channel gets an ``ERROR`` frame with code ``cancelled``.
@@ -19,11 +19,11 @@ import asyncio
 import contextlib
 from typing import Any, Final
 
-from . import binary
-from ._asgi import Receive, Scope, Send
-from ._framestreams import Channel, Routes, client_headers, serve
-from .binary import FrameType
-from .errors import FramingError
+from ... import binary
+from ...binary import FrameType
+from ...errors import FramingError
+from ..asgi import Receive, Scope, Send
+from .channel import Channel, Routes, client_headers, serve
 
 __all__ = ["SUBPROTOCOL", "FramesOverWebSocket"]
 

@@ -1,59 +1,20 @@
-"""The ASGI toolkit: serve any ``generate(request)`` provider as an LLM-Stream endpoint.
-
-A provider author writes one async generator::
-
-    class Echo:
-        async def generate(self, request: Request) -> AsyncIterator[Event]:
-            yield ContentDelta(v="1.0", seq=0, index=0, role="assistant",
-                               delta=Delta(text=request.messages[-1].text))
-
-    app = StreamEndpoint(Echo())          # an ASGI app; mount it anywhere
-
-and ``StreamEndpoint`` does the rest of the standard:
-
-- 405 unless POST; 415 unless the Content-Type essence is
-  ``application/llm-request+json`` (§7.2);
-- 413 over ``max_body_bytes``, from ``Content-Length`` before reading and while
-  reading otherwise, so an oversized body is never buffered whole;
-- 400 for invalid JSON or an invalid envelope (§4), naming the field or byte offset;
-- 404 for a model no provider serves;
-- then ``text/event-stream`` with ``Cache-Control: no-cache``: every event the
-  provider yields goes through a ``Writer`` (so ``seq``/``v`` are always right
-  and the stream always ends with ``stream.end``), is encoded once, and every
-  event already produced is flushed in one ASGI ``send``;
-- a client hang-up cancels the generator (and whatever upstream call it was
-  awaiting) at once; idle streams get ``: keep-alive`` comments;
-- an exception or timeout in the provider becomes ``error`` + ``stream.end``
-  with a §5.3.6 code, never a traceback on the wire.
-
-A ``resumption`` hook (the gateway's resume store, docs/scaling.md) may take
-a stream over: its events are recorded as they are sent, and the generation
-outlives the request, so a hang-up no longer cancels it and the client can
-come back for the rest (``GET /v1/streams/{request_id}``).
-
-Every error status carries a JSON body ``{"error": {"code", "message", "path"}}``.
-
-Hooks: ``observers`` see every request (``opened`` when a stream starts,
-``closed`` when the request is done, with a ``StreamRecord``); an observer may
-return a ``Tee`` from ``opened`` to see every event the stream emits. That is
-the seam for metrics, logs, and a resume store.
-
-The module needs no web framework: ``StreamEndpoint`` is a plain ASGI app.
-"""
+"""``StreamEndpoint``: the ASGI app that serves a provider as an LLM-Stream endpoint."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import time
-import types
-from collections.abc import AsyncIterator, Callable, Generator, Iterable, Mapping, Sequence
-from typing import Final, Protocol, TypeAlias, cast, runtime_checkable
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Final, TypeAlias, cast
 
-from . import binary
-from . import events as ev
-from . import request as rq
-from ._asgi import (
+from .. import events as ev
+from .. import request as rq
+from .._suggest import did_you_mean
+from ..errors import InvalidRequest, RequestTooLarge
+from ..request import Request
+from ..writer import Writer, estimate_tokens
+from .asgi import (
     HTTP_ERROR_CODES,
     ClientDisconnected,
     HangUp,
@@ -68,276 +29,27 @@ from ._asgi import (
     send_json_error,
     wants_standard,
 )
-from ._outbox import KeepAlive, Outbox
-from ._suggest import did_you_mean
-from .errors import InvalidRequest, RequestTooLarge, TokenwireError
-from .request import Request
-from .writer import Writer, estimate_tokens
-
-__all__ = [
-    "DEFAULT_KEEPALIVE_S",
-    "Admission",
-    "DEFAULT_MAX_BODY_BYTES",
-    "Encode",
-    "FRAMES",
-    "FramesEncode",
-    "HeldAnswer",
-    "Ingress",
-    "Observer",
-    "Provider",
-    "ProviderLookup",
-    "ResumeConflict",
-    "ResumeSession",
-    "Resumption",
-    "StreamEndpoint",
-    "StreamRecord",
-    "Tee",
-]
-
-
-#: An event encoder: one standard event -> the bytes to put on the wire.
-Encode: TypeAlias = Callable[[ev.Event], bytes]
+from .encoders import FRAMES, SSE_HEADERS, Encode, FramesEncode
+from .hooks import (
+    Admission,
+    HeldAnswer,
+    Ingress,
+    Observer,
+    Provider,
+    ProviderLookup,
+    ResumeConflict,
+    ResumeSession,
+    Resumption,
+    StreamRecord,
+    Tee,
+)
+from .outbox import KeepAlive, Outbox
+from .stream import _one_step, _Owner, _RequestOwns, _SessionOwns
 
 #: Default request body limit: 4 MiB, the same as ``request.parse``.
 DEFAULT_MAX_BODY_BYTES: Final = 4 << 20
 #: Default idle interval before an SSE comment keep-alive.
 DEFAULT_KEEPALIVE_S: Final = 15.0
-#: How long a cancelled provider may take to clean up before it is cancelled again.
-CLEANUP_S: Final = 5.0
-
-#: Response headers of every stream. ``no-cache`` and ``X-Accel-Buffering: no``
-#: keep intermediaries (nginx in particular) from buffering the events (§3).
-SSE_HEADERS: Final[list[tuple[bytes, bytes]]] = [
-    (b"content-type", b"text/event-stream"),
-    (b"cache-control", b"no-cache"),
-    (b"x-accel-buffering", b"no"),
-]
-
-
-class FramesEncode:
-    """The ``Encode`` of the binary binding (docs/binary.md): frames instead of SSE.
-
-    A stream answered with it sends ``headers`` and ``PING`` frames as its
-    keep-alive; the events, their order and their seqs are the same.
-    """
-
-    __slots__ = ("payload", "headers", "keepalive")
-
-    def __init__(self, payload: binary.Payload) -> None:
-        self.payload = payload
-        media_type = f"{binary.MEDIA_TYPE}; payload={payload}; version={ev.VERSION}"
-        self.headers = [(b"content-type", media_type.encode()), *SSE_HEADERS[1:]]
-        self.keepalive = binary.encode_frame(binary.FrameType.PING)
-
-    def __call__(self, event: ev.Event) -> bytes:
-        return binary.encode_event(event, payload=self.payload)
-
-
-#: One encoder per payload encoding, made once.
-FRAMES: Final[dict[str, FramesEncode]] = {p: FramesEncode(p) for p in binary.PAYLOADS}
-
-# --- Protocols -------------------------------------------------------------------
-
-
-@runtime_checkable
-class Provider(Protocol):
-    """Anything that turns a request into standard events.
-
-    ``generate`` is an async generator. It may yield any standard event with
-    any ``seq`` (the server restamps them); it needs no ``stream.start`` or
-    ``stream.end`` (the server adds them), and it may simply raise on failure.
-    A provider may also have ``check_request(request)``, raising
-    ``InvalidRequest`` for a request it will never serve: the endpoint then
-    answers 400 naming the field instead of starting a stream.
-    """
-
-    def generate(self, request: Request) -> AsyncIterator[ev.Event]: ...
-
-
-#: How an endpoint finds the provider for a model name (``None``: unknown model).
-ProviderLookup: TypeAlias = Callable[[str], Provider | None]
-
-
-class Tee(Protocol):
-    """Sees every event a stream emits, in order, already stamped."""
-
-    def write(self, events: list[ev.Event]) -> None: ...
-
-    def close(self) -> None: ...
-
-
-class Observer(Protocol):
-    """Per-request hooks of a ``StreamEndpoint``.
-
-    ``opened`` runs when a stream starts (after the request was accepted) and
-    may return a ``Tee``; ``closed`` runs once for every request, streamed or
-    rejected. Neither may block; exceptions they raise are swallowed.
-    """
-
-    def opened(self, record: StreamRecord) -> Tee | None: ...
-
-    def closed(self, record: StreamRecord) -> None: ...
-
-
-class ResumeConflict(TokenwireError):
-    """A resumable request's ``request_id`` already names a stored stream (409)."""
-
-
-class ResumeSession(Protocol):
-    """One resumable stream's link to a resume store, for the generation's lifetime.
-
-    The endpoint sends ``headers`` with the stream's answer (the gateway's
-    resume token); it calls ``record`` with every event it emits (stamped, in
-    order) and that event's SSE frame; ``run`` hands over the generation's task,
-    which the session may cancel (explicit cancel, grace period over) after
-    setting ``cancel_reason``; ``detach`` says that the client that made the
-    request is gone (the generation goes on; it may be said more than once);
-    ``close`` runs once when the generation is over and every event has been
-    recorded.
-    """
-
-    headers: Sequence[tuple[bytes, bytes]]
-
-    def record(self, events: list[ev.Event], frames: list[bytes]) -> None: ...
-
-    def run(self, task: asyncio.Task[None]) -> None: ...
-
-    def detach(self) -> None: ...
-
-    def cancel_reason(self) -> tuple[str, str] | None: ...
-
-    def close(self) -> None: ...
-
-
-class Resumption(Protocol):
-    """Decides which streams are resumable and opens their sessions."""
-
-    async def open(
-        self, request: Request, record: StreamRecord, headers: Iterable[tuple[bytes, bytes]]
-    ) -> tuple[Request, ResumeSession | None]:
-        """The request to serve (its ``request_id`` filled in when it is resumable)
-        and its session, or ``None`` for a stream served the classic way.
-        ``headers`` are the request's (a resume store may bind the stream to
-        the caller's credential).
-
-        Raises ``ResumeConflict`` when the ``request_id`` is taken, and
-        ``InvalidRequest`` for a ``request_id`` a store cannot keep.
-        """
-        ...
-
-
-class Admission(Protocol):
-    """Admits a parsed request before it is routed (the gateway's keys, models, limits).
-
-    ``admit`` sees the request as it will be served: its ``model`` is the one
-    the provider lookup takes, so what it checks is what runs (one resolution
-    per request, every route and body type alike). It answers a refused
-    request itself (and sets ``record.status``) and returns ``False``.
-    """
-
-    async def admit(
-        self, scope: Scope, request: Request, send: Send, record: StreamRecord
-    ) -> bool: ...
-
-
-class Ingress(Protocol):
-    """A vendor request format accepted on a dual-format route (§7.3).
-
-    ``parse`` turns the vendor body into a standard ``Request`` and an encoder
-    that writes standard events back in the vendor's own stream format. It
-    raises ``InvalidRequest`` (``.path`` naming the field) for a bad body.
-    """
-
-    name: str
-    media_types: frozenset[str]
-
-    def parse(self, body: bytes) -> tuple[Request, Encode]: ...
-
-
-class HeldAnswer:
-    """An ``Encode`` whose response head waits until the answer decides it (issue 23).
-
-    A vendor route's whole (non-streaming) answer is known at ``stream.end``;
-    a vendor stream whose upstream fails before the first token is answered
-    with the upstream's status, not 200 and an error event. The endpoint
-    sends the response head once ``head`` is set: ``(status, headers)``, or
-    ``(200, None)`` for the stream's own SSE head. ``__call__`` returns no
-    bytes before ``head`` is set. ``keepalive``: SSE comments may go out
-    once the head is sent (a stream's, not a JSON body's). ``after``: the
-    encoder that takes over once the head is sent, so the rest of a stream
-    costs what it cost before (no extra call per event).
-    """
-
-    __slots__ = ("head", "keepalive", "after")
-
-    def __init__(self) -> None:
-        self.head: tuple[int, list[tuple[bytes, bytes]] | None] | None = None
-        self.keepalive = False
-        self.after: Encode | None = None
-
-    def __call__(self, event: ev.Event) -> bytes:
-        raise NotImplementedError
-
-
-# --- Per-request record --------------------------------------------------------------
-
-
-class StreamRecord:
-    """What an endpoint saw of one request; filled in as the request goes.
-
-    Times are ``time.perf_counter()`` values. ``events`` counts the events the
-    stream produced; ``error_code`` is the HTTP error code of a rejected
-    request or the §5.3.6 code of a stream's ``error`` event.
-    """
-
-    __slots__ = (
-        "route",
-        "format",
-        "model",
-        "request",
-        "status",
-        "error_code",
-        "error_path",
-        "error_message",
-        "exception",
-        "events",
-        "started",
-        "first_event",
-        "ended",
-        "disconnected",
-    )
-
-    def __init__(self, route: str) -> None:
-        self.route = route
-        self.format = "standard"
-        self.model: str | None = None
-        self.request: Request | None = None
-        self.status = 0
-        self.error_code: str | None = None
-        self.error_path: str | None = None
-        #: May quote the request body or user content: log it only with consent (§8.1).
-        self.error_message: str | None = None
-        self.exception: BaseException | None = None
-        self.events = 0
-        self.started = time.perf_counter()
-        self.first_event: float | None = None
-        self.ended: float | None = None
-        self.disconnected = False
-
-    @property
-    def request_id(self) -> str | None:
-        """The request's ``metadata.request_id`` (§4.6), when it was parsed."""
-        return self.request.request_id if self.request is not None else None
-
-    @property
-    def duration(self) -> float | None:
-        """Seconds from the request's arrival to its end."""
-        return None if self.ended is None else self.ended - self.started
-
-    @property
-    def time_to_first_event(self) -> float | None:
-        """Seconds from the request's arrival to the provider's first event."""
-        return None if self.first_event is None else self.first_event - self.started
 
 
 # --- The endpoint -------------------------------------------------------------------------
@@ -753,160 +465,6 @@ class StreamEndpoint:
 
 
 # --- Who owns a stream's generation --------------------------------------------------------
-
-
-class _Owner:
-    """The part of a stream that depends on who owns its generation.
-
-    ``emit`` is the one place every event passes through on its way out (the
-    tees see stamped events, so seq can serve Last-Event-ID); ``release`` runs
-    when the request is over, hung up or not.
-    """
-
-    __slots__ = ("outbox", "tees")
-
-    headers: Sequence[tuple[bytes, bytes]] = ()
-
-    def __init__(self, outbox: Outbox, tees: Sequence[Tee]) -> None:
-        self.outbox = outbox
-        self.tees = tees
-
-    def _tee(self, batch: list[ev.Event]) -> None:
-        for tee in self.tees:
-            try:
-                tee.write(batch)
-            except Exception:  # a broken observer must not break the stream
-                pass
-
-    def _close_tees(self) -> None:
-        for tee in self.tees:
-            with contextlib.suppress(Exception):
-                tee.close()
-
-    def emit(self, batch: list[ev.Event]) -> None:
-        raise NotImplementedError
-
-    def cancel_reason(self) -> tuple[str, str] | None:
-        return None
-
-    def adopt(self, producer: asyncio.Task[None]) -> None:
-        pass
-
-    def finished(self, producer: asyncio.Task[None]) -> None:
-        """The producer's task is over (its done callback; resumable streams only)."""
-
-    async def release(
-        self, producer: asyncio.Task[None], record: StreamRecord, *, hung_up: bool
-    ) -> None:
-        raise NotImplementedError
-
-
-class _RequestOwns(_Owner):
-    """The request owns the generation: a hang-up cancels it at once."""
-
-    __slots__ = ("encode",)
-
-    def __init__(self, outbox: Outbox, tees: Sequence[Tee], encode: Encode) -> None:
-        super().__init__(outbox, tees)
-        self.encode = encode
-
-    def emit(self, batch: list[ev.Event]) -> None:
-        self._tee(batch)
-        encode = self.encode
-        data = encode(batch[0]) if len(batch) == 1 else b"".join([encode(e) for e in batch])
-        if data:
-            self.outbox.push(data)
-
-    async def release(
-        self, producer: asyncio.Task[None], record: StreamRecord, *, hung_up: bool
-    ) -> None:
-        if hung_up:
-            record.disconnected = True
-            self.outbox.close()
-        # Cancel once. A second cancel would interrupt the provider's own
-        # cleanup (closing its upstream response), leaving the upstream
-        # connection open; a provider gets CLEANUP_S to finish it. The endpoint
-        # cancels the producer only here, so it cancels unconditionally:
-        # ``producer.cancelling()`` also counts cancels that code inside the
-        # provider made and will undo (anyio's happy-eyeballs connect, under
-        # httpx, cancels the task it runs in once an attempt wins and
-        # uncancels it when its scope exits), and a hang-up in that window
-        # would otherwise leave the upstream stream running to its end.
-        if not producer.done():
-            producer.cancel()
-        await asyncio.wait([producer], timeout=CLEANUP_S)
-        if not producer.done():
-            producer.cancel()
-            await asyncio.wait([producer])
-        self._close_tees()
-
-
-class _SessionOwns(_Owner):
-    """A resume session owns the generation: a hang-up only detaches the request.
-
-    Each event is encoded once, as the standard frame that goes out and into
-    the store (its SSE ``id:`` is its seq). The session's runner decides when
-    the generation stops: its end, an explicit cancel, or the grace period.
-    """
-
-    __slots__ = ("session", "headers", "writer", "encode")
-
-    def __init__(
-        self,
-        outbox: Outbox,
-        tees: Sequence[Tee],
-        session: ResumeSession,
-        writer: Writer,
-        encode: Encode = ev.dump,
-    ) -> None:
-        super().__init__(outbox, tees)
-        self.session = session
-        self.headers = session.headers
-        self.writer = writer
-        self.encode = encode
-
-    def emit(self, batch: list[ev.Event]) -> None:
-        # The store keeps SSE frames whatever the binding (a resume may ask for
-        # either); a client on the binary binding gets its own frames.
-        frames = [ev.dump(event) for event in batch]
-        self.session.record(batch, frames)
-        self._tee(batch)
-        if self.encode is not ev.dump:
-            frames = [self.encode(event) for event in batch]
-        if frames:
-            self.outbox.push(frames[0] if len(frames) == 1 else b"".join(frames))
-
-    def cancel_reason(self) -> tuple[str, str] | None:
-        return self.session.cancel_reason()
-
-    def adopt(self, producer: asyncio.Task[None]) -> None:
-        self.session.run(producer)
-
-    def finished(self, producer: asyncio.Task[None]) -> None:
-        writer = self.writer
-        self.outbox.close()
-        if not writer.ended:
-            # "Every stream ends", the stored one too, whoever is reading.
-            code, message = self.session.cancel_reason() or ("internal_error", "internal error")
-            with contextlib.suppress(Exception):
-                self.emit(writer.fail(code, message))
-        self._close_tees()
-        self.session.close()
-
-    async def release(
-        self, producer: asyncio.Task[None], record: StreamRecord, *, hung_up: bool
-    ) -> None:
-        if hung_up or not producer.done():
-            # Disconnect is not cancel (docs/scaling.md): the session owns it now.
-            record.disconnected = True
-            self.outbox.close()
-            self.session.detach()
-
-
-@types.coroutine
-def _one_step() -> Generator[None, None, None]:
-    """Yield to the event loop once (``asyncio.sleep(0)`` without its checks)."""
-    yield
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:

@@ -1,28 +1,4 @@
-"""tokenwire's own HTTP/1.1 server: an asyncio protocol on httptools, serving an ASGI app.
-
-``tokenwire serve`` runs it for cleartext HTTP/1.1 when ``[server] engine = "h1"``
-(TLS and HTTP/2 stay on granian: ALPN, h2). It exists because of what it
-removes (bench/RESULTS.md, "serving"):
-
-- **No hand-offs.** The request is parsed, and the response written, on the
-  event loop that runs the app: no hop to a server's I/O threads and back
-  (granian's, ~0.35 ms of the first token).
-- **Backpressure the app sees.** ``send`` returns once the transport has the
-  bytes, and waits while its buffer is over ``WRITE_HIGH_WATER``: a client that
-  stops reading makes ``send`` wait, so the request guard's write deadline
-  (``_guard``) ends the stream, and ``abort`` drops what was buffered for it.
-- **Coalesced writes.** ``http.response.start`` is held until the first body
-  message: the head and the first events leave in one write (one segment).
-
-Refusals (RFC 9112; each is a 4xx with a JSON body naming the problem, then
-``Connection: close``; nothing of the request reaches the app): llhttp's strict
-mode refuses Content-Length with Transfer-Encoding (§6.3), a duplicate or
-non-numeric Content-Length, obs-fold (§5.2), bare LF or CR line ends (§2.2),
-malformed chunk sizes; this module adds a Transfer-Encoding other than
-``chunked`` (501), Transfer-Encoding in HTTP/1.0 (§6.1), a missing or repeated
-Host (§3.2), heads over ``MAX_HEAD`` bytes or ``MAX_HEADERS`` fields (431) and
-chunk-size lines over ``MAX_CHUNK_LINE`` bytes.
-"""
+"""One HTTP/1.1 connection on httptools: its request cycles, refusals and writes."""
 
 from __future__ import annotations
 
@@ -33,37 +9,25 @@ import logging
 import socket
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Coroutine
 from http import HTTPStatus
-from typing import Any, Final, cast
+from typing import Any, Final, Protocol, cast
 from urllib.parse import unquote
 
 import httptools
 
-from ._asgi import Message, Scope, json_error
-from .errors import TokenwireError
-
-__all__ = [
-    "MAX_CHUNK_LINE",
-    "MAX_HEAD",
-    "MAX_HEADERS",
-    "WRITE_HIGH_WATER",
-    "H1Server",
-    "Settings",
-]
+from ...errors import TokenwireError
+from ..asgi import Message, Scope, json_error
+from .settings import (
+    BODY_HIGH_WATER,
+    MAX_CHUNK_LINE,
+    MAX_HEAD,
+    MAX_HEADERS,
+    WRITE_HIGH_WATER,
+    Settings,
+)
 
 _log = logging.getLogger("tokenwire.h1server")
-
-#: The request line and headers (and the trailers), at most (granian's max_buffer_size).
-MAX_HEAD: Final = 64 * 1024
-#: Header fields in one request, at most.
-MAX_HEADERS: Final = 100
-#: A chunk-size line with its extensions, at most.
-MAX_CHUNK_LINE: Final = 4096
-#: Request body bytes buffered for the app before the socket stops being read.
-BODY_HIGH_WATER: Final = 256 * 1024
-#: Response bytes the transport may hold before ``send`` waits for the client to read.
-WRITE_HIGH_WATER: Final = 64 * 1024
 
 _ASGI: Final = {"version": "3.0", "spec_version": "2.3"}
 _REASONS: Final = {s.value: s.phrase.encode() for s in HTTPStatus}
@@ -90,25 +54,6 @@ _VERSIONS: Final = {"1.1": "1.1", "1.0": "1.0"}
 _METHODS: Final = {m.encode(): m for m in ("GET", "POST", "HEAD", "PUT", "DELETE", "OPTIONS")}
 
 
-class Settings:
-    """The server's timeouts and socket options (``[server]`` keys of the same names)."""
-
-    __slots__ = ("header_timeout_s", "idle_timeout_s", "write_timeout_s", "send_buffer_bytes")
-
-    def __init__(
-        self,
-        *,
-        header_timeout_s: float = 10.0,
-        idle_timeout_s: float = 60.0,
-        write_timeout_s: float = 30.0,
-        send_buffer_bytes: int = 0,
-    ) -> None:
-        self.header_timeout_s = header_timeout_s
-        self.idle_timeout_s = idle_timeout_s
-        self.write_timeout_s = write_timeout_s
-        self.send_buffer_bytes = send_buffer_bytes
-
-
 class _Date:
     """The ``Date`` header (RFC 9110 §6.6.1), formatted once a second."""
 
@@ -129,13 +74,31 @@ class _Date:
 _DATE: Final = _Date()
 
 
-class _Refusal(TokenwireError):
+class Refusal(TokenwireError):
     """A request the server answers itself, with ``status`` and ``message`` (control flow)."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+
+
+class Host(Protocol):
+    """What a connection needs of the server that accepted it (``H1Server`` is one).
+
+    Declared here so that the connection names no server class: the server
+    module imports this one, never the other way round.
+    """
+
+    loop: asyncio.AbstractEventLoop
+    settings: Settings
+    connections: set[Connection]
+    addresses: dict[tuple[str, int], tuple[str, int]]
+    state: dict[str, Any]
+    closing: bool
+    calls: int
+
+    def run(self, cycle: _Cycle) -> Coroutine[Any, Any, None]: ...
 
 
 class _Cycle:
@@ -160,7 +123,7 @@ class _Cycle:
         "head_only",
     )
 
-    def __init__(self, conn: _Connection, scope: Scope, keep_alive: bool) -> None:
+    def __init__(self, conn: Connection, scope: Scope, keep_alive: bool) -> None:
         self.conn = conn
         self.scope = scope
         self.chunks: list[bytes] = []
@@ -181,7 +144,7 @@ class _Cycle:
     # -- receive -------------------------------------------------------------------
 
     def receive(self) -> asyncio.Future[Message]:
-        """The app's ``receive``: a future, so a caller may ask for it ahead (``_guard``)."""
+        """The app's ``receive``: a future, so a caller may ask for it ahead (``guard``)."""
         conn = self.conn
         future: asyncio.Future[Message] = conn.loop.create_future()
         message = self._message()
@@ -305,7 +268,7 @@ class _Cycle:
         return b"".join(lines)
 
 
-class _Connection(asyncio.Protocol):
+class Connection(asyncio.Protocol):
     """One client connection: parses its requests and runs one ``_Cycle`` at a time."""
 
     # No __dict__ (asyncio.Protocol has empty slots): an open stream holds one of these.
@@ -337,7 +300,7 @@ class _Connection(asyncio.Protocol):
         "__weakref__",
     )
 
-    def __init__(self, server: H1Server) -> None:
+    def __init__(self, server: Host) -> None:
         self.server = server
         self.loop = server.loop
         self.transport: asyncio.Transport | None = None
@@ -433,22 +396,22 @@ class _Connection(asyncio.Protocol):
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
-            self._refuse(_Refusal(501, "protocol upgrades are not served"))
+            self._refuse(Refusal(501, "protocol upgrades are not served"))
             return
         except httptools.HttpParserError as exc:
             # A refusal raised in a callback comes back wrapped (HttpParserCallbackError).
             cause = exc.__cause__ or exc.__context__
-            if isinstance(cause, _Refusal):
+            if isinstance(cause, Refusal):
                 self._refuse(cause)
             else:
                 # llhttp's strict mode: CL with TE, duplicate CL, obs-fold, bare LF...
-                self._refuse(_Refusal(400, f"malformed request: {exc}"))
+                self._refuse(Refusal(400, f"malformed request: {exc}"))
             return
         if self.in_head:
             # A head still arriving (llhttp holds a field until it is whole).
             self.head_raw += fed
             if self.head_raw > MAX_HEAD:
-                self._refuse(_Refusal(431, f"the request head is over {MAX_HEAD} bytes"))
+                self._refuse(Refusal(431, f"the request head is over {MAX_HEAD} bytes"))
             return
         if self.in_body and self.chunked:
             # Bytes that were neither body nor a completed chunk-size line: a
@@ -461,7 +424,7 @@ class _Connection(asyncio.Protocol):
             lines = self.chunk_headers - headers_before
             self.stale = self.stale + overhead if lines == 0 else 0
             if self.stale > MAX_CHUNK_LINE or overhead > (lines + 1) * (MAX_CHUNK_LINE + 2):
-                self._refuse(_Refusal(400, f"a chunk-size line is over {MAX_CHUNK_LINE} bytes"))
+                self._refuse(Refusal(400, f"a chunk-size line is over {MAX_CHUNK_LINE} bytes"))
 
     # -- httptools callbacks -------------------------------------------------------
 
@@ -475,18 +438,18 @@ class _Connection(asyncio.Protocol):
         self.url += url
         self.head_bytes += len(url)
         if self.head_bytes > MAX_HEAD:
-            raise _Refusal(431, f"the request head is over {MAX_HEAD} bytes")
+            raise Refusal(431, f"the request head is over {MAX_HEAD} bytes")
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self.head_bytes += len(name) + len(value) + 4
         if self.head_bytes > MAX_HEAD:
-            raise _Refusal(431, f"the request head is over {MAX_HEAD} bytes")
+            raise Refusal(431, f"the request head is over {MAX_HEAD} bytes")
         if self.in_body:
             return  # a trailer field: counted, not kept (RFC 9110 §6.5.2)
         lower = _NAMES.get(name)  # a common name: one shared bytes object, not one per request
         self.raw_headers.append((name.lower() if lower is None else lower, value))
         if len(self.raw_headers) > MAX_HEADERS:
-            raise _Refusal(431, f"more than {MAX_HEADERS} header fields")
+            raise Refusal(431, f"more than {MAX_HEADERS} header fields")
 
     def on_headers_complete(self) -> None:
         parser = self.parser
@@ -497,7 +460,7 @@ class _Connection(asyncio.Protocol):
         if parser.should_upgrade():
             # llhttp would read what follows as the new protocol; this server
             # speaks HTTP/1.1 only (h2c and WebSocket are granian's).
-            raise _Refusal(501, "protocol upgrades are not served here")
+            raise Refusal(501, "protocol upgrades are not served here")
         headers = self.raw_headers
         hosts = 0
         chunked = False
@@ -508,9 +471,9 @@ class _Connection(asyncio.Protocol):
             elif name == b"transfer-encoding":
                 if version == "1.0":
                     # RFC 9112 §6.1: Transfer-Encoding in HTTP/1.0 is faulty framing.
-                    raise _Refusal(400, "Transfer-Encoding in an HTTP/1.0 request")
+                    raise Refusal(400, "Transfer-Encoding in an HTTP/1.0 request")
                 if value.strip().lower() != b"chunked":
-                    raise _Refusal(
+                    raise Refusal(
                         501,
                         f"Transfer-Encoding {value.decode('latin-1')!r} is "
                         "not served; only chunked",
@@ -518,13 +481,13 @@ class _Connection(asyncio.Protocol):
                 chunked = True
             elif name == b"expect":
                 if value.strip().lower() != b"100-continue":
-                    raise _Refusal(417, "only Expect: 100-continue is understood")
+                    raise Refusal(417, "only Expect: 100-continue is understood")
                 expect = True
         if version == "1.1" and hosts != 1:
             # RFC 9112 §3.2: exactly one Host in an HTTP/1.1 request.
-            raise _Refusal(400, "an HTTP/1.1 request needs exactly one Host header field")
+            raise Refusal(400, "an HTTP/1.1 request needs exactly one Host header field")
         if hosts > 1:
-            raise _Refusal(400, "more than one Host header field")
+            raise Refusal(400, "more than one Host header field")
         url = httptools.parse_url(self.url)
         self.url = b""
         method = parser.get_method()
@@ -650,7 +613,7 @@ class _Connection(asyncio.Protocol):
         if self.cycle is None and self.transport is not None:
             self.transport.close()
 
-    def _refuse(self, refusal: _Refusal) -> None:
+    def _refuse(self, refusal: Refusal) -> None:
         """Answer a request the app never sees, then close (its framing is not trusted)."""
         transport = self.transport
         if transport is None or self.lost:
@@ -687,156 +650,3 @@ _CODES: Final = {
     500: "internal_error",
     501: "not_implemented",
 }
-
-
-class H1Server:
-    """Serves ``app`` (ASGI 3) over HTTP/1.1 on the running event loop.
-
-    ``start`` listens, ``startup``/``shutdown`` run the app's lifespan, ``close``
-    stops accepting and closes idle connections, ``idle`` waits for the calls in
-    progress. ``cli/_one_process.py`` drives them for ``tokenwire serve``.
-    """
-
-    def __init__(
-        self, app: Callable[..., Awaitable[None]], settings: Settings | None = None
-    ) -> None:
-        self.app = app
-        self.settings = settings if settings is not None else Settings()
-        self.loop = asyncio.get_running_loop()
-        self.connections: set[_Connection] = set()
-        self.addresses: dict[tuple[str, int], tuple[str, int]] = {}
-        self.state: dict[str, Any] = {}
-        self.closing = False
-        self.calls = 0
-        self._servers: list[asyncio.AbstractServer] = []
-        self._idle: asyncio.Event = asyncio.Event()
-        self._idle.set()
-        self._lifespan: _Lifespan | None = None
-
-    async def start(self, sock: socket.socket) -> None:
-        """Serve connections accepted on the listening socket ``sock``."""
-        self._listener_options(sock)
-        server = await self.loop.create_server(lambda: _Connection(self), sock=sock, backlog=1024)
-        self._servers.append(server)
-
-    def _listener_options(self, sock: socket.socket) -> None:
-        settings = self.settings
-        with contextlib.suppress(OSError):
-            if settings.send_buffer_bytes:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, settings.send_buffer_bytes)
-            user_timeout = getattr(socket, "TCP_USER_TIMEOUT", None)
-            if user_timeout is not None:
-                # The kernel resets a connection whose data stays unacknowledged this long.
-                ms = max(1, round(settings.write_timeout_s * 1000))
-                sock.setsockopt(socket.IPPROTO_TCP, user_timeout, ms)
-
-    async def run(self, cycle: _Cycle) -> None:
-        """One request through the app (a task of its own)."""
-        self._idle.clear()
-        conn = cycle.conn
-        try:
-            await self.app(cycle.scope, cycle.receive, cycle.send)
-        except Exception as exc:
-            if not (conn.lost and isinstance(exc, OSError)):  # not just a client gone
-                _log.exception("the app raised while serving %s", cycle.scope.get("path"))
-            if not cycle.started and not conn.lost:
-                cycle.keep_alive = False
-                with contextlib.suppress(Exception):
-                    body = json_error("internal_error", "internal error")
-                    await cycle.send(
-                        {
-                            "type": "http.response.start",
-                            "status": 500,
-                            "headers": [(b"content-type", b"application/json")],
-                        }
-                    )
-                    await cycle.send({"type": "http.response.body", "body": body})
-        finally:
-            if not cycle.started and not cycle.done and not conn.lost:
-                # The app returned without answering.
-                cycle.keep_alive = False
-                with contextlib.suppress(Exception):
-                    await cycle.send({"type": "http.response.start", "status": 500})
-                    await cycle.send({"type": "http.response.body", "body": b""})
-            self.calls -= 1
-            if self.calls == 0:
-                self._idle.set()
-            conn.finished(cycle)
-
-    # -- lifespan and stopping -----------------------------------------------------
-
-    async def startup(self) -> None:
-        """Run the app's lifespan startup (an app without lifespan support is served as is)."""
-        self._lifespan = _Lifespan(self.app, self.state)
-        await self._lifespan.startup()
-
-    async def shutdown(self) -> None:
-        if self._lifespan is not None:
-            await self._lifespan.shutdown()
-
-    def close(self) -> None:
-        """Stop accepting; close the idle connections; busy ones close after their response."""
-        self.closing = True
-        for server in self._servers:
-            server.close()
-        for conn in list(self.connections):
-            if conn.cycle is None and conn.parsing is None and conn.transport is not None:
-                conn.transport.close()
-
-    async def idle(self) -> None:
-        """Until no call is in progress."""
-        await self._idle.wait()
-
-    def abort_all(self) -> None:
-        for conn in list(self.connections):
-            if conn.transport is not None:
-                conn.transport.abort()
-
-
-class _Lifespan:
-    """The ASGI lifespan protocol, run as one task for the server's life."""
-
-    def __init__(self, app: Callable[..., Awaitable[None]], state: dict[str, Any]) -> None:
-        self.app = app
-        self.state = state
-        self.inbox: asyncio.Queue[Message] = asyncio.Queue()
-        self.started = asyncio.Event()
-        self.stopped = asyncio.Event()
-        self.failed: str | None = None
-        self.unsupported = False
-        self.task: asyncio.Task[None] | None = None
-
-    async def _run(self) -> None:
-        scope = {"type": "lifespan", "asgi": _ASGI, "state": self.state}
-        try:
-            await self.app(scope, self.inbox.get, self._send)
-        except Exception as exc:
-            if not self.started.is_set():
-                self.unsupported = True  # as uvicorn's "auto": serve without lifespan
-                _log.debug("the app has no lifespan support: %r", exc)
-        finally:
-            self.started.set()
-            self.stopped.set()
-
-    async def _send(self, message: Message) -> None:
-        kind = message["type"]
-        if kind == "lifespan.startup.complete":
-            self.started.set()
-        elif kind == "lifespan.startup.failed":
-            self.failed = str(message.get("message", "")) or "lifespan startup failed"
-            self.started.set()
-        elif kind in ("lifespan.shutdown.complete", "lifespan.shutdown.failed"):
-            self.stopped.set()
-
-    async def startup(self) -> None:
-        self.task = asyncio.get_running_loop().create_task(self._run())
-        await self.inbox.put({"type": "lifespan.startup"})
-        await self.started.wait()
-        if self.failed is not None:
-            raise RuntimeError(self.failed)
-
-    async def shutdown(self) -> None:
-        if self.task is None or self.unsupported or self.task.done():
-            return
-        await self.inbox.put({"type": "lifespan.shutdown"})
-        await self.stopped.wait()

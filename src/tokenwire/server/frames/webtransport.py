@@ -3,7 +3,7 @@
 An HTTP/3 server on UDP beside the gateway's TCP port. A client opens a
 WebTransport session (extended CONNECT to ``path``), then one bidirectional
 stream per request: it writes one ``REQUEST`` (or ``RESUME``) frame and
-finishes its side; the stream is served by ``_framestreams.serve`` (through
+finishes its side; the stream is served by ``channel.serve`` (through
 the app's own HTTP routes, with the session's headers, so keys and limits
 apply as over HTTP) and its frames, without channels, come back on the same
 stream, which the server then finishes. Resetting the stream is the hang-up.
@@ -17,10 +17,10 @@ import asyncio
 import contextlib
 from typing import Any, Final
 
-from . import binary
-from ._framestreams import Channel, Routes, client_headers, serve
-from .binary import FrameType
-from .errors import FramingError
+from ... import binary
+from ...binary import FrameType
+from ...errors import FramingError
+from .channel import Channel, Routes, client_headers, serve
 
 __all__ = ["WebTransportServer"]
 

@@ -20,12 +20,12 @@ and enforces, for every HTTP request:
   (``gateway.serving``): the kernel resets a connection whose client has read
   nothing for that long, and granian's send then fails the same way.
 - **Memory budgets**: each stream's outbox may queue ``stream_budget_bytes``
-  (``_outbox.Outbox``; past it the stream is cut like a stalled one). While
-  every stream's queued plus in-flight bytes (``_outbox.BUDGET``) are over
+  (``outbox.Outbox``; past it the stream is cut like a stalled one). While
+  every stream's queued plus in-flight bytes (``outbox.BUDGET``) are over
   ``memory_budget_bytes``, a new ``POST`` gets ``503 overloaded`` with
   ``Retry-After``, the streams whose send has been stuck for ``STALL_S`` are
   ended (longest-stuck first) until the total fits, and every outbox's
-  high-water mark is ``_outbox.LOW_WATER`` (for an endpoint that asks
+  high-water mark is ``outbox.LOW_WATER`` (for an endpoint that asks
   ``Outbox.full()``).
 
 The server's own limits (request heads that never complete, idle keep-alive
@@ -44,10 +44,10 @@ from typing import Final
 
 import msgspec
 
-from . import mediatype
-from ._asgi import Message, Receive, Scope, Send, content_length_of, json_error, send_json
-from ._outbox import ACCOUNT, BUDGET, DEFAULT_STREAM_BUDGET, StreamAccount
-from .errors import TokenwireError
+from .. import mediatype
+from ..errors import TokenwireError
+from .asgi import Message, Receive, Scope, Send, content_length_of, json_error, send_json
+from .outbox import ACCOUNT, BUDGET, DEFAULT_STREAM_BUDGET, StreamAccount
 
 __all__ = ["Guard", "Limits", "content_type_problem"]
 
@@ -133,7 +133,7 @@ class _Request:
         self.send_timeout: asyncio.Timeout | None = None  # its deadline
         #: Body bytes still to come, when Content-Length says: the body is
         #: over once they are in, before the server's closing empty message
-        #: (``_asgi.read_body`` stops there too).
+        #: (``asgi.read_body`` stops there too).
         self.body_left = content_length
         #: The server's first ``receive()``, asked for ahead of the app (``ask_early``).
         self.pending: Awaitable[Message] | None = None

@@ -32,7 +32,7 @@ class MemoryBudget:
 
     ``queued``: frames in outboxes, not yet handed to the server;
     ``in_flight``: bytes handed to the server's ``send`` that has not returned
-    (the client is not reading them). The request guard (``_guard``) refuses
+    (the client is not reading them). The request guard (``guard``) refuses
     new streams while ``total`` is over its budget.
     """
 
