@@ -8,7 +8,7 @@ import zlib
 import pytest
 from tests.agents.clis import require
 
-from tokenwire.gateway.body_encoding import DecodeFailed, decode_body, supported_encodings
+from tokenwire.gateway.body_encoding import BodyDecodeError, decode_body, supported_encodings
 
 OPENERS = supported_encodings()
 TEXT = b'{"model": "m", "messages": []}' * 10
@@ -40,7 +40,7 @@ def test_a_bomb_stops_at_the_limit(coding: str) -> None:
         bomb = zlib.compress(huge)
     else:
         bomb = require("zstandard", "zstd bodies need it").ZstdCompressor().compress(huge)
-    with pytest.raises(DecodeFailed) as failed:
+    with pytest.raises(BodyDecodeError) as failed:
         decode_body(bomb, [coding], 1 << 20, OPENERS)
     assert failed.value.status == 413
     assert str(1 << 20) in failed.value.message and coding in failed.value.message
@@ -50,7 +50,7 @@ def test_a_bomb_stops_at_the_limit(coding: str) -> None:
 def test_truncated_or_garbled_data_is_a_400_naming_the_coding(coding: str) -> None:
     packed = gzip.compress(TEXT) if coding == "gzip" else zlib.compress(TEXT)
     for broken in (packed[:-6], b"not compressed at all"):
-        with pytest.raises(DecodeFailed) as failed:
+        with pytest.raises(BodyDecodeError) as failed:
             decode_body(broken, [coding], 1 << 20, OPENERS)
         assert failed.value.status == 400
         assert f"not valid {coding}" in failed.value.message

@@ -236,7 +236,7 @@ class Gateway:
             for path, endpoint in streams.items()
         }
         app.body_decoding = BodyDecoding(
-            app.serve, max_body_bytes=self.config.server.max_body_bytes
+            app.serve, max_body_bytes=self.config.server.max_body_bytes, vendor_error=vendor_error
         )
         return app
 

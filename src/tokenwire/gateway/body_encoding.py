@@ -30,12 +30,16 @@ import zlib
 from collections.abc import Callable, MutableMapping
 from typing import Any, Final, Protocol
 
+from ..errors import TokenwireError
 from ..server.asgi import HTTP_ERROR_CODES, Receive, Scope, Send, json_error, send_json
-from .routes import vendor_error
+
+#: ``(path, status, code, message)`` -> the error body in the route's vendor shape,
+#: or ``None`` for the standard's (``routes.vendor_error``).
+VendorError = Callable[[str, int, str, str], bytes | None]
 
 __all__ = [
     "BodyDecoding",
-    "DecodeFailed",
+    "BodyDecodeError",
     "decode_body",
     "has_content_encoding",
     "supported_encodings",
@@ -45,8 +49,8 @@ __all__ = [
 _STEP: Final = 64 * 1024
 
 
-class DecodeFailed(Exception):
-    """A body could not be decoded: ``status`` and the message to answer with."""
+class BodyDecodeError(TokenwireError):
+    """A request body could not be decoded: ``status`` and the message to answer with."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
@@ -117,7 +121,7 @@ def decode_body(
 ) -> bytes:
     """``body`` with ``codings`` undone (last applied, first undone), at most ``limit`` bytes.
 
-    Raises ``DecodeFailed``: 413 when the result would exceed ``limit``, 400
+    Raises ``BodyDecodeError``: 413 when the result would exceed ``limit``, 400
     when the data is not valid in its coding.
     """
     for coding in reversed(codings):
@@ -131,15 +135,15 @@ def _decode_one(reader: _Reader, coding: str, limit: int) -> bytes:
         while chunk := reader.read(_STEP):
             out += chunk
             if len(out) > limit:
-                raise DecodeFailed(
+                raise BodyDecodeError(
                     413,
                     f"the request body, decoded from {coding}, is larger than the "
                     f"limit of {limit} bytes (server.max_body_bytes): send less",
                 )
-    except DecodeFailed:
+    except BodyDecodeError:
         raise
     except Exception as exc:  # zlib.error, gzip.BadGzipFile, EOFError, ZstdError...
-        raise DecodeFailed(
+        raise BodyDecodeError(
             400, f"the request body is not valid {coding} (Content-Encoding): {exc}"
         ) from None
     return bytes(out)
@@ -164,9 +168,12 @@ def _codings(scope: Scope) -> list[str]:
 class BodyDecoding:
     """ASGI middleware: decodes compressed request bodies (see the module docstring)."""
 
-    def __init__(self, app: Any, *, max_body_bytes: int) -> None:
+    def __init__(
+        self, app: Any, *, max_body_bytes: int, vendor_error: VendorError | None = None
+    ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.vendor_error = vendor_error
         self.openers = supported_encodings()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -193,7 +200,7 @@ class BodyDecoding:
         try:
             raw = await _read_all(receive, self.max_body_bytes)
             body = decode_body(raw, codings, self.max_body_bytes, self.openers)
-        except DecodeFailed as exc:
+        except BodyDecodeError as exc:
             await self._error(send, path, exc.status, exc.message)
             return
         headers = [
@@ -222,22 +229,23 @@ class BodyDecoding:
         headers: list[tuple[bytes, bytes]] | None = None,
     ) -> None:
         code = HTTP_ERROR_CODES.get(status, "invalid_request")
-        body = vendor_error(path, status, code, message) or json_error(code, message)
+        shaped = self.vendor_error(path, status, code, message) if self.vendor_error else None
+        body = shaped or json_error(code, message)
         await send_json(send, status, body, headers or [])
 
 
 async def _read_all(receive: Receive, limit: int) -> bytes:
-    """The whole body as sent; ``DecodeFailed`` (413) past ``limit``, (400) if it breaks."""
+    """The whole body as sent; ``BodyDecodeError`` (413) past ``limit``, (400) if it breaks."""
     parts: list[bytes] = []
     size = 0
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
-            raise DecodeFailed(400, "the request body ended early")
+            raise BodyDecodeError(400, "the request body ended early")
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
-            raise DecodeFailed(
+            raise BodyDecodeError(
                 413,
                 f"the request body, as sent, is larger than the limit of {limit} bytes "
                 "(server.max_body_bytes): send less",
