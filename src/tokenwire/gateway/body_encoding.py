@@ -151,7 +151,11 @@ def _decode_one(reader: _Reader, coding: str, limit: int) -> bytes:
 
 def has_content_encoding(scope: Scope) -> bool:
     """Whether the request says its body has a ``Content-Encoding``."""
-    return any(name.lower() == b"content-encoding" for name, _ in scope.get("headers") or ())
+    # Every request passes here: ASGI header names are lower-case, so one comparison each.
+    for name, _ in scope.get("headers") or ():
+        if name == b"content-encoding":
+            return True
+    return False
 
 
 def _codings(scope: Scope) -> list[str]:
