@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import socket
 import zlib
 from typing import Any
@@ -315,3 +316,13 @@ def test_an_upstream_refusal_stays_a_client_error_across_vendors(answering: Serv
         errors = [answer.json()["error"]]
     assert errors, answer.text
     assert errors[0]["code"] == 400 and errors[0]["status"] == "INVALID_ARGUMENT", errors
+
+
+def test_a_compressed_body_over_the_limit_as_sent_is_refused(answering: Served) -> None:
+    # Random bytes do not compress: over the limit before any decoding.
+    oversized = gzip.compress(os.urandom(DEFAULT_MAX_BODY_BYTES + 1024), compresslevel=1)
+    headers = {"content-type": "application/json", "content-encoding": "gzip"}
+    with httpx.Client(base_url=answering.url, timeout=60) as client:
+        answer = client.post("/v1/chat/completions", content=oversized, headers=headers)
+    assert answer.status_code == 413
+    assert "as sent" in answer.json()["error"]["message"]

@@ -30,8 +30,17 @@ import zlib
 from collections.abc import Callable, MutableMapping
 from typing import Any, Final, Protocol
 
-from ..errors import TokenwireError
-from ..server.asgi import HTTP_ERROR_CODES, Receive, Scope, Send, json_error, send_json
+from ..errors import RequestTooLarge, TokenwireError
+from ..server.asgi import (
+    HTTP_ERROR_CODES,
+    ClientDisconnected,
+    Receive,
+    Scope,
+    Send,
+    json_error,
+    read_body,
+    send_json,
+)
 
 #: ``(path, status, code, message)`` -> the error body in the route's vendor shape,
 #: or ``None`` for the standard's (``routes.vendor_error``).
@@ -202,10 +211,20 @@ class BodyDecoding:
             await self._error(send, path, 415, message, [(b"accept-encoding", known.encode())])
             return
         try:
-            raw = await _read_all(receive, self.max_body_bytes)
+            raw = await read_body(receive, self.max_body_bytes)
             body = decode_body(raw, codings, self.max_body_bytes, self.openers)
         except BodyDecodeError as exc:
             await self._error(send, path, exc.status, exc.message)
+            return
+        except RequestTooLarge:
+            message = (
+                f"the request body, as sent, is larger than the limit of {self.max_body_bytes} "
+                "bytes (server.max_body_bytes): send less"
+            )
+            await self._error(send, path, 413, message)
+            return
+        except ClientDisconnected:
+            await self._error(send, path, 400, "the request body ended early")
             return
         headers = [
             (name, value)
@@ -236,24 +255,3 @@ class BodyDecoding:
         shaped = self.vendor_error(path, status, code, message) if self.vendor_error else None
         body = shaped or json_error(code, message)
         await send_json(send, status, body, headers or [])
-
-
-async def _read_all(receive: Receive, limit: int) -> bytes:
-    """The whole body as sent; ``BodyDecodeError`` (413) past ``limit``, (400) if it breaks."""
-    parts: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise BodyDecodeError(400, "the request body ended early")
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise BodyDecodeError(
-                413,
-                f"the request body, as sent, is larger than the limit of {limit} bytes "
-                "(server.max_body_bytes): send less",
-            )
-        parts.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(parts)
