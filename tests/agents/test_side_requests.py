@@ -134,10 +134,19 @@ def test_head_root_and_beta_messages(answering: Served) -> None:
     )
 
 
-def test_count_tokens_on_a_model_of_another_vendor(answering: Served) -> None:
-    # What Claude Code sends to count a prompt, for a model served by OpenAI Chat.
+#: Who counts for each upstream: its own counting endpoint, or the gateway's estimate
+#: (OpenAI Chat has no counting endpoint).
+COUNTED_BY = {"anthropic": "upstream", "chat": "estimate", "responses": "upstream"}
+COUNTED_BY |= {"gemini": "upstream", "reasoning": "estimate"}
+
+
+@pytest.mark.parametrize("kind", list(PINS["upstreams"]))
+def test_count_tokens_with_claude_codes_fields_on_every_upstream(
+    answering: Served, kind: str
+) -> None:
+    # What Claude Code sends to count a prompt: its turn's fields included.
     body = {
-        "model": GPT,
+        "model": PINS["upstreams"][kind]["model"],
         "system": [{"type": "text", "text": "You are a coding agent."}],
         "messages": [{"role": "user", "content": "Read notes.txt and sum the numbers in it."}],
         "tools": [
@@ -152,6 +161,8 @@ def test_count_tokens_on_a_model_of_another_vendor(answering: Served) -> None:
             }
         ],
         "thinking": {"type": "adaptive"},
+        "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
+        "output_config": {"effort": "high"},
     }
     with httpx.Client(base_url=answering.url, timeout=30) as client:
         answer = client.post(
@@ -160,10 +171,9 @@ def test_count_tokens_on_a_model_of_another_vendor(answering: Served) -> None:
             headers={"anthropic-beta": "token-counting-2024-11-01"},
         )
     assert answer.status_code == 200, answer.text
-    counted = answer.json()
-    assert counted["input_tokens"] > 0
-    # OpenAI Chat has no counting endpoint: the answer says it is an estimate.
-    assert answer.headers["tokenwire-token-count"] == "estimate"
+    assert answer.json()["input_tokens"] > 0
+    # The answer says whether the upstream counted or the gateway estimated.
+    assert answer.headers["tokenwire-token-count"] == COUNTED_BY[kind]
 
 
 def _log_lines(served: Served) -> list[dict[str, Any]]:
