@@ -4,8 +4,11 @@
   limit on the decoded size (a decompression bomb gets a 413 naming it);
 - ``HEAD /`` (a reachability probe) and ``/v1/messages?beta=true`` (the
   Anthropic SDK's beta client);
-- ``count_tokens`` on a model of another vendor, with Claude Code's fields;
-- ``anthropic-beta`` forwarded to an Anthropic upstream;
+- ``count_tokens`` with Claude Code's fields, on every upstream format;
+- Claude Code's quota and title side calls on every upstream format;
+- ``anthropic-beta`` and ``x-`` headers forwarded to a same-vendor upstream only,
+  never the client's credentials;
+- an upstream's refusal stays a client error at another vendor's route;
 - a client that closes the connection right after the final event is logged
   as done, not as disconnected.
 """
