@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenwire import translate
+from tokenwire.gateway.providers.passthrough_request import lenient
 from tokenwire.request import Message, Request, TextPart
 from tokenwire.testing.upstream import RecordedRequest, Script, ScriptedToolCall
 
@@ -149,8 +150,10 @@ class ToolLoop:
             body["model"] = match[1] if match else "gemini"
         ingress = translate.get(self.vendor).ingress
         assert ingress is not None
-        parsed, _encode = ingress.parse(body)
-        return parsed
+        # What the standard does not model (hosted and server tools) is left out, as
+        # the gateway's own passthrough reads a body.
+        parsed, _encode = lenient(self.vendor, request.body, body, ingress.parse)
+        return parsed  # type: ignore[no-any-return]
 
 
 def _text(message: Message) -> str:

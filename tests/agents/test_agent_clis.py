@@ -29,29 +29,32 @@ class KnownRefusal(AssertionError):
 #: fake's log; why). The adaptation of what agents send across vendors is not in
 #: this tree yet. strict, and only a ``KnownRefusal`` counts: a pass flips them,
 #: any other failure fails.
-_CONTEXT_MANAGEMENT = (
-    "context_management: only an upstream of the same vendor format can carry it",
-    "Claude Code sends context_management (clear old thinking) on every turn; the gateway "
-    "refuses it with a 400 toward any other vendor format",
-)
-_NAMESPACE = (
-    "hosted tool 'namespace' runs only at an OpenAI Responses upstream",
-    "Codex sends a 'namespace' tool and a hosted 'web_search' tool on every turn; the gateway "
-    "refuses them with a 400 toward any other vendor format",
-)
-_GEMINI_TO_ANTHROPIC = (
+_THINKING_LOST = (
     "Expected `thinking` or `redacted_thinking`, but found `tool_use`",
-    "Gemini CLI sends back only the thoughtSignature of its function-call parts; the gateway "
-    "does not carry Anthropic's signed thinking in it, so the Anthropic fake refuses the second "
-    "turn",
+    "Codex sends back its reasoning items, but the Anthropic thinking the gateway turned "
+    "into them does not come back as a signed thinking block, so the Anthropic fake "
+    "refuses the second turn",
+)
+_GEMINI_PARTS = (
+    "the number of function response parts is equal to the number of function call parts",
+    "Codex's tool results reach Gemini in another count than the function calls of the "
+    "turn they answer, and the Gemini fake refuses the turn",
+)
+_REASONING_ITEM = (
+    "was provided without its required 'reasoning' item",
+    "Gemini CLI's function call reaches the Responses upstream without the reasoning item "
+    "it was made with, and the Responses fake refuses the second turn",
+)
+_EMPTY_ANSWER = (
+    "",  # no refusal: the run ends without the answer
+    "every Gemini function call reaches Claude Code with the tool-use id 'call_0', so the "
+    "second round reuses the first's id and Claude Code ends the turn without an answer",
 )
 EXPECTED_REFUSALS: dict[tuple[str, str], tuple[str, str]] = {
-    **{
-        ("claude-code", k): _CONTEXT_MANAGEMENT
-        for k in ("chat", "responses", "gemini", "reasoning")
-    },
-    **{("codex", k): _NAMESPACE for k in ("anthropic", "chat", "gemini", "reasoning")},
-    ("gemini-cli", "anthropic"): _GEMINI_TO_ANTHROPIC,
+    ("codex", "anthropic"): _THINKING_LOST,
+    ("codex", "gemini"): _GEMINI_PARTS,
+    ("gemini-cli", "responses"): _REASONING_ITEM,
+    ("claude-code", "gemini"): _EMPTY_ANSWER,
 }
 
 PAIRINGS = [
@@ -93,7 +96,8 @@ def test_agent_tool_loop(
     refusals = started.refusals
     expected = EXPECTED_REFUSALS.get((agent, kind))
     if expected is not None and expected[0] in "\n".join([run.stdout, run.stderr, *refusals]):
-        raise KnownRefusal(expected[1])
+        if expected[0] or LOOP["answer"] not in run.stdout:
+            raise KnownRefusal(expected[1])
     assert not refusals, f"the {kind} fake refused: {refusals}\n{run.describe()}"
     assert not loop.unreadable, loop.unreadable
     assert run.returncode == 0, run.describe()
