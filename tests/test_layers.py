@@ -80,6 +80,7 @@ GATEWAY_LAYERS: dict[str, int] = {
     "providers": 3,
     "answers": 3,
     "ingress": 4,
+    "body_encoding": 4,
     "playground": 4,
     "production": 4,
     "routes": 5,

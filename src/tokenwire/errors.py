@@ -23,6 +23,8 @@
     └── raised where they belong (each module's own job), still in this one tree:
         ├── ClientDisconnected        server.asgi: the client left before its body was read
         ├── MediaTypeError            mediatype: a Content-Type or Accept that does not parse
+        ├── BodyDecodeError           gateway.body_encoding: a compressed request body
+        │                             that cannot be decoded (400, 413, 415)
         ├── ConfigError               gateway.config: a bad config, naming the key
         │   (ConfigProblem, gateway.config.production, for the production keys)
         ├── ResumeConflict            server: a resumable request_id already stored (409)

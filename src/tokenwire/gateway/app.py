@@ -45,6 +45,7 @@ from ..server import StreamEndpoint
 from ..server.asgi import HTTP_ERROR_CODES, json_error
 from ..server.frames.websocket import FramesOverWebSocket
 from . import playground
+from .body_encoding import BodyDecoding, has_content_encoding
 from .config import CONFIG_ENV, LOG_CONTENT_ENV, Config, load
 from .ingress import (
     AnthropicMessagesIngress,
@@ -244,6 +245,9 @@ class Gateway:
             path: ProductionMiddleware(endpoint, production=self.production)
             for path, endpoint in streams.items()
         }
+        app.body_decoding = BodyDecoding(
+            app.serve, max_body_bytes=self.config.server.max_body_bytes, vendor_error=vendor_error
+        )
         return app
 
 
@@ -263,8 +267,18 @@ class _GatewayApp(Starlette):
 
     #: Path -> the endpoint behind the production middleware (set by ``Gateway.app``).
     streams: Mapping[str, ASGIApp] = MappingProxyType({})
+    #: Decodes a compressed request body before any route reads it (``body_encoding``).
+    body_decoding: BodyDecoding | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        decoding = self.body_decoding
+        if decoding is not None and scope["type"] == "http" and has_content_encoding(scope):
+            await decoding(scope, receive, send)  # then ``serve``, with the decoded body
+            return
+        await self.serve(scope, receive, send)
+
+    async def serve(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Route a request whose body is plain (see the class docstring)."""
         if scope["type"] == "http" and scope.get("method") == "POST" and not scope.get("root_path"):
             # (Mounted under a prefix, the route's path is not scope["path"]: Starlette's way.)
             endpoint = self.streams.get(scope["path"])

@@ -8,6 +8,8 @@
 ``POST /v1/messages/count_tokens``                             Anthropic ``{"input_tokens"}``
 ``POST /v1/responses/input_tokens``                            Responses ``{"object":
                                                                "response.input_tokens", ...}``
+``POST /v1/responses/compact``                                 Responses compaction, forwarded
+                                                               to a Responses upstream, else 404
 =============================================================  ===========================
 
 A count comes from the upstream's own counting endpoint when its vendor has
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import msgspec
 from starlette.routing import Route
@@ -35,9 +37,17 @@ from ..server.asgi import Receive, Scope, Send, read_body, send_json
 from ..writer import estimate_tokens
 from .ingress import FormatIngress, WithPathParams, decode_json_body
 
-__all__ = ["GEMINI_ROUTES", "GEMINI_VERSIONS", "CountEndpoint", "vendor_error", "vendor_routes"]
+__all__ = [
+    "GEMINI_ROUTES",
+    "GEMINI_VERSIONS",
+    "CompactEndpoint",
+    "CountEndpoint",
+    "vendor_error",
+    "vendor_routes",
+]
 
 _log = logging.getLogger("tokenwire.gateway")
+_T = TypeVar("_T")
 _encode = msgspec.json.Encoder().encode
 
 #: The API versions google-genai and Google's REST clients call (3.x defaults to ``v1``).
@@ -90,8 +100,9 @@ def _prompt_chars(request: Request) -> int:
     return chars
 
 
-class CountEndpoint:
-    """``POST`` a vendor request body, get its input token count in the vendor's shape."""
+class _WholeEndpoint:
+    """A vendor route answered whole: its body read within the limit, errors in the
+    vendor's shape."""
 
     def __init__(
         self,
@@ -108,6 +119,28 @@ class CountEndpoint:
         self, send: Send, status: int, code: str, message: str, path: str | None = None
     ) -> None:
         await send_json(send, status, self.ingress.error_body(status, code, message, path))
+
+    async def _read(
+        self, scope: Scope, receive: Receive, send: Send, parse: Callable[[bytes], _T]
+    ) -> _T | None:
+        """The body, read and ``parse``d; ``None`` when it could not be (answered)."""
+        try:
+            length = dict(scope.get("headers") or ()).get(b"content-length")
+            body = await read_body(
+                receive, self.max_body_bytes, int(length) if length and length.isdigit() else None
+            )
+            return parse(body)
+        except RequestTooLarge as exc:
+            await self._error(send, 413, "request_too_large", exc.reason, exc.path)
+        except InvalidRequest as exc:
+            await self._error(send, 400, "invalid_request", exc.reason, exc.path)
+        except Exception:  # the body stream broke (the client left)
+            await self._error(send, 400, "invalid_request", "the request body ended early")
+        return None
+
+
+class CountEndpoint(_WholeEndpoint):
+    """``POST`` a vendor request body, get its input token count in the vendor's shape."""
 
     def _request(self, body: bytes, path_params: Mapping[str, str]) -> Request:
         obj = decode_json_body(body)
@@ -127,20 +160,11 @@ class CountEndpoint:
         if scope.get("method") != "POST":
             await self._error(send, 405, "method_not_allowed", "use POST")
             return
-        try:
-            length = dict(scope.get("headers") or ()).get(b"content-length")
-            body = await read_body(
-                receive, self.max_body_bytes, int(length) if length and length.isdigit() else None
-            )
-            request = self._request(body, scope.get("path_params") or {})
-        except RequestTooLarge as exc:
-            await self._error(send, 413, "request_too_large", exc.reason, exc.path)
-            return
-        except InvalidRequest as exc:
-            await self._error(send, 400, "invalid_request", exc.reason, exc.path)
-            return
-        except Exception:  # the body stream broke (the client left)
-            await self._error(send, 400, "invalid_request", "the request body ended early")
+        path_params = scope.get("path_params") or {}
+        request = await self._read(
+            scope, receive, send, lambda body: self._request(body, path_params)
+        )
+        if request is None:
             return
         provider = self.providers.get(request.model)
         if provider is None:
@@ -187,15 +211,68 @@ class CountEndpoint:
             return False
 
 
+class CompactEndpoint(_WholeEndpoint):
+    """``POST /v1/responses/compact``: a Responses compaction, forwarded to the model's
+    upstream when it is an OpenAI Responses one; for any other model a 404 in OpenAI's
+    error shape, on which a client (Codex) compacts the conversation itself."""
+
+    def __init__(
+        self, providers: Mapping[str, Provider], *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    ) -> None:
+        super().__init__(
+            FormatIngress("openai-responses"), providers, max_body_bytes=max_body_bytes
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from .providers.passthrough_request import rename_model
+
+        read = await self._read(scope, receive, send, lambda body: (body, decode_json_body(body)))
+        if read is None:
+            return
+        raw, obj = read
+        model = obj.get("model")
+        if not isinstance(model, str):
+            await self._error(send, 400, "invalid_request", "model: required", "model")
+            return
+        provider = self.providers.get(model)
+        if provider is None:
+            await self._error(send, 404, "model_not_found", f"unknown model {echo(model)}", "model")
+            return
+        compact = getattr(provider, "compact", None)
+        try:
+            upstream_model = getattr(provider, "upstream_model", None) or model
+            answered = (
+                None if compact is None else await compact(rename_model(raw, obj, upstream_model))
+            )
+        except InvalidRequest as exc:
+            await self._error(send, 400, "invalid_request", exc.reason, exc.path)
+            return
+        except Exception as exc:
+            _log.warning("compaction upstream failed: %s", type(exc).__name__)
+            await self._error(send, 502, "internal_error", "the upstream could not be reached")
+            return
+        if answered is None:
+            message = (
+                f"model {echo(model)} is not served by an OpenAI Responses upstream, which "
+                "alone compacts: compact the conversation locally"
+            )
+            await self._error(send, 404, "not_found", message)
+            return
+        status, body = answered
+        await send_json(send, status, body)
+
+
 def vendor_routes(gateway: Any) -> list[Route]:
     """The Gemini routes of every version, and the counting routes, of ``gateway``
     (``app.Gateway``: not imported, it is on the layer above)."""
     limit = gateway.config.server.max_body_bytes
     raw = gateway.count_providers
     gemini_count = CountEndpoint(FormatIngress("gemini"), raw, max_body_bytes=limit)
+    from .providers.passthrough import ForwardHeaders  # what a same-vendor upstream gets
+
     apps: tuple[Any, ...] = (
-        WithPathParams(gateway.gemini),
-        WithPathParams(gateway.gemini_whole),
+        WithPathParams(ForwardHeaders(gateway.gemini)),
+        WithPathParams(ForwardHeaders(gateway.gemini_whole)),
         gemini_count,
     )
     routes = [
@@ -209,4 +286,6 @@ def vendor_routes(gateway: Any) -> list[Route]:
     ):
         endpoint = CountEndpoint(FormatIngress(vendor), raw, max_body_bytes=limit)
         routes.append(Route(route, endpoint, methods=["POST"]))
+    compact = CompactEndpoint(raw, max_body_bytes=limit)
+    routes.append(Route("/v1/responses/compact", compact, methods=["POST"]))
     return routes

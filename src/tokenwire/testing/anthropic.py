@@ -668,7 +668,9 @@ _PING: Final = _frame({"type": "ping"})
 def render(script: Script, *, model: str, request: RecordedRequest) -> list[bytes]:
     """The Anthropic Messages stream for ``script``, one item per SSE event."""
     message: dict[str, Any] = {
-        "id": "msg_fake0001",
+        # Unique per turn as Anthropic's are: Claude Code merges the blocks of
+        # streamed messages that share an id into one assistant message.
+        "id": f"msg_fake_{_digest('message', request.body.decode('utf-8', 'replace'))}",
         "type": "message",
         "role": "assistant",
         "model": model,

@@ -56,12 +56,15 @@ from .upstream import (
     RecordedRequest,
     Script,
     count_answer,
+    counted_tokens,
     json_object,
     split_words,
 )
 
 __all__ = [
+    "COMPACT_FIELDS",
     "COUNT_FIELDS",
+    "answer_other",
     "count_tokens",
     "CONTENT_TYPE",
     "ERRORS",
@@ -311,6 +314,8 @@ TOOL_TYPES: Final[dict[str, tuple[str, ...]]] = {
     "local_shell": (),
     "shell": (),
     "computer_use_preview": (),
+    # A group of function tools under one name (Codex sends its sub-agent tools so).
+    "namespace": ("name",),
 }
 #: Input item type -> (its required string fields, the id field an earlier item must have).
 ITEM_TYPES: Final[dict[str, tuple[tuple[str, ...], tuple[str, str] | None]]] = {
@@ -349,6 +354,19 @@ def _bad_type(where: str, kind: object, known: Any) -> str:
     return f"Invalid value: '{kind}'. Supported values are: {supported}. (param: {where}.type)"
 
 
+def _check_namespace(where: str, members: object) -> str | None:
+    """A namespace holds a non-empty array of named function tools."""
+    if not isinstance(members, list) or not members:
+        return f"Missing required parameter: '{where}.tools'."
+    for j, member in enumerate(members):
+        kind = member.get("type") if isinstance(member, dict) else None
+        if kind != "function":
+            return _bad_type(f"{where}.tools[{j}]", kind, ("function",))
+        if not isinstance(member.get("name"), str):
+            return f"Missing required parameter: '{where}.tools[{j}].name'."
+    return None
+
+
 def _check_agent(body: dict[str, Any]) -> str | None:
     """The tool and item rules of the module section above."""
     tools = body.get("tools")
@@ -366,6 +384,10 @@ def _check_agent(body: dict[str, Any]) -> str | None:
                 tool.get("server_url") or tool.get("connector_id"), str
             ):
                 return f"Missing required parameter: 'tools[{i}].server_url'."
+            if kind == "namespace":
+                problem = _check_namespace(f"tools[{i}]", tool.get("tools"))
+                if problem is not None:
+                    return problem
     items = body["input"]
     if isinstance(items, str):
         return None
@@ -535,6 +557,19 @@ class _Body:
         self.frames.append(b"event: %s\ndata: %s\n\n" % (kind.encode(), _encode(obj)))
 
 
+def _calls_so_far(request: RecordedRequest) -> int:
+    """How many function calls the request's conversation holds (0 when unreadable)."""
+    try:
+        items = request.json().get("input")
+    except (ValueError, AttributeError):
+        return 0
+    if not isinstance(items, list):
+        return 0
+    return sum(
+        1 for item in items if isinstance(item, dict) and item.get("type") == "function_call"
+    )
+
+
 def render(script: Script, *, model: str, request: RecordedRequest) -> list[bytes]:
     """The Responses API stream for ``script``, one item per SSE frame."""
 
@@ -639,6 +674,10 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
         item = {**opened, "status": "completed", "content": [done_part]}
         body.add("response.output_item.done", output_index=index, item=item)
         output.append(item)
+    # Call ids are unique in a conversation, as OpenAI's are: an unsigned one is
+    # numbered by the calls the conversation holds so far (``t``: never 16 hex
+    # digits, which _SIGNED_CALL reads as signed).
+    turn = f"t{_calls_so_far(request):04d}"
     for i, call in enumerate(script.tool_calls):
         index = len(output)
         item_id = f"fc_fake{i:04d}"
@@ -648,7 +687,7 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
             "type": "function_call",
             "status": "in_progress",
             "arguments": "",
-            "call_id": call.id or (f"call_fake{i:04d}_{signed}" if signed else f"call_fake{i:04d}"),
+            "call_id": call.id or (f"call_fake{i:04d}_{signed or turn}"),
             "name": call.name,
         }
         body.add("response.output_item.added", output_index=index, item=opened)
@@ -738,3 +777,54 @@ def count_tokens(request: RecordedRequest) -> tuple[int, bytes] | None:
         lambda n: {"object": "response.input_tokens", "input_tokens": n},
         refusal_body,
     )
+
+
+#: The fields ``POST /v1/responses/compact`` takes (what shapes the conversation;
+#: no ``stream``: a compaction is answered whole).
+COMPACT_FIELDS: Final = frozenset(
+    {
+        "model",
+        "input",
+        "instructions",
+        "previous_response_id",
+        "tools",
+        "parallel_tool_calls",
+        "reasoning",
+        "text",
+        "prompt_cache_key",
+    }
+)
+
+
+def answer_other(request: RecordedRequest) -> tuple[int, bytes] | None:
+    """The answer of ``POST /v1/responses/compact`` (``None``: another path): the
+    conversation as one signed ``compaction`` item, which a next turn sends back."""
+    if not request.path.split("?", 1)[0].endswith("/v1/responses/compact"):
+        return None
+    body = json_object(request)
+    if isinstance(body, str):
+        return 400, refusal_body(body)
+    extra = sorted(set(body) - COMPACT_FIELDS)
+    if extra:
+        return 400, refusal_body(f"Unknown parameter: '{extra[0]}'.")
+    if not isinstance(body.get("input"), (str, list)):
+        return 400, refusal_body("Missing required parameter: 'input'.")
+    words = counted_tokens(body)
+    summary = f"{words} words of conversation, compacted"
+    item = sign_item(
+        {"type": "compaction", "encrypted_content": encrypted_content("cmp", summary)}, 0
+    )
+    answer = {
+        "id": "resp_fake_compact",
+        "object": "response.compaction",
+        "created_at": 1700000000,
+        "output": [item],
+        "usage": {
+            "input_tokens": words,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 1,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": words + 1,
+        },
+    }
+    return 200, msgspec.json.encode(answer)

@@ -18,7 +18,9 @@ response body as the vendor's events, one item per event, so faults can count
 events) and ``error_body(status) -> bytes`` (the vendor's JSON error body). It
 may also provide ``check_request(request) -> str | None`` (a message answers
 ``400``; ``refusal_body(problem) -> bytes`` words that answer as the vendor
-does), ``RESPONSE_HEADERS`` (extra headers of a streamed answer),
+does), ``answer_other(request) -> (status, body) | None`` (an endpoint
+of the vendor answered whole, such as Responses' compaction),
+``RESPONSE_HEADERS`` (extra headers of a streamed answer),
 ``bad_event(event) -> bytes`` (how one event looks garbled) and
 ``huge_event(size) -> Iterator[bytes]`` (one oversized event, in pieces).
 
@@ -676,6 +678,9 @@ class FakeUpstream:
             return keep_alive
         count = getattr(renderer, "count_tokens", None)
         counted = count(request) if count is not None else None
+        if counted is None:  # another endpoint answered whole (Responses' compaction)
+            other = getattr(renderer, "answer_other", None)
+            counted = other(request) if other is not None else None
         if counted is not None:  # the vendor's token-counting endpoint (issue 23)
             await self._simple(writer, counted[0], counted[1], {})
             self._completed()

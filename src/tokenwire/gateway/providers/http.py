@@ -22,10 +22,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ... import events as ev
+from ... import request as rq
 from ... import translate
 from ...request import Request, echo
 from ...translate import VendorFormat
@@ -40,6 +41,8 @@ __all__ = ["HTTPProvider", "UpstreamClients", "new_client"]
 
 # The shared wire pieces under the names this module always used (tests patch some).
 MAX_ERROR_BODY = _wire.MAX_ERROR_BODY
+#: The largest compaction answer read (its encrypted summary of a long conversation).
+MAX_COMPACTION_BODY = 32 << 20
 _DRAIN_BYTES = _wire.DRAIN_BYTES
 _DRAIN_S = _wire.DRAIN_S
 _IDENTITY = _wire.IDENTITY
@@ -280,26 +283,45 @@ class HTTPProvider:
         if count is None or self.missing_key is not None:
             return None
         vendor_request = count.request(self.format.build_request(request, **self._options()))
-        headers = {**vendor_request.headers, **_IDENTITY, **_trace_headers()}
+        return await self._post_whole(
+            vendor_request.url, vendor_request.headers, vendor_request.body, MAX_ERROR_BODY
+        )
+
+    async def compact(self, body: bytes) -> tuple[int, bytes] | None:
+        """Forward a Responses compaction (``POST /v1/responses/compact``): ``body`` as the
+        client sent it (its model already renamed) to this upstream's compaction
+        endpoint; its ``(status, body)``, or ``None`` when the upstream has none (only an
+        OpenAI Responses upstream compacts). Raises as ``count_tokens`` does.
+        """
+        if self.format.name != "openai-responses" or self.missing_key is not None:
+            return None
+        # The URL and credentials of this model's requests, whatever the body holds.
+        probe = rq.build(model=self.upstream_model or "model", messages="compact")
+        built = self.format.build_request(probe, **self._options())
+        url = built.url.split("?", 1)[0] + "/compact"
+        return await self._post_whole(url, built.headers, body, MAX_COMPACTION_BODY)
+
+    async def _post_whole(
+        self, url: str, headers: Mapping[str, str], body: bytes, limit: int
+    ) -> tuple[int, bytes]:
+        """POST ``body`` and read the whole answer (at most ``limit`` bytes)."""
+        headers = {**headers, **_IDENTITY, **_trace_headers()}
         if self.pool is None:
             assert self.client is not None
             answer = await self.client.post(
-                vendor_request.url,
-                headers=headers,
-                content=vendor_request.body,
-                timeout=self.timeout_s,
+                url, headers=headers, content=body, timeout=self.timeout_s
             )
-            return answer.status_code, answer.content[:MAX_ERROR_BODY]
+            return answer.status_code, answer.content[:limit]
         async with self.pool.stream(
             "POST",
-            vendor_request.url,
+            url,
             headers,
-            vendor_request.body,
+            body,
             read_timeout=self.timeout_s,
             connect_timeout=self.connect_timeout_s,
             pool_timeout=self.connect_timeout_s,
         ) as response:
-            return response.status, await response.read_bounded(MAX_ERROR_BODY)
+            return response.status, await response.read_bounded(limit)
 
     async def _over_httpx(self, vendor_request: Any, translator: Any) -> AsyncIterator[ev.Event]:
         import httpx

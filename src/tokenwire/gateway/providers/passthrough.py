@@ -82,6 +82,15 @@ _FORWARDED: Final[Mapping[str, tuple[bytes, ...]]] = {
     "openai": (b"openai-beta",),
 }
 
+#: Formats whose clients' own ``x-`` headers (SDK and agent metadata such as
+#: ``x-stainless-*``, ``x-app``, ``x-goog-api-client``) reach a same-vendor upstream,
+#: as they would reach it directly. Across vendors they mean nothing and are not sent.
+_FORWARDS_X: Final = frozenset({"anthropic", "openai-responses", "openai", "gemini"})
+#: ``x-`` headers never forwarded: the client's credentials (the upstream gets the
+#: gateway's own) and what proxies on the way say about the client.
+_NOT_FORWARDED: Final = frozenset({b"x-api-key", b"x-goog-api-key", b"x-real-ip"})
+_NOT_FORWARDED_PREFIXES: Final = (b"x-forwarded-", b"x-tokenwire-")
+
 #: Upstream error-answer headers the client gets with the upstream's status.
 _ERROR_HEADERS: Final = ("retry-after", "x-should-retry", "request-id", "x-request-id")
 
@@ -92,6 +101,15 @@ _OFFER: ContextVar[Offer | None] = ContextVar("tokenwire_passthrough_offer", def
 _HEADERS: ContextVar[Iterable[tuple[bytes, bytes]]] = ContextVar(
     "tokenwire_passthrough_headers", default=()
 )
+
+
+def _forwarded_x(name: bytes) -> bool:
+    """Whether a client's header is an ``x-`` header a same-vendor upstream gets."""
+    return (
+        name.startswith(b"x-")
+        and name not in _NOT_FORWARDED
+        and not name.startswith(_NOT_FORWARDED_PREFIXES)
+    )
 
 
 class ForwardHeaders:
@@ -159,10 +177,11 @@ class Offer:
     def make(cls, fmt: str, raw: bytes, obj: dict[str, Any]) -> Offer:
         """An offer for this request, made current for its provider."""
         wanted = _FORWARDED.get(fmt, ())
+        extras = fmt in _FORWARDS_X
         headers = {
             name.decode("latin-1"): value.decode("latin-1")
             for name, value in _HEADERS.get()
-            if name in wanted
+            if name in wanted or (extras and _forwarded_x(name))
         }
         offer = cls(fmt, raw, obj, headers)
         _OFFER.set(offer)
@@ -345,7 +364,9 @@ async def generate(
     offer.reset()
     # URL and credentials as the format builds them; the body is the client's.
     built = fmt.build_request(request, **provider._options())
-    headers = {**built.headers, **offer.headers, **_IDENTITY, **_trace_headers()}
+    # A forwarded x- header never replaces one the format set itself.
+    forwarded = {k: v for k, v in offer.headers.items() if k not in built.headers or k[:2] != "x-"}
+    headers = {**built.headers, **forwarded, **_IDENTITY, **_trace_headers()}
     body = offer.body_for(provider.upstream_model or request.model)
     reasoning = provider.reasoning or fmt.wants_reasoning(request)
     translator = fmt.new_translator(

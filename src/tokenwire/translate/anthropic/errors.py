@@ -100,7 +100,9 @@ def http_error(status: int, body: bytes) -> tuple[str, str]:
     if isinstance(error, dict) and isinstance(error.get("type"), str):
         message = error.get("message")
         text = message if isinstance(message, str) else ""
-        return error_code(error["type"], text), f"anthropic {error['type']}: {text}"
+        # The status stays in the message: an ingress of another vendor answers a
+        # client error as one (a 500 would make its client retry the same request).
+        return error_code(error["type"], text), f"anthropic {error['type']} (HTTP {status}): {text}"
     code = {429: "rate_limited", 503: "overloaded", 529: "overloaded"}.get(status, "internal_error")
     return code, f"anthropic answered HTTP {status}"
 

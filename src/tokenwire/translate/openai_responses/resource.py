@@ -54,7 +54,30 @@ def response_fields(body: dict[str, Any]) -> dict[str, Any]:
             value = float(value)
         if default is None or type(value) is type(default):
             out[key] = value
+    if isinstance(out["tools"], list):
+        out["tools"] = [_echo_tool(tool) for tool in out["tools"]]
     instructions = body.get("instructions")
     if isinstance(instructions, list):  # an array of input items is allowed too
         out["instructions"] = instructions
     return out
+
+
+#: A function tool's fields Open Responses requires in the echo (``FunctionTool``), with
+#: the API's values when the request left them out: no description or parameters,
+#: and strict mode, the Responses API's default for function tools.
+_FUNCTION_TOOL_DEFAULTS: Final[dict[str, Any]] = {
+    "description": None,
+    "parameters": None,
+    "strict": True,
+}
+
+
+def _echo_tool(tool: Any) -> Any:
+    """A request's tool as the response object lists it (function tools made whole)."""
+    if not isinstance(tool, dict) or tool.get("type") != "function":
+        return tool
+    echoed = {**_FUNCTION_TOOL_DEFAULTS, **tool}
+    for key, default in _FUNCTION_TOOL_DEFAULTS.items():
+        if echoed[key] is None:
+            echoed[key] = default
+    return echoed
