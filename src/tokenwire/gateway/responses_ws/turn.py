@@ -1,0 +1,180 @@
+"""One turn of a Responses WebSocket: an in-process ``POST /v1/responses`` to the gateway itself.
+
+A turn *is* an HTTP request to the app's own route, carrying the socket's
+handshake headers (its key among them): keys, the model allow-list, limits,
+budgets, routing, passthrough, logs, metrics and the OpenTelemetry span apply
+exactly as over HTTP, and the answer is the same ``response.*`` stream. Its
+SSE events go to the socket as WebSocket messages, tagged with the turn's
+``stream_id``; an answer that is not a stream (400, 401, 403, 429…) becomes
+the mode's ``error`` event with its status and the body's own error object.
+The socket's write deadline is the turn's: a write that does not complete
+fails the turn's ``send`` as a vanished HTTP client does, and the endpoint
+cancels the upstream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any, Final
+
+import msgspec
+
+from ... import sse
+from .protocol import error_event, tagged
+
+__all__ = ["Outcome", "TurnRequest", "run_turn"]
+
+Write = Callable[[str], Awaitable[None]]
+_MAX_ERROR_BODY: Final = 64 * 1024
+#: The stream events whose ``response`` object says how the turn ended.
+_TERMINAL: Final = frozenset({"response.completed", "response.incomplete", "response.failed"})
+_decode = msgspec.json.Decoder(dict[str, Any]).decode
+
+
+class TurnRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """What the in-process request needs: the app, the path, the socket's scope parts."""
+
+    target: Any
+    path: str
+    headers: list[tuple[bytes, bytes]]
+    scheme: str = "http"
+    client: Any = None
+    server: Any = None
+    max_event_bytes: int = 1 << 20
+
+
+class Outcome(msgspec.Struct, kw_only=True):
+    """How a turn ended: the HTTP status, the response id, its terminal event and output."""
+
+    status: int = 0
+    response_id: str | None = None
+    terminal: str | None = None
+    output: list[Any] | None = None
+
+
+def _scope(request: TurnRequest, body_size: int) -> MutableMapping[str, Any]:
+    headers = [
+        *request.headers,
+        (b"content-type", b"application/json"),
+        (b"content-length", str(body_size).encode()),
+        (b"accept", b"text/event-stream"),
+    ]
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": request.scheme,
+        "path": request.path,
+        "raw_path": request.path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": headers,
+        "client": request.client,
+        "server": request.server,
+        "state": {},
+    }
+
+
+async def run_turn(
+    request: TurnRequest,
+    body: bytes,
+    write: Write,
+    hang_up: asyncio.Event,
+    *,
+    stream_id: str | None,
+    on_created: Callable[[str], None],
+) -> Outcome:
+    """Serve one turn, writing its events; returns how it ended.
+
+    ``hang_up`` set is the client gone (the socket closed): the request sees
+    ``http.disconnect`` and its next write fails, as over HTTP.
+    """
+    outcome = Outcome()
+    sent_body = False
+    error_body = bytearray()
+    decoder = sse.Decoder(max_event_bytes=request.max_event_bytes)
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent_body
+        if not sent_body:
+            sent_body = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await hang_up.wait()
+        return {"type": "http.disconnect"}
+
+    async def forward(message: sse.Message) -> None:
+        kind = message.event
+        if kind == "response.created" or kind in _TERMINAL:
+            response = _decode(message.data).get("response")
+            if isinstance(response, dict) and isinstance(response.get("id"), str):
+                outcome.response_id = response["id"]
+                if kind == "response.created":
+                    on_created(response["id"])
+                else:
+                    outcome.terminal = kind
+                    output = response.get("output")
+                    outcome.output = output if isinstance(output, list) else []
+        await write(tagged(message.data, stream_id))
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            outcome.status = message["status"]
+            return
+        if message["type"] != "http.response.body":
+            return
+        chunk = message.get("body", b"")
+        if outcome.status != 200:
+            error_body.extend(chunk[: _MAX_ERROR_BODY - len(error_body)])
+            return
+        if hang_up.is_set():
+            raise OSError("the socket closed")  # as a vanished HTTP client
+        for sse_message in decoder.feed(chunk):
+            await forward(sse_message)
+
+    try:
+        await request.target(_scope(request, len(body)), receive, send)
+    except OSError:
+        return outcome  # the socket is gone or stopped reading: nobody to tell
+    except Exception:  # the route failed before answering: an error event, not a hang
+        outcome.status = outcome.status or 500
+    if hang_up.is_set():
+        return outcome
+    if outcome.status != 200:
+        await write(_refusal(outcome.status, bytes(error_body), stream_id))
+    elif outcome.terminal is None:
+        await write(
+            error_event(
+                "server_error",
+                "the response stream ended before response.completed",
+                status=502,
+                kind="server_error",
+                stream_id=stream_id,
+            )
+        )
+    return outcome
+
+
+def _refusal(status: int, body: bytes, stream_id: str | None) -> str:
+    """The mode's ``error`` event for a non-stream answer, with the body's own error object."""
+    try:
+        error = _decode(body).get("error")
+    except msgspec.DecodeError:
+        error = None
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return error_event(
+            str(error.get("code") or error.get("type") or "error"),
+            error["message"],
+            status=status,
+            param=error.get("param") if isinstance(error.get("param"), str) else None,
+            kind=str(error.get("type") or "invalid_request_error"),
+            stream_id=stream_id,
+        )
+    return error_event(
+        "server_error",
+        f"the responses route answered {status}",
+        status=status,
+        kind="server_error",
+        stream_id=stream_id,
+    )
