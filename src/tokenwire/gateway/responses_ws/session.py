@@ -59,6 +59,9 @@ TRANSITIONS: Final = {
     (SocketState.OPEN, "write_failed"): SocketState.CLOSED,
 }
 
+#: The terminal events of a response the chain keeps.
+_DONE: Final = frozenset({"response.completed", "response.incomplete"})
+
 #: Client tool items whose answer the client owes, and the item that answers each.
 _ANSWERS: Final = {
     "function_call": "function_call_output",
@@ -69,10 +72,36 @@ _ANSWERS: Final = {
 }
 
 
+def _with_steering(items: list[Any], steered: list[Any]) -> list[Any]:
+    """The turn's input with accepted steering in it, in the order it came.
+
+    OpenAI puts steering first; the gateway puts it right after the answers
+    to the previous response's tool calls, which every upstream requires to
+    follow their calls (a Chat upstream refuses a user message between a
+    call and its result), and before the rest of the turn's input.
+    """
+    if not steered:
+        return items
+    answers = set(_ANSWERS.values())
+    cut = 0
+    while cut < len(items) and isinstance(items[cut], dict) and items[cut].get("type") in answers:
+        cut += 1
+    return [*items[:cut], *steered, *items[cut:]]
+
+
 class _Lane:
     """One response in flight: its task, hang-up, lane id, parent, input and steering queue."""
 
-    __slots__ = ("hang_up", "input", "parent", "response_id", "steers", "stream_id", "task")
+    __slots__ = (
+        "ended",
+        "hang_up",
+        "input",
+        "parent",
+        "response_id",
+        "steers",
+        "stream_id",
+        "task",
+    )
 
     def __init__(self, stream_id: str | None, parent: str | None, items: list[Any]) -> None:
         self.stream_id = stream_id
@@ -82,6 +111,7 @@ class _Lane:
         self.steers: list[tuple[str, Any]] = []
         self.hang_up = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
+        self.ended = False
 
 
 class Socket:
@@ -310,9 +340,8 @@ class Socket:
                     BOUND_CODES["chain_ttl_s"], str(exc), 400, "previous_response_id", lane_id
                 )
                 return
-            # Accepted steering goes first, in the order it came (the SDK's contract).
             steered = self.waiting_steers.pop(previous, [])
-            items = [it for _, value in steered for it in input_items(value)] + items
+            items = _with_steering(items, [it for _, v in steered for it in input_items(v)])
         if not self.chain.has_room(len(_encode(items))):
             await self._refuse(
                 BOUND_CODES["max_chain_bytes"],
@@ -330,12 +359,27 @@ class Socket:
         lane.task = asyncio.get_running_loop().create_task(self._serve(lane, body))
 
     async def _serve(self, lane: _Lane, body: bytes) -> None:
-        outcome = Outcome()
-
         def created(response_id: str) -> None:
             lane.response_id = response_id
             self.active[response_id] = lane
 
+        def ended(outcome: Outcome) -> None:
+            # Before the last event goes out: the client may continue at once.
+            if lane.ended:
+                return
+            lane.ended = True
+            if self.lanes.get(lane.stream_id) is lane:
+                del self.lanes[lane.stream_id]
+            if lane.response_id is not None:
+                self.active.pop(lane.response_id, None)
+            done = outcome.terminal in _DONE
+            if done and outcome.response_id is not None and outcome.output is not None:
+                self.chain.record(
+                    outcome.response_id, lane.parent, lane.input, outcome.output, self.clock()
+                )
+            self._activity.set()
+
+        outcome = Outcome()
         try:
             outcome = await run_turn(
                 self.request,
@@ -344,19 +388,12 @@ class Socket:
                 lane.hang_up,
                 stream_id=lane.stream_id,
                 on_created=created,
+                on_ended=ended,
             )
         finally:
-            del self.lanes[lane.stream_id]
-            if lane.response_id is not None:
-                self.active.pop(lane.response_id, None)
-            self._activity.set()
-        done = outcome.terminal in ("response.completed", "response.incomplete")
-        if done and outcome.response_id is not None and outcome.output is not None:
-            self.chain.record(
-                outcome.response_id, lane.parent, lane.input, outcome.output, self.clock()
-            )
+            ended(outcome)  # (once: a no-op when run_turn told it already)
         if lane.steers and self.state is SocketState.OPEN:
-            await self._settle_steers(lane, outcome, done)
+            await self._settle_steers(lane, outcome, outcome.terminal in _DONE)
 
     # -- response.steer ---------------------------------------------------------------
 

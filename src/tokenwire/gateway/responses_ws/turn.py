@@ -85,13 +85,24 @@ async def run_turn(
     *,
     stream_id: str | None,
     on_created: Callable[[str], None],
+    on_ended: Callable[[Outcome], None],
 ) -> Outcome:
     """Serve one turn, writing its events; returns how it ended.
 
+    ``on_ended`` runs once, before the turn's last message is written: a client
+    may act on that message at once (continue the response, reuse the lane).
     ``hang_up`` set is the client gone (the socket closed): the request sees
     ``http.disconnect`` and its next write fails, as over HTTP.
     """
     outcome = Outcome()
+    told = False
+
+    def end() -> None:
+        nonlocal told
+        if not told:
+            told = True
+            on_ended(outcome)
+
     sent_body = False
     error_body = bytearray()
     decoder = sse.Decoder(max_event_bytes=request.max_event_bytes)
@@ -116,6 +127,7 @@ async def run_turn(
                     outcome.terminal = kind
                     output = response.get("output")
                     outcome.output = output if isinstance(output, list) else []
+                    end()
         await write(tagged(message.data, stream_id))
 
     async def send(message: dict[str, Any]) -> None:
@@ -136,9 +148,11 @@ async def run_turn(
     try:
         await request.target(_scope(request, len(body)), receive, send)
     except OSError:
+        end()
         return outcome  # the socket is gone or stopped reading: nobody to tell
     except Exception:  # the route failed before answering: an error event, not a hang
         outcome.status = outcome.status or 500
+    end()
     if hang_up.is_set():
         return outcome
     if outcome.status != 200:
