@@ -64,7 +64,14 @@ def until_done(conn: Any, lanes: int = 1) -> Iterator[Any]:
     while ended < lanes:
         event = conn.recv()
         yield event
-        if event.type in ("response.completed", "response.failed", "response.incomplete", "error"):
+        # An ``error`` inside a response's stream (it has a sequence_number) is
+        # followed by response.failed; the mode's own refusals have none.
+        refusal = event.type == "error" and event.sequence_number is None
+        if refusal or event.type in (
+            "response.completed",
+            "response.failed",
+            "response.incomplete",
+        ):
             ended += 1
 
 
