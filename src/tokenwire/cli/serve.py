@@ -53,7 +53,8 @@ ENGINE_ENV = "TOKENWIRE_SERVER_ENGINE"
     "config_path",
     type=click.Path(exists=True, dir_okay=False),
     help="TOML config (docs/gateway.md): [server], [[models]] (with their routing keys), "
-    "[resume], [[keys]], [limits], [metrics] and [telemetry]. Default: demo only.",
+    "[resume], [[keys]], [limits], [metrics], [telemetry] and [responses_websocket]. "
+    "Default: demo only.",
 )
 @click.option("--host", help="Address to bind. [default: config, else 127.0.0.1]")
 @click.option(
