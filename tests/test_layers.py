@@ -75,6 +75,7 @@ GATEWAY_LAYERS: dict[str, int] = {
     "upstream": 2,
     "telemetry": 2,
     "resume": 3,
+    "responses_ws": 3,
     "policy": 3,
     "providers": 3,
     "answers": 3,

@@ -43,8 +43,8 @@ from ..._secrets import SECRET_HEADERS
 from ..._suggest import did_you_mean
 from ...errors import TokenwireError
 from ...server import guard
-from ..responses_ws.bounds import Bounds as ResponsesWebSocketBounds
 from . import production as config_prod  # production keys (docs/gateway.md, "Production")
+from .responses_websocket import ResponsesWebSocketConfig
 
 __all__ = [
     "BINDING_KEYS",
@@ -303,7 +303,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     #: [[keys]], [limits], [telemetry], routing keys, [server] drain_s (config_prod).
     production: config_prod.ProductionConfig = config_prod.ProductionConfig()
     #: The Responses API's WebSocket mode: what one socket may hold.
-    responses_websocket: ResponsesWebSocketBounds = ResponsesWebSocketBounds()
+    responses_websocket: ResponsesWebSocketConfig = ResponsesWebSocketConfig()
 
     def model(self, name: str) -> ModelConfig | None:
         """The entry for model ``name``, or ``None``."""
@@ -646,7 +646,7 @@ def _known_keys(table: str) -> list[str]:
         "server": fields(ServerConfig) + ["drain_s"],
         "models": fields(ModelConfig) + fields(config_prod.RoutingConfig) + list(BINDING_KEYS),
         "resume": fields(ResumeConfig),
-        "responses_websocket": fields(ResponsesWebSocketBounds),
+        "responses_websocket": fields(ResponsesWebSocketConfig),
         "keys": fields(config_prod.KeyConfig),
         "limits": fields(config_prod.LimitsConfig),
         "telemetry": fields(config_prod.TelemetryConfig),

@@ -3,12 +3,16 @@
 ``endpoint`` (the route), ``session`` (one socket: lanes, steering, bounds),
 ``turn`` (one turn as an in-process ``POST /v1/responses``), ``chain`` (the
 socket's responses, for ``previous_response_id``), ``protocol`` (the mode's
-messages), ``bounds`` (``[responses_websocket]``).
+messages), ``bounds`` (the codes past each ``[responses_websocket]`` bound).
+
+May import: the core, ``tokenwire.server`` (``asgi`` and the frames' handshake
+helpers), and of the gateway ``config`` and ``telemetry``; never ``policy``,
+``providers`` or the app: every turn reaches them through the app's own route.
 """
 
 from __future__ import annotations
 
-from .bounds import BOUND_CODES, Bounds
+from .bounds import BOUND_CODES
 from .endpoint import ResponsesOverWebSocket
 
-__all__ = ["BOUND_CODES", "Bounds", "ResponsesOverWebSocket"]
+__all__ = ["BOUND_CODES", "ResponsesOverWebSocket"]

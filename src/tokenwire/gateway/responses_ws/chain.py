@@ -14,12 +14,14 @@ from typing import Any
 
 import msgspec
 
+from ...errors import TokenwireError
+
 __all__ = ["Chain", "ChainNode", "UnknownResponse"]
 
 _encode = msgspec.json.encode
 
 
-class UnknownResponse(LookupError):
+class UnknownResponse(TokenwireError, LookupError):
     """The socket has no usable response by that id; the message says why."""
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from ...server.asgi import Receive, Scope, Send
 from ...server.frames.websocket import _same_origin
-from .bounds import Bounds
+from ..config.responses_websocket import ResponsesWebSocketConfig
 from .session import Socket
 
 __all__ = ["ResponsesOverWebSocket"]
@@ -30,7 +30,7 @@ class ResponsesOverWebSocket:
 
     def __init__(
         self,
-        bounds: Bounds,
+        bounds: ResponsesWebSocketConfig,
         *,
         write_timeout_s: float,
         max_message_bytes: int,

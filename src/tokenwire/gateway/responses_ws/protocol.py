@@ -14,6 +14,8 @@ from typing import Any, Final
 
 import msgspec
 
+from ...errors import TokenwireError
+
 __all__ = [
     "ClientEventError",
     "Create",
@@ -33,7 +35,7 @@ _encode = msgspec.json.encode
 _STEER_FIELDS: Final = frozenset({"type", "input", "previous_response_id"})
 
 
-class ClientEventError(ValueError):
+class ClientEventError(TokenwireError, ValueError):
     """A client event the mode refuses; ``param`` names the field (``None``: the whole event)."""
 
     def __init__(self, message: str, param: str | None = None) -> None:

@@ -25,8 +25,9 @@ import msgspec
 
 from ...server.asgi import Receive, Send
 from ...server.frames.channel import client_headers
+from ..config.responses_websocket import ResponsesWebSocketConfig
 from ..telemetry import logs
-from .bounds import BOUND_CODES, Bounds
+from .bounds import BOUND_CODES
 from .chain import Chain, UnknownResponse
 from .protocol import (
     ClientEventError,
@@ -124,7 +125,7 @@ class Socket:
         *,
         target: Any,
         path: str,
-        bounds: Bounds,
+        bounds: ResponsesWebSocketConfig,
         write_timeout_s: float,
         max_message_bytes: int,
         clock: Callable[[], float] = time.monotonic,
