@@ -6,22 +6,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import openai
+from tests.fidelity.test_openai_responses_loop import TOOLS as RESPONSES_LOOP_TOOLS
 
 from tokenwire.testing.upstream import RecordedRequest, Script, ScriptedToolCall
 
-TOOLS: list[Any] = [
-    {
-        "type": "function",
-        "name": "get_weather",
-        "description": "The weather in a city.",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-        },
-        "strict": False,
-    }
-]
+#: get_weather, as the Responses tool-loop test declares it.
+TOOLS = RESPONSES_LOOP_TOOLS
 CITIES = ("Paris", "Oslo")
 FINAL = "Paris is sunny, Oslo is cold."
 #: Every vendor whose upstream the gateway translates the loop to (or passes it through).
