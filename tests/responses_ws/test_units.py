@@ -10,6 +10,7 @@ import msgspec
 import pytest
 
 from tokenwire.gateway.config import ConfigError, parse
+from tokenwire.gateway.responses_ws import steering
 from tokenwire.gateway.responses_ws.chain import Chain, UnknownResponse
 from tokenwire.gateway.responses_ws.protocol import (
     ClientEventError,
@@ -136,3 +137,45 @@ def test_config_refuses_a_bad_bound_by_name(key: str, value: Any) -> None:
 def test_config_suggests_the_bound_meant() -> None:
     with pytest.raises(ConfigError, match="max_turns"):
         parse({"responses_websocket": {"max_turn": 3}})
+
+
+CALL = {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": "{}"}
+MESSAGE = {"type": "message", "role": "assistant", "content": []}
+
+
+@pytest.mark.parametrize(
+    ("state", "code"),
+    [
+        ({"in_progress": True, "completed": False, "queued": 0}, None),
+        ({"in_progress": True, "completed": False, "queued": 2}, "too_many_pending_steers"),
+        ({"in_progress": False, "completed": True, "queued": 0}, "response_already_completed"),
+        ({"in_progress": False, "completed": False, "queued": 0}, "response_not_found"),
+    ],
+)
+def test_steering_is_queued_only_for_a_response_in_progress(
+    state: dict[str, Any], code: str | None
+) -> None:
+    refused = steering.refusal("resp_1", limit=2, **state)
+    assert (refused[0] if refused else None) == code
+
+
+def test_steering_waits_for_owed_tool_results_else_goes_back() -> None:
+    custom = {"type": "custom_tool_call", "call_id": "c2", "name": "patch", "input": "x"}
+    assert steering.settle([MESSAGE, CALL, custom], completed=True) == (
+        "pending",
+        [
+            {"type": "function_call_output", "call_id": "c1", "name": "get_weather"},
+            {"type": "custom_tool_call_output", "call_id": "c2"},
+        ],
+    )
+    assert steering.settle([MESSAGE], completed=True)[1][0] == "successor_creation_failed"
+    assert steering.settle([MESSAGE, CALL], completed=False)[1][0] == "response_not_active"
+
+
+def test_steering_goes_after_the_tool_results() -> None:
+    result = {"type": "function_call_output", "call_id": "c1", "output": "18C"}
+    note = {"role": "user", "content": "and the week?"}
+    steer = {"role": "user", "content": "in French"}
+    assert steering.with_steering([result, note], [steer]) == [result, steer, note]
+    assert steering.with_steering([note], [steer]) == [steer, note]
+    assert steering.with_steering([result], []) == [result]

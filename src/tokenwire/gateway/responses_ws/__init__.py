@@ -1,6 +1,7 @@
 """The Responses API's WebSocket mode (docs/responses-websocket.md), for every upstream.
 
-``endpoint`` (the route), ``session`` (one socket: lanes, steering, bounds),
+``endpoint`` (the route), ``session`` (one socket: lanes, bounds, I/O), ``steering``
+(what becomes of ``response.steer`` input, pure),
 ``turn`` (one turn as an in-process ``POST /v1/responses``), ``chain`` (the
 socket's responses, for ``previous_response_id``), ``protocol`` (the mode's
 messages), ``bounds`` (the codes past each ``[responses_websocket]`` bound).

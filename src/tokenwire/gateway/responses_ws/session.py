@@ -27,6 +27,7 @@ from ...server.asgi import Receive, Send
 from ...server.frames.channel import client_headers
 from ..config.responses_websocket import ResponsesWebSocketConfig
 from ..telemetry import logs
+from . import steering
 from .bounds import BOUND_CODES
 from .chain import Chain, UnknownResponse
 from .protocol import (
@@ -62,32 +63,6 @@ TRANSITIONS: Final = {
 
 #: The terminal events of a response the chain keeps.
 _DONE: Final = frozenset({"response.completed", "response.incomplete"})
-
-#: Client tool items whose answer the client owes, and the item that answers each.
-_ANSWERS: Final = {
-    "function_call": "function_call_output",
-    "custom_tool_call": "custom_tool_call_output",
-    "computer_call": "computer_call_output",
-    "shell_call": "shell_call_output",
-    "apply_patch_call": "apply_patch_call_output",
-}
-
-
-def _with_steering(items: list[Any], steered: list[Any]) -> list[Any]:
-    """The turn's input with accepted steering in it, in the order it came.
-
-    OpenAI puts steering first; the gateway puts it right after the answers
-    to the previous response's tool calls, which every upstream requires to
-    follow their calls (a Chat upstream refuses a user message between a
-    call and its result), and before the rest of the turn's input.
-    """
-    if not steered:
-        return items
-    answers = set(_ANSWERS.values())
-    cut = 0
-    while cut < len(items) and isinstance(items[cut], dict) and items[cut].get("type") in answers:
-        cut += 1
-    return [*items[:cut], *steered, *items[cut:]]
 
 
 class _Lane:
@@ -342,7 +317,7 @@ class Socket:
                 )
                 return
             steered = self.waiting_steers.pop(previous, [])
-            items = _with_steering(items, [it for _, v in steered for it in input_items(v)])
+            items = steering.with_steering(items, [it for _, v in steered for it in input_items(v)])
         if not self.chain.has_room(len(_encode(items))):
             await self._refuse(
                 BOUND_CODES["max_chain_bytes"],
@@ -394,7 +369,7 @@ class Socket:
         finally:
             ended(outcome)  # (once: a no-op when run_turn told it already)
         if lane.steers and self.state is SocketState.OPEN:
-            await self._settle_steers(lane, outcome, outcome.terminal in _DONE)
+            await self._settle_steers(lane, outcome)
 
     # -- response.steer ---------------------------------------------------------------
 
@@ -421,55 +396,28 @@ class Socket:
             return
         target = event.previous_response_id
         lane = self.active.get(target)
-        if lane is None:
-            if target in self.chain.nodes:
-                await self._steer_failed(
-                    "response_already_completed",
-                    f"response {target!r} completed; send the input in the response.create "
-                    "that continues it",
-                    event,
-                    None,
-                    None,
-                )
-            else:
-                await self._steer_failed(
-                    "response_not_found",
-                    f"no response {target!r} on this socket",
-                    event,
-                    None,
-                    None,
-                )
+        refused = steering.refusal(
+            target,
+            in_progress=lane is not None,
+            completed=target in self.chain.nodes,
+            queued=len(lane.steers) if lane is not None else 0,
+            limit=self.bounds.max_pending_steers,
+        )
+        if refused is not None:
+            where = lane.stream_id if lane is not None else None
+            await self._steer_failed(*refused, event, None, where)
             return
-        if len(lane.steers) >= self.bounds.max_pending_steers:
-            await self._steer_failed(
-                "too_many_pending_steers",
-                f"at most {self.bounds.max_pending_steers} steering inputs wait per response "
-                "(responses_websocket.max_pending_steers)",
-                event,
-                None,
-                lane.stream_id,
-            )
-            return
+        assert lane is not None  # refusal() queues only for a response in progress
         steer_id = f"steer_{secrets.token_hex(12)}"
         lane.steers.append((steer_id, event.input))
         steer = {"id": steer_id, "previous_response_id": target}
         await self._tell(steer_event("accepted", self._next_seq(), lane.stream_id, steer=steer))
 
-    async def _settle_steers(self, lane: _Lane, outcome: Outcome, done: bool) -> None:
-        """After the target ends: keep its steering for the turn that continues it, or return it.
-
-        The gateway does not start automatic successors: steering waits for the
-        client's own continuation, which a response with client tool calls needs
-        anyway (``response.steer.pending`` names the answers it owes).
-        """
+    async def _settle_steers(self, lane: _Lane, outcome: Outcome) -> None:
+        """After the target ends: its steering waits for the continuing turn, or goes back."""
         target = outcome.response_id or ""
-        required = [
-            {"type": _ANSWERS[item["type"]], "call_id": item["call_id"]}
-            | ({"name": item["name"]} if item.get("type") == "function_call" else {})
-            for item in outcome.output or ()
-            if isinstance(item, dict) and item.get("type") in _ANSWERS and "call_id" in item
-        ]
-        if done and required:
+        fate, detail = steering.settle(outcome.output or [], outcome.terminal in _DONE)
+        if fate == "pending":
             self.waiting_steers[target] = lane.steers
             for steer_id, _ in lane.steers:
                 steer = {"id": steer_id, "previous_response_id": target}
@@ -479,21 +427,12 @@ class Socket:
                         self._next_seq(),
                         lane.stream_id,
                         reason="waiting_for_required_input",
-                        required_input=required,
+                        required_input=detail,
                         steer=steer,
                     )
                 )
             return
-        code, message = (
-            (
-                "successor_creation_failed",
-                "the response completed without client tool calls and the gateway starts no "
-                "automatic successor: send this input in a response.create with "
-                "previous_response_id",
-            )
-            if done
-            else ("response_not_active", "the response ended without completing")
-        )
+        code, message = detail
         for steer_id, value in lane.steers:
             await self._steer_failed(
                 code,
