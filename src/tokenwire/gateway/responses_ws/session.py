@@ -155,6 +155,8 @@ class Socket:
         if self.state is not SocketState.OPEN:
             raise OSError("the socket closed")
         async with self._lock:  # one writer at a time on the socket
+            if self.state is not SocketState.OPEN:  # closed while this write waited
+                raise OSError("the socket closed")
             try:
                 async with asyncio.timeout(self.write_timeout_s):
                     await self._send({"type": "websocket.send", "text": text})
