@@ -100,20 +100,31 @@ def test_three_turn_tool_loop_with_previous_response_id(
         assert city in sent[-1]
 
 
+def _log_lines(gateway: Gateway, msg: str) -> list[dict[str, Any]]:
+    lines = [msgspec.json.decode(x) for x in gateway.stderr().splitlines() if x.startswith("{")]
+    return [line for line in lines if line.get("msg") == msg]
+
+
 def test_every_turn_is_logged_as_a_request(served: tuple[Gateway, Upstreams]) -> None:
     gateway, _ = served
+
+    def turns_logged() -> list[dict[str, Any]]:
+        lines = _log_lines(gateway, "request")
+        return [x for x in lines if (x["route"], x["model"]) == ("/v1/responses", "openai")]
+
+    before = len(turns_logged())
+    closed = len(_log_lines(gateway, "responses_websocket_closed"))
     with client(gateway.url).responses.connect() as conn:
         tool_loop(conn, "openai")
-
-    def closed() -> list[Any]:
-        lines = [
-            msgspec.json.decode(line)
-            for line in gateway.stderr().splitlines()
-            if line.startswith("{")
-        ]
-        return [line for line in lines if line.get("msg") == "responses_websocket_closed"]
-
-    socket_line = wait_until(closed, what="the socket's closing log line")[-1]
+    logged = wait_until(
+        lambda: turns_logged()[before:] if len(turns_logged()) >= before + 3 else None,
+        what="a request log line per turn",
+    )
+    assert [x["status"] for x in logged] == [200] * 3
+    socket_line = wait_until(
+        lambda: _log_lines(gateway, "responses_websocket_closed")[closed:],
+        what="the socket's closing log line",
+    )[-1]
     assert (socket_line["turns"], socket_line["reason"]) == (3, "client_left")
     assert socket_line["chain_bytes"] > 0
 
