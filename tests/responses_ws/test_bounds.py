@@ -56,7 +56,8 @@ def tight(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Gateway, F
             for name in ("fast", "slow", "big")
         )
         bounds = "".join(f"{key} = {value}\n" for key, value in BOUNDS.items())
-        config = f"[server]\nwrite_timeout_s = 1.0\n\n[responses_websocket]\n{bounds}\n{models}"
+        server = "[server]\nwrite_timeout_s = 1.0\nmax_body_bytes = 20000\n"
+        config = f"{server}\n[responses_websocket]\n{bounds}\n{models}"
         workdir: Path = tmp_path_factory.mktemp("responses-ws-bounds")
         with Gateway(workdir, config=config) as gateway:
             yield gateway, fake
@@ -78,6 +79,18 @@ def test_turns_per_socket(tight: tuple[Gateway, FakeUpstream]) -> None:
         # Still open: the socket answers the next event.
         conn.response.steer(input="hello", previous_response_id="resp_unknown")
         assert conn.recv().error.code == "response_not_found"
+
+
+def test_a_message_over_the_body_limit(tight: tuple[Gateway, FakeUpstream]) -> None:
+    gateway, _ = tight
+    with client(gateway.url).responses.connect() as conn:
+        _, refused = turn(conn, model="fast", input="x" * 30_000)
+        assert (refused.type, refused.error.code, refused.status) == (
+            "error",
+            "message_too_large",
+            413,
+        )
+        assert turn(conn, model="fast", input="hi")[1].type == "response.completed"
 
 
 def test_responses_in_flight_per_socket(tight: tuple[Gateway, FakeUpstream]) -> None:

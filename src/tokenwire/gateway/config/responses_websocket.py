@@ -24,8 +24,10 @@ class ResponsesWebSocketConfig(
     #: ``response.create`` events served per socket; the next is refused.
     max_turns: int = 1000
     #: Bytes of the chain (every response's input and output items, as JSON) per
-    #: socket; a turn that would go past it is refused.
-    max_chain_bytes: int = 16 << 20
+    #: socket; a turn that would go past it is refused. A turn's whole request
+    #: (its history included) is also bounded by ``[server] max_body_bytes``,
+    #: whose default this is.
+    max_chain_bytes: int = 4 << 20
     #: A socket with no message from the client and no response in flight for
     #: this long is closed (code 1000, after an ``error`` event saying why).
     idle_timeout_s: float = 300.0
