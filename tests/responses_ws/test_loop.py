@@ -246,3 +246,30 @@ def test_steering_waits_for_the_continuing_turn(served: tuple[Gateway, Upstreams
     assert [m["role"] for m in messages] == ["user", "assistant", "tool", "user"]
     assert messages[-1]["content"] == "Answer in French."
     assert fake.errors == []
+
+
+def test_a_turn_without_generation_prepares_the_chain(served: tuple[Gateway, Upstreams]) -> None:
+    gateway, upstreams = served
+    fake = upstreams.fakes["openai"]
+    before = len(fake.requests)
+    context = [{"role": "user", "content": "You help with the weather."}]
+    with client(gateway.url).responses.connect() as conn:
+        _, prepared = turn(conn, model="openai", input=context, tools=TOOLS, generate=False)
+        assert prepared.type == "response.completed"
+        assert prepared.response.output == []
+        assert prepared.response.usage is not None and prepared.response.usage.input_tokens > 0
+        assert len(fake.requests) == before  # no model output was asked for
+        question = [{"role": "user", "content": "Weather in Paris and Oslo?"}]
+        _, answered = turn(
+            conn,
+            model="openai",
+            input=question,
+            tools=TOOLS,
+            previous_response_id=prepared.response.id,
+        )
+        assert answered.type == "response.completed"
+    messages = fake.requests[-1].json()["messages"]
+    assert [m["content"] for m in messages] == [
+        "You help with the weather.",
+        "Weather in Paris and Oslo?",
+    ]

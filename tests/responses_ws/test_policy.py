@@ -62,3 +62,18 @@ def test_a_socket_without_a_valid_key_gets_each_turn_refused(gateway: Gateway) -
         for _ in range(2):
             _, last = turn(conn, model="demo", input="hi")
             assert (last.type, last.status) == ("error", 401)
+
+
+def test_a_turn_without_generation_is_checked_too(gateway: Gateway) -> None:
+    # generate: false is checked as the count route checks a request (the key);
+    # the turn that generates from it is checked as any turn (the key's models).
+    with client(gateway.url, "tw-not-a-key").responses.connect() as conn:
+        _, refused = turn(conn, model="demo", input="hi", generate=False)
+        assert (refused.type, refused.status) == ("error", 401)
+    with client(gateway.url, LIMITED).responses.connect() as conn:
+        _, prepared = turn(conn, model="other", input="hi", generate=False)
+        assert prepared.type == "response.completed"
+        _, other = turn(
+            conn, model="other", input="more", previous_response_id=prepared.response.id
+        )
+        assert (other.type, other.status, other.error.code) == ("error", 403, "model_not_allowed")

@@ -40,7 +40,7 @@ from .protocol import (
     steer_event,
     steer_problem,
 )
-from .turn import Outcome, TurnRequest, run_turn
+from .turn import Outcome, TurnRequest, count_input, prepared_turn, run_turn
 
 __all__ = ["Socket", "SocketState", "TRANSITIONS"]
 
@@ -331,31 +331,40 @@ class Socket:
                 lane_id,
             )
             return
-        body = _encode({**event.body, "input": [*history, *items], "stream": True})
+        create = {k: v for k, v in event.body.items() if k != "generate"}
+        create["input"] = [*history, *items]
         self.turns += 1
         lane = self.lanes[lane_id] = _Lane(lane_id, previous, items)
-        lane.task = asyncio.get_running_loop().create_task(self._serve(lane, body))
+        loop = asyncio.get_running_loop()
+        if event.body.get("generate") is False:
+            lane.task = loop.create_task(self._prepare(lane, create))
+        else:
+            lane.task = loop.create_task(self._serve(lane, _encode({**create, "stream": True})))
+
+    def _end(self, lane: _Lane, outcome: Outcome) -> None:
+        """Free the lane and keep a completed response in the chain (once per lane).
+
+        Runs before the turn's last message goes out: the client may reuse the
+        lane or continue the response as soon as it reads it.
+        """
+        if lane.ended:
+            return
+        lane.ended = True
+        if self.lanes.get(lane.stream_id) is lane:
+            del self.lanes[lane.stream_id]
+        if lane.response_id is not None:
+            self.active.pop(lane.response_id, None)
+        done = outcome.terminal in _DONE
+        if done and outcome.response_id is not None and outcome.output is not None:
+            self.chain.record(
+                outcome.response_id, lane.parent, lane.input, outcome.output, self.clock()
+            )
+        self._activity.set()
 
     async def _serve(self, lane: _Lane, body: bytes) -> None:
         def created(response_id: str) -> None:
             lane.response_id = response_id
             self.active[response_id] = lane
-
-        def ended(outcome: Outcome) -> None:
-            # Before the last event goes out: the client may continue at once.
-            if lane.ended:
-                return
-            lane.ended = True
-            if self.lanes.get(lane.stream_id) is lane:
-                del self.lanes[lane.stream_id]
-            if lane.response_id is not None:
-                self.active.pop(lane.response_id, None)
-            done = outcome.terminal in _DONE
-            if done and outcome.response_id is not None and outcome.output is not None:
-                self.chain.record(
-                    outcome.response_id, lane.parent, lane.input, outcome.output, self.clock()
-                )
-            self._activity.set()
 
         outcome = Outcome()
         try:
@@ -366,12 +375,33 @@ class Socket:
                 lane.hang_up,
                 stream_id=lane.stream_id,
                 on_created=created,
-                on_ended=ended,
+                on_ended=lambda ended: self._end(lane, ended),
             )
         finally:
-            ended(outcome)  # (once: a no-op when run_turn told it already)
+            self._end(lane, outcome)  # (a no-op when run_turn ended it already)
         if lane.steers and self.state is SocketState.OPEN:
             await self._settle_steers(lane, outcome)
+
+    async def _prepare(self, lane: _Lane, create: dict[str, Any]) -> None:
+        """``generate: false``: the input checked and counted, kept in the chain, no output."""
+        outcome = Outcome()
+        try:
+            counted = await count_input(self.request, create, lane.hang_up)
+            response_id = f"resp_{secrets.token_hex(16)}"
+            prepared, messages = prepared_turn(
+                response_id, create, lane.parent, counted, lane.stream_id
+            )
+            if prepared:
+                outcome = Outcome(
+                    status=200, response_id=response_id, terminal="response.completed", output=[]
+                )
+            self._end(lane, outcome)
+            for message in messages:
+                await self.write(message)
+        except OSError:
+            pass  # the socket is gone: nobody to tell
+        finally:
+            self._end(lane, outcome)
 
     # -- response.steer ---------------------------------------------------------------
 

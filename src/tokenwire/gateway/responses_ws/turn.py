@@ -15,6 +15,7 @@ cancels the upstream.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Final
 
@@ -23,7 +24,7 @@ import msgspec
 from ... import sse
 from .protocol import error_event, tagged
 
-__all__ = ["Outcome", "TurnRequest", "run_turn"]
+__all__ = ["Outcome", "TurnRequest", "count_input", "prepared_turn", "run_turn"]
 
 Write = Callable[[str], Awaitable[None]]
 _MAX_ERROR_BODY: Final = 64 * 1024
@@ -53,7 +54,9 @@ class Outcome(msgspec.Struct, kw_only=True):
     output: list[Any] | None = None
 
 
-def _scope(request: TurnRequest, body_size: int) -> MutableMapping[str, Any]:
+def _scope(
+    request: TurnRequest, body_size: int, path: str | None = None
+) -> MutableMapping[str, Any]:
     headers = [
         *request.headers,
         (b"content-type", b"application/json"),
@@ -66,8 +69,8 @@ def _scope(request: TurnRequest, body_size: int) -> MutableMapping[str, Any]:
         "http_version": "1.1",
         "method": "POST",
         "scheme": request.scheme,
-        "path": request.path,
-        "raw_path": request.path.encode(),
+        "path": path or request.path,
+        "raw_path": (path or request.path).encode(),
         "query_string": b"",
         "root_path": "",
         "headers": headers,
@@ -192,3 +195,94 @@ def _refusal(status: int, body: bytes, stream_id: str | None) -> str:
         kind="server_error",
         stream_id=stream_id,
     )
+
+
+#: What ``POST /v1/responses/input_tokens`` takes of a ``response.create``.
+_COUNT_FIELDS: Final = frozenset(
+    {"model", "input", "instructions", "tools", "tool_choice", "reasoning", "text", "truncation"}
+)
+
+
+async def count_input(
+    request: TurnRequest, create: dict[str, Any], hang_up: asyncio.Event
+) -> tuple[int, bytes]:
+    """``generate: false``: the turn's input counted by the app's own count route.
+
+    The route is checked as any request (the key, its models, its limits), and
+    no model output is made. Returns the status and the answer's body.
+    """
+    body = msgspec.json.encode({k: v for k, v in create.items() if k in _COUNT_FIELDS})
+    status = 0
+    answer = bytearray()
+    sent_body = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent_body
+        if not sent_body:
+            sent_body = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await hang_up.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = message["status"]
+        elif message["type"] == "http.response.body":
+            answer.extend(message.get("body", b"")[: _MAX_ERROR_BODY - len(answer)])
+
+    path = request.path.rstrip("/") + "/input_tokens"
+    try:
+        await request.target(_scope(request, len(body), path), receive, send)
+    except Exception:  # the route failed before answering
+        status = status or 500
+    return status, bytes(answer)
+
+
+def prepared_turn(
+    response_id: str,
+    create: dict[str, Any],
+    previous: str | None,
+    counted: tuple[int, bytes],
+    stream_id: str | None,
+) -> tuple[bool, list[str]]:
+    """The messages of a ``generate: false`` turn and whether it was prepared.
+
+    Prepared: ``response.created`` then ``response.completed`` with no output
+    and the counted input tokens. Refused by the count route: its ``error`` event.
+    """
+    status, answer = counted
+    if status != 200:
+        return False, [_refusal(status, answer, stream_id)]
+    try:
+        tokens = _decode(answer).get("input_tokens")
+    except msgspec.DecodeError:
+        tokens = None
+    tokens = tokens if isinstance(tokens, int) else 0
+    resource: dict[str, Any] = {
+        "id": response_id,
+        "object": "response",
+        "created_at": int(time.time()),
+        "status": "in_progress",
+        "model": create.get("model"),
+        "output": [],
+        "previous_response_id": previous,
+        "usage": None,
+    }
+    usage = {
+        "input_tokens": tokens,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": 0,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": tokens,
+    }
+    events = [
+        {"type": "response.created", "sequence_number": 0, "response": resource},
+        {
+            "type": "response.completed",
+            "sequence_number": 1,
+            "response": {**resource, "status": "completed", "usage": usage},
+        },
+    ]
+    encode = msgspec.json.encode
+    return True, [tagged(encode(event).decode(), stream_id) for event in events]
