@@ -23,6 +23,9 @@ from tests.responses_ws.helpers import (
     turn,
     until_done,
 )
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
+from websockets.typing import Origin
 
 from tokenwire.testing.processes import words
 from tokenwire.testing.upstream import FakeUpstream, RecordedRequest, Script, ScriptedToolCall
@@ -273,3 +276,20 @@ def test_a_turn_without_generation_prepares_the_chain(served: tuple[Gateway, Ups
         "You help with the weather.",
         "Weather in Paris and Oslo?",
     ]
+
+
+def test_a_page_of_another_origin_may_not_open_the_socket(
+    served: tuple[Gateway, Upstreams],
+) -> None:
+    gateway, _ = served
+    url = f"ws://127.0.0.1:{gateway.port}/v1/responses"
+    with pytest.raises(InvalidStatus) as refused:
+        connect(url, origin=Origin("http://evil.example"), open_timeout=30).close()
+    assert refused.value.response.status_code == 403
+    with connect(url, origin=Origin(f"http://127.0.0.1:{gateway.port}"), open_timeout=30) as conn:
+        conn.send(
+            msgspec.json.encode(
+                {"type": "response.create", "model": "openai", "input": "hi"}
+            ).decode()
+        )
+        assert msgspec.json.decode(conn.recv(timeout=30))["type"] == "response.created"
