@@ -61,6 +61,7 @@ TRANSITIONS: Final = {
     (SocketState.OPEN, "write_failed"): SocketState.CLOSED,
 }
 
+_MAX_EVENT_BYTES: Final = 64 << 20
 #: The terminal events of a response the chain keeps.
 _DONE: Final = frozenset({"response.completed", "response.incomplete"})
 
@@ -117,7 +118,9 @@ class Socket:
             scheme="https" if scope.get("scheme") == "wss" else "http",
             client=scope.get("client"),
             server=scope.get("server"),
-            max_event_bytes=max(1 << 20, max_message_bytes),
+            # An event of the route's own stream: response.completed repeats the
+            # whole output, which an HTTP client reads unbounded too.
+            max_event_bytes=_MAX_EVENT_BYTES,
         )
         self.bounds = bounds
         self.write_timeout_s = write_timeout_s
