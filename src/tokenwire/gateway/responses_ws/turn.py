@@ -80,6 +80,23 @@ def _scope(
     }
 
 
+def _body_then_hang_up(
+    body: bytes, hang_up: asyncio.Event
+) -> Callable[[], Awaitable[dict[str, Any]]]:
+    """An ASGI ``receive``: the whole body, then ``http.disconnect`` once ``hang_up`` is set."""
+    sent = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await hang_up.wait()
+        return {"type": "http.disconnect"}
+
+    return receive
+
+
 async def run_turn(
     request: TurnRequest,
     body: bytes,
@@ -106,17 +123,10 @@ async def run_turn(
             told = True
             on_ended(outcome)
 
-    sent_body = False
     error_body = bytearray()
     decoder = sse.Decoder(max_event_bytes=request.max_event_bytes)
 
-    async def receive() -> dict[str, Any]:
-        nonlocal sent_body
-        if not sent_body:
-            sent_body = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        await hang_up.wait()
-        return {"type": "http.disconnect"}
+    receive = _body_then_hang_up(body, hang_up)
 
     async def forward(message: sse.Message) -> None:
         kind = message.event
@@ -214,15 +224,8 @@ async def count_input(
     body = msgspec.json.encode({k: v for k, v in create.items() if k in _COUNT_FIELDS})
     status = 0
     answer = bytearray()
-    sent_body = False
 
-    async def receive() -> dict[str, Any]:
-        nonlocal sent_body
-        if not sent_body:
-            sent_body = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        await hang_up.wait()
-        return {"type": "http.disconnect"}
+    receive = _body_then_hang_up(body, hang_up)
 
     async def send(message: dict[str, Any]) -> None:
         nonlocal status
