@@ -108,14 +108,20 @@ def _log_lines(gateway: Gateway, msg: str) -> list[dict[str, Any]]:
     return [line for line in lines if line.get("msg") == msg]
 
 
-def test_every_turn_is_logged_as_a_request(served: tuple[Gateway, Upstreams]) -> None:
+def test_every_turn_is_logged_and_counted_as_a_request(served: tuple[Gateway, Upstreams]) -> None:
     gateway, _ = served
 
     def turns_logged() -> list[dict[str, Any]]:
         lines = _log_lines(gateway, "request")
         return [x for x in lines if (x["route"], x["model"]) == ("/v1/responses", "openai")]
 
-    before = len(turns_logged())
+    def started() -> float:
+        with gateway.client(timeout=10.0) as http:
+            metrics = http.get("/metrics").text
+        line = 'tokenwire_streams_started_total{model="openai"} '
+        return sum(float(x.split()[-1]) for x in metrics.splitlines() if x.startswith(line))
+
+    before, streams = len(turns_logged()), started()
     closed = len(_log_lines(gateway, "responses_websocket_closed"))
     with client(gateway.url).responses.connect() as conn:
         tool_loop(conn, "openai")
@@ -124,6 +130,7 @@ def test_every_turn_is_logged_as_a_request(served: tuple[Gateway, Upstreams]) ->
         what="a request log line per turn",
     )
     assert [x["status"] for x in logged] == [200] * 3
+    assert started() == streams + 3  # and a stream in the metrics per turn
     socket_line = wait_until(
         lambda: _log_lines(gateway, "responses_websocket_closed")[closed:],
         what="the socket's closing log line",
