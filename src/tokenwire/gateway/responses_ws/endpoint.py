@@ -11,6 +11,7 @@ provider keys.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ...server.asgi import Receive, Scope, Send
@@ -36,12 +37,15 @@ class ResponsesOverWebSocket:
         max_message_bytes: int,
         target: Any = None,
         path: str = "/v1/responses",
+        draining: Callable[[], bool] = lambda: False,
     ) -> None:
         self.bounds = bounds
         self.write_timeout_s = write_timeout_s
         self.max_message_bytes = max_message_bytes
         self.target = target
         self.path = path
+        #: Whether the gateway is draining (its sockets then close once idle).
+        self.draining = draining
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "websocket":  # pragma: no cover - mounted as a WebSocket route
@@ -61,5 +65,6 @@ class ResponsesOverWebSocket:
             bounds=self.bounds,
             write_timeout_s=self.write_timeout_s,
             max_message_bytes=self.max_message_bytes,
+            draining=self.draining,
         )
         await socket.run(receive)

@@ -57,11 +57,16 @@ class SocketState(enum.Enum):
 TRANSITIONS: Final = {
     (SocketState.OPEN, "client_left"): SocketState.CLOSED,
     (SocketState.OPEN, "idle"): SocketState.CLOSED,
+    (SocketState.OPEN, "draining"): SocketState.CLOSED,
     (SocketState.OPEN, "write_timeout"): SocketState.CLOSED,
     (SocketState.OPEN, "write_failed"): SocketState.CLOSED,
 }
 
 _MAX_EVENT_BYTES: Final = 64 << 20
+#: How often an idle socket looks whether the gateway is draining.
+_DRAIN_CHECK_S: Final = 1.0
+#: The close code of each way the gateway closes a socket (RFC 6455 7.4.1).
+_CLOSE_CODES: Final = {"draining": 1001}
 #: The terminal events of a response the chain keeps.
 _DONE: Final = frozenset({"response.completed", "response.incomplete"})
 
@@ -105,6 +110,7 @@ class Socket:
         write_timeout_s: float,
         max_message_bytes: int,
         clock: Callable[[], float] = time.monotonic,
+        draining: Callable[[], bool] = lambda: False,
     ) -> None:
         headers = client_headers(scope.get("headers", ()))
         if not any(name == b"traceparent" for name, _ in headers):
@@ -126,6 +132,7 @@ class Socket:
         self.write_timeout_s = write_timeout_s
         self.max_message_bytes = max_message_bytes
         self.clock = clock
+        self.draining = draining
         self.chain = Chain(max_bytes=bounds.max_chain_bytes, ttl_s=bounds.chain_ttl_s)
         self.state = SocketState.OPEN
         self.reason = ""
@@ -195,7 +202,8 @@ class Socket:
             if self.reason != "client_left":
                 with contextlib.suppress(Exception):
                     async with asyncio.timeout(1.0):
-                        await self._send({"type": "websocket.close", "code": 1000})
+                        code = _CLOSE_CODES.get(self.reason, 1000)
+                        await self._send({"type": "websocket.close", "code": code})
             line = {
                 "msg": "responses_websocket_closed",
                 "reason": self.reason,
@@ -229,15 +237,32 @@ class Socket:
             self._happen("client_left")
 
     async def _watch_idle(self) -> None:
+        """Close the socket when it idles past its bound, or once the gateway drains.
+
+        Streaming is not idleness; a draining gateway lets the responses in
+        flight end (the drain bounds them) and then closes with 1001, so that
+        the client reconnects, to another replica.
+        """
         limit = self.bounds.idle_timeout_s
+        tick = min(limit, _DRAIN_CHECK_S)
+        idle_for = 0.0
         while True:
             try:
-                async with asyncio.timeout(limit):
+                async with asyncio.timeout(tick):
                     await self._activity.wait()
                 self._activity.clear()
+                idle_for = 0.0
             except TimeoutError:
-                if self.lanes:
-                    continue  # a response streaming is not idleness
+                idle_for += tick
+            if self.lanes:
+                idle_for = 0.0
+                continue
+            if self.draining():
+                message = "the gateway is shutting down: reconnect, and send the whole input"
+                await self._tell(error_event("draining", message, status=503))
+                self._happen("draining")
+                return
+            if idle_for >= limit:
                 await self._tell(
                     error_event(
                         BOUND_CODES["idle_timeout_s"],
