@@ -131,7 +131,10 @@ async def run_turn(
     async def forward(message: sse.Message) -> None:
         kind = message.event
         if kind == "response.created" or kind in _TERMINAL:
-            response = _decode(message.data).get("response")
+            try:  # (a passthrough carries the upstream's own bytes)
+                response = _decode(message.data).get("response")
+            except msgspec.DecodeError:
+                response = None
             if isinstance(response, dict) and isinstance(response.get("id"), str):
                 outcome.response_id = response["id"]
                 if kind == "response.created":
