@@ -6,6 +6,7 @@
     ├── ProtocolError                 something broke the LLM-Stream protocol
     │   ├── LocalProtocolError        we were asked to build something illegal
     │   │                             (an SSE field with CR/LF, an event after stream.end)
+    │   │   └── CycleMisuse           server.http1: an ASGI app sent out of order
     │   └── RemoteProtocolError       a peer or upstream sent something illegal
     │       ├── FramingError          SSE / envelope framing (size limits, truncation); has .offset
     │       ├── EventDecodeError      one SSE event whose JSON is not a valid envelope; has .rule
@@ -28,7 +29,8 @@
         ├── Refusal                   server.http1: a request our HTTP/1.1 server refuses
         │                             before the app sees it (a 4xx and Connection: close)
         ├── ResumeStoreError          gateway.resume.store: the store failed
-        │   └── StoreUnavailable, StoreRefused, StreamNotFound, EventsTrimmed
+        │   └── StoreUnavailable (Unreached: part of a batch), StoreRefused, StreamNotFound,
+        │       EventsTrimmed
         ├── SessionStateError         gateway.resume.session: an input its table does not allow
         ├── NegotiateError            gateway.providers.signalr: the hub's negotiate step failed
         ├── ClientEventError          gateway.responses_ws.protocol: a Responses WebSocket

@@ -67,6 +67,10 @@ def test_key_config_errors_name_the_key() -> None:
         gwconfig.parse({"production": {}})
     with pytest.raises(gwconfig.ConfigError, match=r"server\.drain_s"):
         gwconfig.parse({"server": {"drain_s": -1}})
+    for listen in ("9464", "127.0.0.1:", "127.0.0.1:http", "127.0.0.1:70000"):
+        with pytest.raises(gwconfig.ConfigError, match=r"metrics\.listen.*127\.0\.0\.1:9464"):
+            gwconfig.parse({"metrics": {"listen": listen}})
+    assert gwconfig.parse({"metrics": {"listen": "[::1]:9464"}}).metrics.address() == ("::1", 9464)
     # The [resume] url serves the limits too.
     shared = gwconfig.parse(
         {
@@ -101,9 +105,11 @@ def test_binding_beyond_loopback_without_keys_warns_once(monkeypatch: pytest.Mon
     from granian.server import Server
 
     from tokenwire.cli import _one_process
+    from tokenwire.cli import serve as serve_command
 
     monkeypatch.setattr(Server, "serve", lambda self: None)  # --workers N
-    monkeypatch.setattr(_one_process, "serve_one_process", lambda *a, **k: 0)  # --workers 1
+    monkeypatch.setattr(_one_process, "serve_one_process", lambda *a, **k: 0)  # granian, one
+    monkeypatch.setattr(serve_command, "_serve_h1", lambda *a, **k: 0)  # the h1 engine
     result = CliRunner().invoke(main, ["serve", "--host", "0.0.0.0", "--port", "0"])
     assert result.exit_code == 0, result.output
     warnings = [line for line in result.output.splitlines() if line.startswith("warning:")]

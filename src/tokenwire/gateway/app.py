@@ -60,6 +60,7 @@ from .resume import ResumeEndpoint, ResumeManager, build_manager
 from .routes import GEMINI_ROUTES, vendor_error, vendor_routes  # issue 23
 from .telemetry import logs
 from .telemetry.metrics import CONTENT_TYPE, Metrics
+from .telemetry.metrics_listener import MetricsListener
 
 if TYPE_CHECKING:
     import httpx  # only the upstream client's type: httpx loads with the first model that uses it
@@ -188,11 +189,18 @@ class Gateway:
                 keyfile=server.keyfile,
             )
             await webtransport.start()
+        metrics_listener = None
+        address = self.config.metrics.address()
+        if address is not None:
+            metrics_listener = MetricsListener(*address, self.metrics.render, CONTENT_TYPE)
+            await metrics_listener.start()
         try:
             yield
         finally:
             if webtransport is not None:
                 webtransport.close()
+            if metrics_listener is not None:
+                await metrics_listener.aclose()
             try:
                 await self.production.aclose()  # the drain runs before resume closes
                 await self.resume.aclose()
@@ -218,6 +226,7 @@ class Gateway:
             max_message_bytes=self.config.server.max_body_bytes,
             draining=lambda: self.production.drain.draining,
         )
+        metrics_here = self.production.metrics_here
         routes = [
             *(Route(path, endpoint, methods=["POST"]) for path, endpoint in streams.items()),
             *vendor_routes(self),
@@ -228,7 +237,8 @@ class Gateway:
             WebSocketRoute("/v1/responses", responses_ws),
             Route("/v1/models", self.models, methods=["GET"]),
             Route("/healthz", self.healthz, methods=["GET"]),
-            Route("/metrics", self.metrics_text, methods=["GET"]),
+            # Closed on this port where keys are configured, unless [metrics] opens it.
+            *([Route("/metrics", self.metrics_text, methods=["GET"])] if metrics_here else []),
             # GET /, /static/*, POST /v1/convert: the browser playground.
             *playground.routes(),
         ]
@@ -320,7 +330,7 @@ def app_from_env() -> Starlette:
     ``TOKENWIRE_GATEWAY_CONFIG`` is the config file's path (unset: ``demo``
     only); ``TOKENWIRE_LOG_CONTENT=1`` logs prompts and completions.
     """
-    logs.configure()
+    logs.configure(fmt=os.environ.get(logs.LOG_FORMAT_ENV) or "json")
     path = os.environ.get(CONFIG_ENV) or None
     log_content = os.environ.get(LOG_CONTENT_ENV) == "1"
     return build_app(load(path), log_content=log_content or None)
