@@ -76,6 +76,7 @@ GATEWAY_LAYERS: dict[str, int] = {
     "telemetry": 2,
     "redis_clients": 2,
     "resume": 3,
+    "responses_ws": 3,
     "policy": 3,
     "providers": 3,
     "answers": 3,

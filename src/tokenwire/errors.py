@@ -35,6 +35,10 @@
         │       EventsTrimmed
         ├── SessionStateError         gateway.resume.session: an input its table does not allow
         ├── NegotiateError            gateway.providers.signalr: the hub's negotiate step failed
+        ├── ClientEventError          gateway.responses_ws.protocol: a Responses WebSocket
+        │                             client event the mode refuses; has .param
+        ├── UnknownResponse           gateway.responses_ws.chain: a previous_response_id the
+        │                             socket's chain does not hold (or holds no longer)
         ├── UpstreamError             gateway.upstream: the HTTP/1.1 upstream connection failed,
         │                             timed out (.timeout, .phase) or sent a malformed response
         ├── UnknownFormat             cli._detect: a capture whose format is not recognised

@@ -55,7 +55,8 @@ ENGINE_ENV = "TOKENWIRE_SERVER_ENGINE"
     "config_path",
     type=click.Path(exists=True, dir_okay=False),
     help="TOML config (docs/reference/config.md): [server], [[models]] (with their routing "
-    "keys), [resume], [[keys]], [limits], [metrics], [telemetry] and [translate]. "
+    "keys), [resume], [[keys]], [limits], [metrics], [telemetry], [translate] and "
+    "[responses_websocket]. "
     "Default: demo only.",
 )
 @click.option("--host", help="Address to bind. [default: config, else 127.0.0.1]")

@@ -10,6 +10,7 @@
                                    Gemini ingress (§7.3, google-genai), Gemini chunks out
 ``POST /v1/messages/count_tokens``, ``/v1/responses/input_tokens``, Gemini ``:countTokens``
                                    token counts (``routes``)
+``GET /v1/responses`` (WebSocket)  the Responses API's WebSocket mode (``responses_ws``)
 ``GET /v1/streams/{request_id}``   resume a resumable stream (``Last-Event-ID``
                                    or ``?after=N``): the rest, then the live events
 ``DELETE /v1/streams/{request_id}`` cancel a resumable stream (docs/scaling.md)
@@ -55,6 +56,7 @@ from .ingress import (
 )
 from .production import Production, ProductionMiddleware  # production (docs/gateway.md)
 from .providers import UpstreamClients, build_providers, passthrough
+from .responses_ws import ResponsesOverWebSocket
 from .resume import ResumeEndpoint, ResumeManager, build_manager
 from .routes import GEMINI_ROUTES, vendor_error, vendor_routes  # issue 23
 from .telemetry import logs
@@ -218,6 +220,13 @@ class Gateway:
             "/v1/responses": passthrough.ForwardHeaders(self.responses),
         }
         ws = self.ws = FramesOverWebSocket()
+        # The Responses API's WebSocket mode: each turn through the routes above.
+        responses_ws = ResponsesOverWebSocket(
+            self.config.responses_websocket,
+            write_timeout_s=self.config.server.write_timeout_s,
+            max_message_bytes=self.config.server.max_body_bytes,
+            draining=lambda: self.production.drain.draining,
+        )
         metrics_here = self.production.metrics_here
         routes = [
             *(Route(path, endpoint, methods=["POST"]) for path, endpoint in streams.items()),
@@ -226,6 +235,7 @@ class Gateway:
             # docs/binary.md 6.2: the binary binding over WebSocket, each stream through
             # the routes above (so keys, limits and logs apply as over HTTP).
             WebSocketRoute("/v1/ws", ws),
+            WebSocketRoute("/v1/responses", responses_ws),
             Route("/v1/models", self.models, methods=["GET"]),
             Route("/healthz", self.healthz, methods=["GET"]),
             # Closed on this port where keys are configured, unless [metrics] opens it.
@@ -240,7 +250,7 @@ class Gateway:
             exception_handlers={HTTPException: _http_error, Exception: _server_error},
         )
         app.state.gateway = self
-        ws.target = app
+        ws.target = responses_ws.target = app
         app.streams = {
             path: ProductionMiddleware(endpoint, production=self.production)
             for path, endpoint in streams.items()

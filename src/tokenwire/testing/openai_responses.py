@@ -572,10 +572,13 @@ def _calls_so_far(request: RecordedRequest) -> int:
 
 def render(script: Script, *, model: str, request: RecordedRequest) -> list[bytes]:
     """The Responses API stream for ``script``, one item per SSE frame."""
+    # Each response has its own id, as OpenAI's do (a client chains turns by it);
+    # derived from the request, so the same request renders the same bytes.
+    response_id = "resp_" + hashlib.sha256(request.body).hexdigest()[:24]
 
     def response(status: str, output: list[Any], **fields: Any) -> dict[str, Any]:
         return {
-            "id": "resp_fake0001",
+            "id": response_id,
             "object": "response",
             "created_at": 1_700_000_000,
             "status": status,

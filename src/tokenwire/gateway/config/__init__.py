@@ -44,6 +44,7 @@ from ..._suggest import did_you_mean
 from ...errors import TokenwireError
 from ...server import guard
 from . import production as config_prod  # production keys (docs/gateway.md, "Production")
+from .responses_websocket import ResponsesWebSocketConfig
 
 __all__ = [
     "BINDING_KEYS",
@@ -331,6 +332,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     translate: TranslateConfig = TranslateConfig()
     #: [[keys]], [limits], [telemetry], routing keys, [server] drain_s (config_prod).
     production: config_prod.ProductionConfig = config_prod.ProductionConfig()
+    #: The Responses API's WebSocket mode: what one socket may hold.
+    responses_websocket: ResponsesWebSocketConfig = ResponsesWebSocketConfig()
 
     def model(self, name: str) -> ModelConfig | None:
         """The entry for model ``name``, or ``None``."""
@@ -634,6 +637,9 @@ def parse(data: Mapping[str, Any]) -> Config:
         raise ConfigError(_key_hint(text)) from None
     _check_server(config.server)
     _check_resume(config.resume)
+    bound = config.responses_websocket.problem()
+    if bound is not None:
+        raise _fail(f"responses_websocket.{bound[0]}", bound[1])
     seen: set[str] = set()
     for i, model in enumerate(config.models):
         _check_model(i, model)
@@ -685,6 +691,7 @@ def _known_keys(table: str) -> list[str]:
         "models": fields(ModelConfig) + fields(config_prod.RoutingConfig) + list(BINDING_KEYS),
         "resume": fields(ResumeConfig),
         "translate": fields(TranslateConfig),
+        "responses_websocket": fields(ResponsesWebSocketConfig),
         "keys": fields(config_prod.KeyConfig),
         "limits": fields(config_prod.LimitsConfig),
         "telemetry": fields(config_prod.TelemetryConfig),
