@@ -212,7 +212,8 @@ class Decoder(PushBuffer):
     the frame's first byte: a reserved or unknown type, a channel bit where
     none is allowed (or its absence where one is required), a body over the
     limit, a channel frame too short for its id, an over-long ``PING``.
-    Frames of an unknown extension type (0x40-0x5F) are skipped.
+    Frames of an unknown extension type (0x40-0x5F) are skipped (counted in
+    ``skipped``).
     """
 
     def __init__(
@@ -221,6 +222,8 @@ class Decoder(PushBuffer):
         super().__init__()
         self.max_frame_bytes = max_frame_bytes
         self.channels = channels
+        #: Frames of an unknown extension type skipped so far (read whole, not returned).
+        self.skipped = 0
         self._error: FramingError | None = None
 
     def _refuse(self, message: str, pos: int) -> FramingError:
@@ -285,6 +288,7 @@ class Decoder(PushBuffer):
                 start += _CHANNEL_BYTES
             pos = end
             if kind in _EXTENSION and kind not in _KNOWN:
+                self.skipped += 1
                 continue  # an extension this receiver does not know: skipped by rule
             # tuple.__new__: a NamedTuple's own __new__ is Python code, ~0.3 us a frame.
             append(new(Frame, (kind, bytes(buf[start:end]), channel)))

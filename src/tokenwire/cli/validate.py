@@ -107,7 +107,10 @@ def command(
         sys.stdout.write(msgspec.json.encode(report).decode() + "\n")
     else:
         _print(report, empty=not head)
-    if not report.ok:
+    if not report.ok and framing != "binary":
+        # Frames are this standard's own binding: a broken one is a broken LLM-Stream,
+        # and its framing violation says where; its control bytes also read as a
+        # vendor's binary envelope (a Connect message starts 0x00), so no vendor hint.
         _suggest_convert(bytes(head), getattr(file, "name", "-"))
     sys.exit(1 if failed else 0)
 
