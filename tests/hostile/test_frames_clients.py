@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import os
 import socket
 import ssl
@@ -168,7 +169,7 @@ async def _wt_storm(served: Served, count: int, until: Any) -> None:
     )
     configuration.load_verify_locations(str(served.ca))
     protocol = _wt_protocol()
-    async with contextlib_async_exit() as stack:
+    async with contextlib.AsyncExitStack() as stack:
         for _ in range(count):
             client = await stack.enter_async_context(
                 connect(
@@ -196,12 +197,6 @@ async def _wt_storm(served: Served, count: int, until: Any) -> None:
             client.transmit()
             client.deaf = True
         await asyncio.to_thread(until)
-
-
-def contextlib_async_exit() -> Any:
-    import contextlib
-
-    return contextlib.AsyncExitStack()
 
 
 # --- the storm ----------------------------------------------------------------------------
