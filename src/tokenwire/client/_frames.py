@@ -239,13 +239,16 @@ class AsyncFramesTransport(httpx.AsyncBaseTransport):
             if refused is not None:
                 status, error = refused
                 return httpx.Response(
-                    status, headers=[("content-type", "application/json")], content=error
+                    status,
+                    headers=[("content-type", "application/json")],
+                    stream=httpx.ByteStream(error),  # unread, as a server's body is
                 )
             frames.append(first)
         elif first is not None:
             frames.append(first)
         else:
-            return httpx.Response(204)  # ended before any frame: nothing to stream
+            # Ended before any frame: nothing to stream.
+            return httpx.Response(204, stream=httpx.ByteStream(b""))
         headers: list[tuple[str, str]] = [("content-type", _CONTENT_TYPE)]
         if token is not None:
             headers.append(("tokenwire-resume-token", token))

@@ -74,6 +74,8 @@ class _Session:
         self.protocol = protocol
         self.max_frame_bytes = max_frame_bytes
         self.streams: dict[int, _Stream] = {}
+        #: Every stream this session opened, read or let go: their bytes never reach H3.
+        self.opened: set[int] = set()
         self.session_id: int | None = None
         self.status: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self.cut: str | None = None
@@ -99,6 +101,7 @@ class _Session:
         protocol = self.protocol
         stream_id = protocol.h3.create_webtransport_stream(self.session_id, is_unidirectional=False)
         stream = self.streams[stream_id] = _Stream(self, stream_id)
+        self.opened.add(stream_id)
         protocol._quic.send_stream_data(
             stream_id, binary.encode_frame(frame_type, body), end_stream=True
         )
@@ -134,19 +137,29 @@ def _protocol_class() -> Any:
 
         def quic_event_received(self, event: Any) -> None:
             session = self.session
-            if isinstance(event, StreamDataReceived) and event.stream_id in session.streams:
+            if isinstance(event, StreamDataReceived) and event.stream_id in session.opened:
                 # A stream we opened: aioquic's client-side H3 does not mark it as a
-                # WebTransport one, so its bytes are read here, before H3 sees them.
-                session.streams[event.stream_id].received(event.data, event.end_stream)
+                # WebTransport one, so its bytes are read here, before H3 sees them
+                # (it would read them as HTTP/3 frames and close the connection),
+                # and dropped once we let go of the stream.
+                stream = session.streams.get(event.stream_id)
+                if stream is not None:
+                    stream.received(event.data, event.end_stream)
+                if event.end_stream:
+                    session.opened.discard(event.stream_id)
                 return
-            if isinstance(event, StreamReset):
+            if isinstance(event, StreamReset) and event.stream_id in session.opened:
+                session.opened.discard(event.stream_id)
                 stream = session.streams.pop(event.stream_id, None)
                 if stream is not None:
                     stream.done = True
                     stream.queue.put_nowait("the server reset the stream")
                 return
             if isinstance(event, ConnectionTerminated):
-                session.ended(f"the QUIC connection ended: {event.reason_phrase or 'closed'}")
+                session.ended(
+                    f"the QUIC connection ended: {event.reason_phrase or 'closed'}"
+                    f" (code {event.error_code})"
+                )
                 return
             for h3_event in self.h3.handle_event(event):
                 if isinstance(h3_event, HeadersReceived) and h3_event.stream_id == (
