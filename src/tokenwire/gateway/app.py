@@ -43,6 +43,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..server import StreamEndpoint
 from ..server.asgi import HTTP_ERROR_CODES, json_error
+from ..server.frames.connect import CONNECT_PATH, ConnectStream
 from ..server.frames.websocket import FramesOverWebSocket
 from . import playground
 from .config import CONFIG_ENV, LOG_CONTENT_ENV, Config, load
@@ -216,6 +217,8 @@ class Gateway:
             # docs/binary.md 6.2: the binary binding over WebSocket, each stream through
             # the routes above (so keys, limits and logs apply as over HTTP).
             WebSocketRoute("/v1/ws", ws),
+            # docs/bindings.md: the Connect binding (and gRPC-web), through the same routes.
+            Route(CONNECT_PATH, ConnectStream(ws), methods=["POST"]),
             Route("/v1/models", self.models, methods=["GET"]),
             Route("/healthz", self.healthz, methods=["GET"]),
             Route("/metrics", self.metrics_text, methods=["GET"]),
