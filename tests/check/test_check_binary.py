@@ -16,9 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.gateway.gateway_procs import Gateway, self_signed
+from tests.gateway.gateway_procs import Gateway
 
 pytest.importorskip("aioquic", reason="the webtransport extra (aioquic)")
+from tokenwire.testing.certs import self_signed
 
 
 class Served:

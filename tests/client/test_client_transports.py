@@ -20,11 +20,12 @@ import pytest
 from tests.client.client_servers import CuttingProxy
 from tests.client.test_client_cancel import hang_up_latency
 from tests.client.test_client_gateway import QUESTION, WEATHER
-from tests.gateway.gateway_procs import Gateway, self_signed
+from tests.gateway.gateway_procs import Gateway
 
 from tokenwire import events as ev
 from tokenwire.client import AsyncClient, Client, Response
 from tokenwire.request import Request, build
+from tokenwire.testing.certs import self_signed
 from tokenwire.testing.upstream import FakeUpstream, Script
 
 pytest.importorskip("aioquic", reason="the webtransport extra (aioquic)")

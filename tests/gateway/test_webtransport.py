@@ -20,11 +20,12 @@ from typing import Any
 
 import pytest
 from tests.client.test_ws_frames import tool_follow_up
-from tests.gateway.gateway_procs import Gateway, self_signed
+from tests.gateway.gateway_procs import Gateway
 
 from tokenwire import binary, events, lifecycle
 from tokenwire.binary import FrameType
 from tokenwire.request import build, dumps
+from tokenwire.testing.certs import self_signed
 
 aioquic = pytest.importorskip("aioquic", reason="the webtransport extra (aioquic)")
 

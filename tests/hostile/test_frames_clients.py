@@ -23,12 +23,12 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.gateway.gateway_procs import self_signed
 from tests.hostile import hostile_procs as hp
 
 from tokenwire import binary
 from tokenwire.binary import FrameType
 from tokenwire.testing import processes
+from tokenwire.testing.certs import self_signed
 
 pytest.importorskip("aioquic", reason="the webtransport extra (aioquic)")
 

@@ -79,6 +79,10 @@ class Carrier(Protocol):
         """The next frame, ``None`` at the stream's end; raises ``httpx.ReadError`` on a cut."""
         ...
 
+    def ready(self) -> list[binary.Frame]:
+        """The frames already received, without waiting (a cut or the end stays queued)."""
+        ...
+
     async def cancel(self) -> None:
         """The hang-up: stop the stream (idempotent; nothing after its end)."""
         ...
@@ -118,10 +122,15 @@ class _Body(httpx.AsyncByteStream):
             if got is None:
                 self.ended = True
                 return
-            frame = got
-            if frame.type == FrameType.ERROR:
-                self.ended = True  # the sender sends nothing more on it (section 2)
-            yield binary.encode_frame(frame.type, frame.body)
+            # What else has arrived goes in the same chunk: one hand-over per burst,
+            # not per frame (the blocking client's loop thread pays per chunk).
+            out = []
+            for frame in (got, *self.carrier.ready()):
+                out.append(binary.encode_frame(frame.type, frame.body))
+                if frame.type == FrameType.ERROR:
+                    self.ended = True  # the sender sends nothing more on it (section 2)
+                    break
+            yield b"".join(out)
 
     async def aclose(self) -> None:
         if not self.ended:

@@ -60,14 +60,27 @@ class _Channel:
         self.queue: asyncio.Queue[binary.Frame | _Cut] = asyncio.Queue()
         self.ended = False  # the server sent the stream's last frame
         self.closed = False  # we let go of it
+        self.held: _Cut | None = None  # a cut met by ``ready``
 
     async def next(self) -> binary.Frame | None:
+        if self.held is not None:
+            raise httpx.ReadError(self.held.why)
         if self.ended and self.queue.empty():
             return None
         item = await self.queue.get()
         if isinstance(item, _Cut):
             raise httpx.ReadError(item.why)
         return item
+
+    def ready(self) -> list[binary.Frame]:
+        out: list[binary.Frame] = []
+        while self.held is None and not self.queue.empty():
+            item = self.queue.get_nowait()
+            if isinstance(item, _Cut):
+                self.held = item  # the next read fails with it
+            else:
+                out.append(item)
+        return out
 
     async def cancel(self) -> None:
         if self.closed:

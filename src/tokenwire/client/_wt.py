@@ -59,6 +59,16 @@ class _Stream:
             self.queue.put_nowait(None)
         return item
 
+    def ready(self) -> list[binary.Frame]:
+        out: list[binary.Frame] = []
+        while not self.queue.empty():
+            item = self.queue.get_nowait()
+            if not isinstance(item, binary.Frame):
+                self.queue.put_nowait(item)  # the end or a cut: every later read sees it
+                break
+            out.append(item)
+        return out
+
     async def cancel(self) -> None:
         if self.done:
             return
