@@ -374,7 +374,8 @@ export function framesFetch(options: FramesFetchOptions): Fetch & { close(): voi
   }
 
   const fetchFrames = async (input: string | URL, init: RequestInit = {}): Promise<Response> => {
-    const url = new URL(input);
+    // A page's relative URL ("/v1/stream") is resolved against the page.
+    const url = new URL(input, (globalThis as { location?: { href: string } }).location?.href);
     const method = (init.method ?? "GET").toUpperCase();
     const headers = new Headers(init.headers);
     let type: number;

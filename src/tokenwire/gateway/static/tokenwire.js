@@ -904,7 +904,7 @@ function framesFetch(options) {
     return made;
   }
   const fetchFrames = async (input, init = {}) => {
-    const url = new URL(input);
+    const url = new URL(input, globalThis.location?.href);
     const method = (init.method ?? "GET").toUpperCase();
     const headers = new Headers(init.headers);
     let type;
@@ -1804,6 +1804,37 @@ function feedMessage(validator, message) {
 
 // src/http.ts
 var now = () => typeof performance !== "undefined" ? performance.now() : Date.now();
+var utf83 = new TextDecoder();
+var FramesMessageDecoder = class {
+  #decoder;
+  constructor(options = {}) {
+    this.#decoder = new FrameDecoder({ maxFrameBytes: options.maxEventBytes });
+  }
+  #messages(frames) {
+    const out = [];
+    for (const frame of frames) {
+      if (frame.type === FrameType.ERROR) {
+        throw new FramingError(`the peer ended the binding: ${utf83.decode(frame.body)}`, -1);
+      }
+      if (frame.type !== FrameType.EVENT) continue;
+      const data = utf83.decode(frame.body);
+      let type = "message";
+      try {
+        const parsed = JSON.parse(data);
+        if (typeof parsed?.type === "string") type = parsed.type;
+      } catch {
+      }
+      out.push({ event: type, data, id: "", retry: null });
+    }
+    return out;
+  }
+  feed(chunk) {
+    return this.#messages(this.#decoder.feed(chunk));
+  }
+  close() {
+    return this.#messages(this.#decoder.close());
+  }
+};
 var StreamResponse = class {
   body;
   /** HTTP status. */
@@ -1828,14 +1859,15 @@ var StreamResponse = class {
     started = now(),
     status = 200,
     headers = null,
-    maxEventBytes
+    maxEventBytes,
+    frames = false
   } = {}) {
     this.body = body;
     this.status = status;
     this.headers = headers;
     this.started = started;
     this.validator = new Validator({ request });
-    this.decoder = new SSEDecoder({ maxEventBytes });
+    this.decoder = frames ? new FramesMessageDecoder({ maxEventBytes }) : new SSEDecoder({ maxEventBytes });
     this.seq = new SeqTracker();
   }
   _item(message, time) {
@@ -1893,7 +1925,7 @@ async function stream(url, request, options = {}) {
     method: "POST",
     headers: {
       "Content-Type": REQUEST_MEDIA_TYPE,
-      Accept: "text/event-stream",
+      Accept: options.accept ?? "text/event-stream",
       ...options.headers ?? {}
     },
     body: typeof request === "string" ? request : JSON.stringify(request),
@@ -1925,7 +1957,8 @@ async function open(response, {
 } = {}) {
   await raiseForStatus(response);
   const type = (response.headers.get("content-type") ?? "").split(";")[0].trim().toLowerCase();
-  if (type !== "text/event-stream" || response.body === null) {
+  const frames = type === FRAMES_MEDIA_TYPE;
+  if (type !== "text/event-stream" && !frames || response.body === null) {
     throw new ProtocolError(`expected text/event-stream, got ${type || "no content type"}`);
   }
   return new StreamResponse(response.body, {
@@ -1933,7 +1966,8 @@ async function open(response, {
     started,
     status: response.status,
     headers: response.headers,
-    maxEventBytes
+    maxEventBytes,
+    frames
   });
 }
 
@@ -2448,6 +2482,7 @@ export {
   FRAMES_SUBPROTOCOL,
   FrameDecoder,
   FrameType,
+  FramesMessageDecoder,
   FramingError,
   HTTPStatusError,
   MAX_RESUME_ATTEMPTS,
