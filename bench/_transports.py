@@ -13,7 +13,6 @@ Medians over the runs. Used by ``bench/binary.py --transports``.
 from __future__ import annotations
 
 import os
-import socket
 import ssl
 import statistics
 import sys
@@ -35,12 +34,6 @@ TRANSPORTS: dict[str, dict[str, Any]] = {
     "frames over WebSocket": {"transport": "ws"},
     "frames over WebTransport": {"transport": "webtransport"},
 }
-
-
-def _free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _one(client: Client, model: str) -> tuple[float, float, int]:
@@ -65,7 +58,7 @@ def measure(runs: int) -> list[list[str]]:
         FakeUpstream("openai", Script(text=text, delay_s=0)) as upstream,
     ):
         cert, key, ca = self_signed(Path(tmp))
-        wt_port = _free_udp_port()
+        wt_port = processes.free_udp_port()
         config = Path(tmp) / "gateway.toml"
         config.write_text(
             f'[server]\ncertfile = "{cert}"\nkeyfile = "{key}"\nwebtransport_port = {wt_port}\n'

@@ -5,9 +5,9 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import WebSocket from "ws";
-import { MODULE } from "./helpers.mjs";
+import { MODULE, replay as replayStored } from "./helpers.mjs";
 
-const { Client, SSEDecoder, parseEvent } = await import(MODULE);
+const { Client } = await import(MODULE);
 
 const GATEWAY = process.env.TOKENWIRE_GATEWAY;
 const WEATHER = {
@@ -57,18 +57,7 @@ function cuttingFetch(bytes) {
   return { fetches, wrapped };
 }
 
-async function replay(rid, token) {
-  const headers = { "Last-Event-ID": "0" };
-  if (token) headers["Tokenwire-Resume-Token"] = token;
-  const response = await fetch(`${GATEWAY}/v1/streams/${rid}`, { headers });
-  assert.equal(response.status, 200);
-  const decoder = new SSEDecoder();
-  const events = [];
-  for await (const chunk of response.body) {
-    for (const m of decoder.feed(chunk)) events.push(parseEvent(m.event, m.data));
-  }
-  return events;
-}
+const replay = (rid, token) => replayStored(GATEWAY, rid, token);
 
 const slow = (rid, delay = 20) => ({
   model: "demo",

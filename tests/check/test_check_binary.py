@@ -9,7 +9,6 @@ probes are not exercised.
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ import pytest
 from tests.gateway.gateway_procs import Gateway
 
 pytest.importorskip("aioquic", reason="the webtransport extra (aioquic)")
+from tokenwire.testing import processes
 from tokenwire.testing.certs import self_signed
 
 
@@ -32,9 +32,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     pytest.importorskip("cryptography", reason="certificates are made with cryptography")
     workdir = tmp_path_factory.mktemp("check-binary")
     cert, key, ca = self_signed(workdir)
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
+    port = processes.free_udp_port()
     config = f'[server]\ncertfile = "{cert}"\nkeyfile = "{key}"\nwebtransport_port = {port}\n'
     with Gateway(workdir, config=config, tls=(cert, key, ca)) as gateway:
         yield Served(gateway, port, ca)

@@ -10,7 +10,6 @@ share one flow with the HTTP client.
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ from tests.gateway.gateway_procs import Gateway
 from tokenwire import events as ev
 from tokenwire.client import AsyncClient, Client, Response
 from tokenwire.request import Request, build
+from tokenwire.testing import processes
 from tokenwire.testing.certs import self_signed
 from tokenwire.testing.upstream import FakeUpstream, Script
 
@@ -55,18 +55,12 @@ class Served:
         return {"base_url": base or self.gateway.url, **options}
 
 
-def _free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     pytest.importorskip("cryptography", reason="certificates are made with cryptography")
     workdir = tmp_path_factory.mktemp("transports")
     cert, key, ca = self_signed(workdir)
-    port = _free_udp_port()
+    port = processes.free_udp_port()
     with (
         FakeUpstream("openai", Script(text=LONG_TEXT, delay_s=0.02)) as upstream,
         FakeUpstream("openai", Script(text=SHORT_TEXT, delay_s=0.005)) as short,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ from tests.gateway.gateway_procs import Gateway
 from tokenwire import binary, events, lifecycle
 from tokenwire.binary import FrameType
 from tokenwire.request import build, dumps
+from tokenwire.testing import processes
 from tokenwire.testing.certs import self_signed
 
 aioquic = pytest.importorskip("aioquic", reason="the webtransport extra (aioquic)")
@@ -48,18 +48,12 @@ WEATHER: dict[str, Any] = {
 }
 
 
-def free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def wt_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Gateway, int, Path]]:
     pytest.importorskip("cryptography", reason="certificates are made with cryptography")
     workdir = tmp_path_factory.mktemp("wt")
     cert, key, ca = self_signed(workdir)
-    port = free_udp_port()
+    port = processes.free_udp_port()
     config = (
         f'[server]\ncertfile = "{cert}"\nkeyfile = "{key}"\nwebtransport_port = {port}\n'
         "[resume]\ndefault = true\n"

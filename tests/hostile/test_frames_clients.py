@@ -58,18 +58,12 @@ class Served:
         return total
 
 
-def _free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     pytest.importorskip("cryptography", reason="certificates are made with cryptography")
     workdir = tmp_path_factory.mktemp("frames-storm")
     cert, key, ca = self_signed(workdir)
-    wt_port = _free_udp_port()
+    wt_port = processes.free_udp_port()
     server = {
         "write_timeout_s": WRITE_TIMEOUT_S,
         "certfile": str(cert),
