@@ -6,7 +6,7 @@ and a page (a secure context: http://127.0.0.1, on the TCP port of the same
 number, so that its ``Origin`` names the session's host) runs
 ``new Client({transport: "webtransport", serverCertificateHashes})`` from the
 served ``tokenwire.js``: a tool loop, an abort that cancels the generation,
-and 20 streams on one session.
+a resume after the session is cut under a stream, and 20 streams on one session.
 """
 
 from __future__ import annotations
@@ -73,6 +73,24 @@ window.run = async (wtURL, hash, gatewayURL) => {
     }
   } catch (exc) { aborted = exc.name; }
 
+  // Resume after a cut: the session closes under a resumable stream; the client
+  // resumes it on a new session (RESUME after the last seq it saw).
+  const resumable = new Client({
+    baseURL: gatewayURL, transport: "webtransport", framesURL: wtURL, resume: true,
+    serverCertificateHashes: [{ algorithm: "sha-256", value }],
+  });
+  const cutSeqs = [];
+  let cutText = "";
+  const cutRequest = { model: "demo", messages: [{ role: "user", content: "cut me" }],
+    parameters: { max_tokens: 80 }, extensions: { "tokenwire:demo": { delay_ms: 5 } } };
+  for await (const e of resumable.stream(cutRequest)) {
+    cutSeqs.push(e.seq);
+    if (e.type === "content.delta") cutText += e.delta.text;
+    if (cutSeqs.length === 15) resumable.close(); // the connection goes away mid-stream
+  }
+  const whole = text(await collect({ ...cutRequest, extensions: {} }));
+  resumable.close();
+
   const many = await Promise.all(Array.from({ length: 20 }, (_, i) =>
     collect({ model: "demo", messages: [{ role: "user", content: `Hello number ${i}` }],
               parameters: { max_tokens: 12 } })));
@@ -80,7 +98,8 @@ window.run = async (wtURL, hash, gatewayURL) => {
   return {
     call: [call.name, JSON.parse(call.arguments)],
     answer: text(second),
-    aborted, abortedAfter: deltas, abortedId: slow.metadata.request_id,
+    aborted, abortedAfter: deltas,
+    cut: { seqs: cutSeqs, text: cutText, whole },
     many: many.map((events) => [events.map((e) => e.seq), text(events)]),
   };
 };
@@ -172,6 +191,9 @@ def test_the_client_on_webtransport_in_chromium() -> None:
     assert got["call"] == ["get_weather", {"city": "Vienna"}]
     assert "Vienna: 24C, sunny" in got["answer"]
     assert got["aborted"] == "AbortError" and got["abortedAfter"] == 3
+    cut = got["cut"]
+    assert cut["seqs"] == list(range(len(cut["seqs"]))) and len(cut["seqs"]) > 15
+    assert cut["text"] == cut["whole"]  # every delta once, as in a stream never cut
     for i, (seqs, text) in enumerate(got["many"]):
         assert seqs == list(range(len(seqs))) and f"Hello number {i}" in text
     print(json.dumps({k: v for k, v in got.items() if k != "many"}))
