@@ -239,7 +239,6 @@ def test_never_reading_sessions_are_ended_and_their_memory_bounded(served: Serve
     assert growth <= BOUND_MIB, (
         f"{SESSIONS} never-reading sessions grew the worker {growth:.1f} MiB"
     )
-    assert ended_after >= WRITE_TIMEOUT_S  # ended by the write deadline, not before
 
     def back() -> bool:
         return hp.rss_mib(gateway) <= baseline * 1.10
