@@ -49,6 +49,8 @@ __all__ = [
     "encode_frame",
     "iter_events",
     "looks_like_frames",
+    "refusal_message",
+    "refusal_of",
     "response_event",
 ]
 
@@ -332,6 +334,22 @@ def _events_of(frames: list[Frame], payload: Payload) -> Iterator[events.Event]:
         event = response_event(frame, payload)
         if event is not None:
             yield event
+
+
+def refusal_message(status: int, message: str) -> str:
+    """An ``ERROR`` frame's message for a stream its route refused with HTTP ``status``.
+
+    docs/binary.md section 6.2: ``"404: unknown model …"``; ``refusal_of`` reads it back.
+    """
+    return f"{status}: {message}"
+
+
+def refusal_of(message: str) -> tuple[int, str] | None:
+    """``(status, message)`` of a ``refusal_message``, or ``None`` for another ERROR."""
+    head, sep, rest = message.partition(": ")
+    if sep and len(head) == 3 and head.isdigit():
+        return int(head), rest
+    return None
 
 
 def binding_error(body: bytes) -> RemoteProtocolError:

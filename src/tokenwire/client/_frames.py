@@ -25,7 +25,6 @@ own, for the blocking ``Client``.
 from __future__ import annotations
 
 import asyncio
-import re
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, Final, Literal, Protocol, TypeAlias, TypeVar
@@ -66,8 +65,6 @@ _NOT_CREDENTIALS: Final = frozenset(
         "user-agent",
     }
 )
-#: channel.py's refusal message: "<status>: <the route's message>".
-_REFUSAL: Final = re.compile(r"(\d{3}): (.*)", re.DOTALL)
 #: Codes of an ERROR frame that stand for an HTTP status when nothing was streamed yet.
 _STATUS_OF_CODE: Final = {"overloaded": 503, "rate_limited": 429}
 
@@ -165,9 +162,9 @@ def _refusal(frame: binary.Frame) -> tuple[int, bytes] | None:
         error = msgspec.json.decode(frame.body, type=binary.BindingError)
     except msgspec.DecodeError:
         return None
-    found = _REFUSAL.fullmatch(error.message)
+    found = binary.refusal_of(error.message)
     if found is not None:
-        status, message = int(found.group(1)), found.group(2)
+        status, message = found
     elif error.code in _STATUS_OF_CODE:
         status, message = _STATUS_OF_CODE[error.code], error.message
     else:

@@ -222,7 +222,7 @@ def _error_of(status: int, body: bytes) -> tuple[str, str]:
         code = error.get("code") or error.get("type")
         message = error.get("message")
         if isinstance(code, str) and isinstance(message, str):
-            return code, f"{status}: {message}"
+            return code, binary.refusal_message(status, message)
     return (
         "not_found" if status == 404 else "internal_error"
     ), f"the stream route answered {status}"

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 from typing import Final
 
 import msgspec
@@ -92,7 +91,6 @@ _GRPC_STATUS: Final = {
     "data_loss": 15,
     "unauthenticated": 16,
 }
-_REFUSAL: Final = re.compile(r"(\d{3}): (.*)", re.DOTALL)
 _FLAG_GRPC_TRAILERS: Final = 0x80
 
 
@@ -105,11 +103,11 @@ _decode_json_request = msgspec.json.Decoder(_StreamRequest).decode
 
 def connect_code(error: binary.BindingError) -> tuple[str, str]:
     """The Connect code and message of a binding ``ERROR`` (a refusal names its status)."""
-    found = _REFUSAL.fullmatch(error.message)
+    found = binary.refusal_of(error.message)
     if found is not None:
-        status = int(found.group(1))
+        status, message = found
         fallback = "internal" if status >= 500 else "invalid_argument"
-        return _CODE_OF_STATUS.get(status, fallback), found.group(2)
+        return _CODE_OF_STATUS.get(status, fallback), message
     return _CODE_OF_ERROR.get(error.code, "internal"), error.message
 
 
