@@ -161,3 +161,11 @@ def test_the_resume_route_replays_in_frames(gateway: ServerProcess) -> None:
     assert replay.headers["content-type"].startswith(FRAMES)
     again = list(binary.iter_events(replay.content))
     assert again == first[3:]
+    # docs/binary.md section 3: frames in a version not served, as the only type: 406.
+    refused = httpx.get(
+        f"{gateway.url}/v1/streams/{request_id}?after=2",
+        headers={"accept": f"{FRAMES}; version=2.0", "tokenwire-resume-token": token},
+        timeout=30,
+    )
+    assert refused.status_code == 406
+    assert refused.json()["error"]["code"] == "not_acceptable"
