@@ -24,7 +24,7 @@ from typing import Any
 from tokenwire import events
 from tokenwire.client import Client
 from tokenwire.testing import processes
-from tokenwire.testing.certs import self_signed
+from tokenwire.testing.certs import webtransport_tls
 from tokenwire.testing.upstream import FakeUpstream, Script
 
 WORDS = 2000
@@ -57,12 +57,11 @@ def measure(runs: int) -> list[list[str]]:
         tempfile.TemporaryDirectory(prefix="tokenwire-bench-") as tmp,
         FakeUpstream("openai", Script(text=text, delay_s=0)) as upstream,
     ):
-        cert, key, ca = self_signed(Path(tmp))
-        wt_port = processes.free_udp_port()
+        tls = webtransport_tls(Path(tmp))
+        wt_port, ca = tls.port, tls.ca
         config = Path(tmp) / "gateway.toml"
         config.write_text(
-            f'[server]\ncertfile = "{cert}"\nkeyfile = "{key}"\nwebtransport_port = {wt_port}\n'
-            '[[models]]\nname = "fast"\nprovider = "openai"\n'
+            tls.server_toml + '[[models]]\nname = "fast"\nprovider = "openai"\n'
             f'base_url = "{upstream.url}/v1"\nupstream_model = "up"\n'
         )
         port = processes.free_port()

@@ -18,8 +18,7 @@ import pytest
 from tests.gateway.gateway_procs import Gateway
 
 pytest.importorskip("aioquic", reason="the webtransport extra (aioquic)")
-from tokenwire.testing import processes
-from tokenwire.testing.certs import self_signed
+from tokenwire.testing.certs import webtransport_tls
 
 
 class Served:
@@ -31,11 +30,9 @@ class Served:
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     pytest.importorskip("cryptography", reason="certificates are made with cryptography")
     workdir = tmp_path_factory.mktemp("check-binary")
-    cert, key, ca = self_signed(workdir)
-    port = processes.free_udp_port()
-    config = f'[server]\ncertfile = "{cert}"\nkeyfile = "{key}"\nwebtransport_port = {port}\n'
-    with Gateway(workdir, config=config, tls=(cert, key, ca)) as gateway:
-        yield Served(gateway, port, ca)
+    tls = webtransport_tls(workdir)
+    with Gateway(workdir, config=tls.server_toml, tls=(tls.cert, tls.key, tls.ca)) as gateway:
+        yield Served(gateway, tls.port, tls.ca)
 
 
 def check(served: Served, tmp_path: Path, *args: str) -> dict[str, str]:

@@ -24,8 +24,7 @@ from tests.gateway.gateway_procs import Gateway
 from tokenwire import events as ev
 from tokenwire.client import AsyncClient, Client, Response
 from tokenwire.request import Request, build
-from tokenwire.testing import processes
-from tokenwire.testing.certs import self_signed
+from tokenwire.testing.certs import webtransport_tls
 from tokenwire.testing.upstream import FakeUpstream, Script
 
 pytest.importorskip("aioquic", reason="the webtransport extra (aioquic)")
@@ -59,22 +58,20 @@ class Served:
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     pytest.importorskip("cryptography", reason="certificates are made with cryptography")
     workdir = tmp_path_factory.mktemp("transports")
-    cert, key, ca = self_signed(workdir)
-    port = processes.free_udp_port()
+    tls = webtransport_tls(workdir)
     with (
         FakeUpstream("openai", Script(text=LONG_TEXT, delay_s=0.02)) as upstream,
         FakeUpstream("openai", Script(text=SHORT_TEXT, delay_s=0.005)) as short,
     ):
         config = (
-            f'[server]\ncertfile = "{cert}"\nkeyfile = "{key}"\nwebtransport_port = {port}\n'
-            '[[models]]\nname = "slow"\nprovider = "openai"\n'
+            tls.server_toml + '[[models]]\nname = "slow"\nprovider = "openai"\n'
             f'base_url = "{upstream.url}/v1"\nupstream_model = "up-model"\n'
             '[[models]]\nname = "short"\nprovider = "openai"\n'
             f'base_url = "{short.url}/v1"\nupstream_model = "up-model"\n'
             "[resume]\ndefault = true\n"
         )
-        with Gateway(workdir, config=config, tls=(cert, key, ca)) as gateway:
-            yield Served(gateway, port, ca, upstream)
+        with Gateway(workdir, config=config, tls=(tls.cert, tls.key, tls.ca)) as gateway:
+            yield Served(gateway, tls.port, tls.ca, upstream)
 
 
 def _run(coroutine: Any) -> Any:

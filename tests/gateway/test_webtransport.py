@@ -24,8 +24,7 @@ from tests.gateway.gateway_procs import Gateway
 from tokenwire import binary, events, lifecycle
 from tokenwire.binary import FrameType
 from tokenwire.request import build, dumps
-from tokenwire.testing import processes
-from tokenwire.testing.certs import self_signed
+from tokenwire.testing.certs import webtransport_tls
 
 aioquic = pytest.importorskip("aioquic", reason="the webtransport extra (aioquic)")
 
@@ -52,14 +51,10 @@ WEATHER: dict[str, Any] = {
 def wt_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Gateway, int, Path]]:
     pytest.importorskip("cryptography", reason="certificates are made with cryptography")
     workdir = tmp_path_factory.mktemp("wt")
-    cert, key, ca = self_signed(workdir)
-    port = processes.free_udp_port()
-    config = (
-        f'[server]\ncertfile = "{cert}"\nkeyfile = "{key}"\nwebtransport_port = {port}\n'
-        "[resume]\ndefault = true\n"
-    )
-    with Gateway(workdir, config=config, tls=(cert, key, ca)) as gw:
-        yield gw, port, ca
+    tls = webtransport_tls(workdir)
+    config = tls.server_toml + "[resume]\ndefault = true\n"
+    with Gateway(workdir, config=config, tls=(tls.cert, tls.key, tls.ca)) as gw:
+        yield gw, tls.port, tls.ca
 
 
 class Client(QuicConnectionProtocol):  # type: ignore[misc]

@@ -12,9 +12,9 @@ import datetime
 import hashlib
 import ipaddress
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["self_signed", "short_lived"]
+__all__ = ["WebTransportTLS", "self_signed", "short_lived", "webtransport_tls"]
 
 
 def self_signed(directory: Path) -> tuple[Path, Path, Path]:
@@ -82,6 +82,27 @@ def self_signed(directory: Path) -> tuple[Path, Path, Path]:
     _write_key(paths[1], key)
     paths[2].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
     return paths
+
+
+class WebTransportTLS(NamedTuple):
+    """A gateway's TLS and WebTransport: ``[server]`` TOML, the UDP port, the PEM paths."""
+
+    server_toml: str
+    port: int
+    cert: Path
+    key: Path
+    ca: Path
+
+
+def webtransport_tls(directory: Path) -> WebTransportTLS:
+    """``self_signed`` certificates and a free UDP port, as the ``[server]`` table of a
+    gateway that serves WebTransport (``certfile``, ``keyfile``, ``webtransport_port``)."""
+    from .processes import free_udp_port
+
+    cert, key, ca = self_signed(directory)
+    port = free_udp_port()
+    toml = f'[server]\ncertfile = "{cert}"\nkeyfile = "{key}"\nwebtransport_port = {port}\n'
+    return WebTransportTLS(toml, port, cert, key, ca)
 
 
 def _write_key(path: Path, key: Any) -> None:
