@@ -219,7 +219,10 @@ def test_a_wrong_resume_token_is_a_missing_stream(slow_gateway: ServerProcess) -
 def keyed_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, str]]:
     key = new_key()
     config = tmp_path_factory.mktemp("keyed") / "gateway.toml"
-    config.write_text(f'[[keys]]\nid = "team"\nhash = "{hash_key(key)}"\n')
+    # engine granian: /v1/ws needs WebSocket upgrades (the h1 engine answers them 501).
+    config.write_text(
+        f'[server]\nengine = "granian"\n[[keys]]\nid = "team"\nhash = "{hash_key(key)}"\n'
+    )
     port = free_port()
     server = ServerProcess(gateway_argv(port, config), port).start()
     try:
