@@ -29,12 +29,12 @@ the chunk is kept (``Offer.push``), the translator parses it, and the first
 event the chunk produces carries the chunk's complete SSE events out
 (``Offer.take``); the vendor encoder is never run (bench/passthrough.py).
 
-The request side (``Routes``, ``rename_model``, ``lenient``, ``refuse_uncarried``)
-is ``passthrough_request``; this module is the stream side and the provider's path.
+The request side (``Routes``, ``rename_model``, ``lenient``) is
+``passthrough_request``; this module is the stream side and the provider's path.
 
-Across vendors nothing changes (the ingress translates as it always did), but
-a field that cannot be carried is refused with a 400 naming its JSON path
-(``refuse_uncarried``), never dropped.
+Across vendors the ingress translates, and what the standard does not carry is
+adapted by one table (``translate.adapt``): mapped, dropped or refused, every
+map and drop reported.
 """
 
 from __future__ import annotations
@@ -53,7 +53,6 @@ from .passthrough_request import (
     Routes,
     eligible,
     lenient,
-    refuse_uncarried,
     rename_model,
 )
 
@@ -73,7 +72,6 @@ __all__ = [
     "error_frame",
     "generate",
     "lenient",
-    "refuse_uncarried",
     "rename_model",
 ]
 

@@ -27,6 +27,8 @@ from __future__ import annotations
 import enum
 from typing import Final, TypeVar
 
+from ...errors import LocalProtocolError
+
 _S = TypeVar("_S", bound=enum.Enum)
 _E = TypeVar("_E", bound=enum.Enum)
 
@@ -92,8 +94,11 @@ RESPONSE: Final[dict[tuple[Response, ResponseEvent], Response]] = {
 del R, RE, S, SE
 
 
-class CycleMisuse(RuntimeError):
-    """A move the cycle's table has no row for (an ASGI app sending out of order)."""
+class CycleMisuse(LocalProtocolError, RuntimeError):
+    """A move the cycle's table has no row for (an ASGI app sending out of order).
+
+    Ours to fix, so a ``LocalProtocolError``; a ``RuntimeError`` too, which is what
+    ASGI servers raise for an app's out-of-order message."""
 
 
 def next_request(state: Request, event: RequestEvent) -> Request:
