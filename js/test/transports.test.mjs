@@ -67,9 +67,10 @@ const slow = (rid, delay = 20) => ({
   extensions: { "tokenwire:demo": { delay_ms: delay } },
 });
 
+// resume: true: the abort test reads back the stored (resumable) stream.
 const TRANSPORTS = {
-  http: () => ({ binding: "binary" }),
-  ws: (webSocket = WebSocket) => ({ transport: "ws", webSocket }),
+  http: () => ({ binding: "binary", resume: true }),
+  ws: (webSocket = WebSocket) => ({ transport: "ws", webSocket, resume: true }),
 };
 
 describe(
@@ -140,7 +141,12 @@ describe(
 
     test("http: a cut stream resumes in frames, every seq once", async () => {
       const { fetches, wrapped } = cuttingFetch(3000);
-      const client = new Client({ baseURL: GATEWAY, binding: "binary", fetch: wrapped });
+      const client = new Client({
+        baseURL: GATEWAY,
+        binding: "binary",
+        fetch: wrapped,
+        resume: true,
+      });
       const seqs = [];
       for await (const e of client.stream(slow(`js-http-cut-${Date.now()}`, 2))) seqs.push(e.seq);
       assert.deepEqual(
@@ -153,7 +159,12 @@ describe(
 
     test("ws: a cut socket resumes on a new one, every seq once", async () => {
       const { made, Recorded } = recordingWebSocket();
-      const client = new Client({ baseURL: GATEWAY, transport: "ws", webSocket: Recorded });
+      const client = new Client({
+        baseURL: GATEWAY,
+        transport: "ws",
+        webSocket: Recorded,
+        resume: true,
+      });
       try {
         const seqs = [];
         for await (const e of client.stream(slow(`js-ws-cut-${Date.now()}`, 2))) {
