@@ -176,12 +176,10 @@ def command(
         raise click.ClickException(f"{ENGINE_ENV}: unknown engine {engine!r} (known: granian, h1)")
     own_h1 = engine == "h1" and certfile is None and not settings.cleartext_http2
     if own_h1 and workers != 1:
-        # h1 is one process; several workers are granian's supervisor and its workers
-        # (documented; said here only to whoever asked for h1 by name in the environment).
-        if os.environ.get(ENGINE_ENV) == "h1":
-            click.echo(
-                f'{ENGINE_ENV}="h1" serves one process: {workers} workers run on granian', err=True
-            )
+        # h1 is one process; several workers are granian's supervisor and its workers.
+        click.echo(
+            f'server.engine = "h1" serves one process: {workers} workers run on granian', err=True
+        )
         own_h1 = False
 
     # Workers are separate processes: they rebuild the app from these (and

@@ -182,12 +182,9 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
     http2_max_concurrent_streams: int = DEFAULT_HTTP2_MAX_STREAMS
 
-    #: What serves cleartext HTTP/1.1 (``SERVER_ENGINES``): "h1"
-    #: (``tokenwire.server.http1``, one process; TLS and h2c stay on granian), or
-    #: "granian". h1 is the default: it passes the serving hardening suite, which
-    #: granian does not (it serves some ambiguous framings), and it is the faster
-    #: path (bench/RESULTS.md, "serving").
-    engine: str = "h1"
+    #: What serves cleartext HTTP/1.1 (``SERVER_ENGINES``): "granian", or "h1"
+    #: (``tokenwire.server.http1``, one process; TLS and h2c stay on granian).
+    engine: str = "granian"
 
 
 #: ``[server] engine`` values (bench/RESULTS.md, "serving").

@@ -20,9 +20,11 @@ mapping decisions (published in ``docs/translation.md``, "Gemini"):
 * ``functionCall`` parts are whole calls (``args`` absent -> ``{}``); the
   Vertex ``partialArgs``/``willContinue`` form is accumulated until the closing
   part. Gemini gives no id, so one is generated: ``call_{rid}_{n}`` (``n``
-  counts calls in the stream, ``rid`` is the request id, or a random token
-  when there is none: a client keeps ids across the turns of a conversation,
-  and a second turn's first call must not reuse the first turn's id);
+  counts calls in the stream, ``rid`` is the request id, or else Gemini's
+  ``responseId``, or a random token when there is neither: a client keeps ids
+  across the turns of a conversation, and a second turn's first call must not
+  reuse the first turn's id; the ``responseId`` also makes a capture convert
+  to the same ids every time);
 * server-side tools, shown but never executed: ``executableCode`` and
   ``codeExecutionResult`` parts, and a candidate's ``groundingMetadata``
   (without its supports), are ``tokenwire.block`` events with
@@ -239,7 +241,8 @@ class Translator(SSETranslator):
         self._streamed_signature: dict[int, str] = {}  # candidate -> its call's signature
         self._calls = 0
         self._ids: set[str] = set()
-        self._token = secrets.token_hex(6)  # this stream's call ids, without a request id
+        #: This stream's call ids without a request id: Gemini's responseId once seen.
+        self._token: str | None = None
         self._usage_raw: msgspec.Raw | None = None
         self._usage_read: _UsageMetadata | None = None
         self._details_sent = False
@@ -279,6 +282,8 @@ class Translator(SSETranslator):
         if given and given not in self._ids:
             call_id = given
         else:
+            if self._token is None:
+                self._token = secrets.token_hex(6)  # no responseId came before the call
             rid = self.writer.request_id or self._token
             call_id = f"call_{rid}_{n}"
             while call_id in self._ids:
@@ -395,6 +400,8 @@ class Translator(SSETranslator):
             code = error_code(err.status, err.code, err.message)
             self._fail(code, f"gemini: {err.status or err.code}: {err.message}")
             return
+        if self._token is None and chunk.responseId:
+            self._token = chunk.responseId
         if len(chunk.usageMetadata):
             # §5.3.5: a running total; the last one wins.
             self._usage_raw, self._usage_read = chunk.usageMetadata, None
