@@ -14,7 +14,12 @@ events, best of R interleaved runs:
 Prints ns per event and the ratios, and rewrites the "## binary" section of
 bench/RESULTS.md.
 
+With ``--transports``: first token and events per second through the gateway
+over SSE, frames over HTTP, WebSocket and WebTransport, side by side in one
+run (``_transports.py``), into the "## binary-transports" section.
+
 Run: ``.venv/bin/python bench/binary.py [--events N] [--repeat R] [--no-write]``
+or ``.venv/bin/python bench/binary.py --transports [--runs N] [--no-write]``
 """
 
 from __future__ import annotations
@@ -90,7 +95,12 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=20_000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--transports", action="store_true", help="per transport, via a gateway")
+    parser.add_argument("--runs", type=int, default=15, help="streams per transport")
     args = parser.parse_args()
+    if args.transports:
+        transports(args.runs, write=not args.no_write)
+        return
     load_before = loadavg()
     rows = []
     for label, size in SIZES.items():
@@ -154,6 +164,33 @@ def main() -> None:
     print(text)
     if not args.no_write:
         write_section("binary", text, keep="what it says")
+
+
+def transports(runs: int, *, write: bool) -> None:
+    from _transports import WORDS, measure
+
+    load_before = loadavg()
+    rows = measure(runs)
+    columns = ["transport", "first token ms (median)", "events/s (median)", "events/stream"]
+    lines = [
+        "## binary-transports",
+        "",
+        "Through `tokenwire serve` on TLS (one worker) in front of a fake OpenAI upstream "
+        f"streaming {WORDS:,} words at once, read with `tokenwire.Client` on each transport, "
+        f"interleaved stream by stream, {runs} streams each after one warm-up; the "
+        "connection of each transport is kept between its streams. First token: request "
+        "to the first `content.delta`; events/s: a stream's events over request to "
+        "`stream.end`.",
+        "",
+        *header("bench/binary.py", load_before),
+        "",
+        *md_table(columns, rows),
+        "",
+    ]
+    text = "\n".join(lines)
+    print(text)
+    if write:
+        write_section("binary-transports", text, keep="what it says")
 
 
 if __name__ == "__main__":

@@ -318,3 +318,11 @@ def test_frames_before_a_refusal_come_out_first_then_every_call_raises() -> None
     for call in (lambda: decoder.feed(b""), decoder.close):
         with pytest.raises(FramingError, match=f"unknown frame type 0x05 \\(at byte {len(end)}\\)"):
             call()
+
+
+def test_a_refusal_message_reads_back_as_its_status() -> None:
+    # docs/binary.md 6.2: a stream the HTTP route refused is an ERROR "<status>: <message>".
+    message = binary.refusal_message(404, 'unknown model "x": did you mean "demo"?')
+    assert binary.refusal_of(message) == (404, 'unknown model "x": did you mean "demo"?')
+    assert binary.refusal_of("cancelled by the client") is None
+    assert binary.refusal_of("40: too short") is None

@@ -42,6 +42,16 @@ def test_validate_names_the_offset_of_a_cut_frame() -> None:
     assert b"Traceback" not in res.stderr
 
 
+def test_validate_gives_no_vendor_hint_for_corrupted_frames() -> None:
+    """A frames capture with a zeroed type byte (a reserved type, docs/binary.md section 2)
+    is a broken LLM-Stream, not a vendor capture to convert."""
+    body = binary_wire(EXAMPLE)
+    for corrupted in (b"\x00" + body[1:], body[:5] + b"\x00" * 8 + body[13:]):
+        res = run("validate", "--framing", "binary", stdin=corrupted)
+        assert res.returncode == 1 and res.stdout  # the violation, named
+        assert b"vendor capture" not in res.stderr and b"convert" not in res.stderr
+
+
 def test_convert_writes_frames_that_validate_like_its_sse() -> None:
     capture = b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"Hi"},"finish_reason":null}]}\n\ndata: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'  # noqa: E501
     as_sse = run("convert", "--from", "openai", "--created", "1", stdin=capture)

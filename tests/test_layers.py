@@ -54,6 +54,7 @@ LAYERS: dict[str, int] = {
 #: stream, then the endpoint that accepts it; the package's public names on top.
 SERVER_LAYERS: dict[str, int] = {
     "asgi": 0,
+    "negotiate": 0,
     "outbox": 0,
     "encoders": 0,
     "hooks": 1,

@@ -21,6 +21,8 @@ import {
   type ToolCall,
   VERSION,
 } from "./events.js";
+import { FRAMES_MEDIA_TYPE, FrameDecoder, responseEvent } from "./binary.js";
+import { type FramesFetchOptions, framesFetch, type WebSocketConstructor } from "./frames.js";
 import { type Fetch, raiseForStatus } from "./http.js";
 import { schemaProblem, type Violation, Validator } from "./lifecycle.js";
 import { checkSchema } from "./schema.js";
@@ -86,6 +88,25 @@ export interface ClientOptions {
   streamPath?: string;
   /** Default `/v1/streams/{request_id}`. */
   resumePath?: string;
+  /**
+   * `"sse"` (default) or `"binary"`: ask for the binary binding's frames
+   * (docs/binary.md); SSE is still read from an endpoint that answers it.
+   */
+  binding?: "sse" | "binary";
+  /**
+   * How streams travel: `"http"` (default), or the binary binding's own
+   * `"ws"` (channels of one WebSocket, `{baseURL}/v1/ws` unless `framesURL`
+   * says) and `"webtransport"` (streams of one WebTransport session at
+   * `framesURL`, browsers). Both speak frames; resume and cancel work as over
+   * HTTP ({@link framesFetch}).
+   */
+  transport?: "http" | "ws" | "webtransport";
+  /** The WebSocket or WebTransport URL (`wss://…/v1/ws`, `https://…:8443/v1/wt`). */
+  framesURL?: string;
+  /** The WebSocket constructor (Node: `ws`'s); the global `WebSocket` by default. */
+  webSocket?: WebSocketConstructor;
+  /** WebTransport: certificate hashes to trust (a short-lived certificate's). */
+  serverCertificateHashes?: FramesFetchOptions["serverCertificateHashes"];
 }
 
 /** Options of one {@link Client.stream} call. */
@@ -179,6 +200,9 @@ export class Client {
   readonly query: string;
   readonly resumePath: string;
   readonly fetch: Fetch;
+  /** What the client asks for: SSE, or the binary binding's frames. */
+  readonly binding: "sse" | "binary";
+  readonly #close: (() => void) | null = null;
 
   constructor(options: ClientOptions) {
     if (!options?.baseURL) throw new TokenwireError("Client: baseURL is required");
@@ -199,6 +223,45 @@ export class Client {
     this.maxEventBytes = options.maxEventBytes ?? 1 << 20;
     this.resumePath = options.resumePath ?? "/v1/streams/{request_id}";
     this.fetch = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
+    const transport = options.transport ?? "http";
+    this.binding = transport === "http" ? (options.binding ?? "sse") : "binary";
+    if (transport !== "http") {
+      const base = new URL(this.baseURL);
+      let url = options.framesURL;
+      if (url === undefined) {
+        if (transport === "webtransport") {
+          throw new TokenwireError(
+            "Client: transport 'webtransport' needs framesURL (https://HOST:PORT/v1/wt)",
+          );
+        }
+        url = `${base.protocol === "https:" ? "wss:" : "ws:"}//${base.host}${base.pathname.replace(/\/+$/, "")}/v1/ws`;
+      }
+      const prefix = base.pathname.replace(/\/+$/, "");
+      const frames = framesFetch({
+        transport,
+        url,
+        streamPath: prefix + this.streamPath,
+        resumePrefix: prefix + this.resumePath.split("{")[0],
+        fetch: this.fetch,
+        webSocket: options.webSocket,
+        serverCertificateHashes: options.serverCertificateHashes,
+        maxFrameBytes: this.maxEventBytes,
+      });
+      this.fetch = frames;
+      this.#close = frames.close;
+    }
+  }
+
+  /** The `Accept` of a stream request: SSE, or frames preferred (SSE still taken). */
+  get accept(): string {
+    return this.binding === "binary"
+      ? `${FRAMES_MEDIA_TYPE}, text/event-stream;q=0.5`
+      : "text/event-stream";
+  }
+
+  /** Close the connections of a WebSocket or WebTransport client (nothing over HTTP). */
+  close(): void {
+    this.#close?.();
   }
 
   /** The absolute URL of `path` on this gateway. */
@@ -382,7 +445,7 @@ export class EventStream implements AsyncIterable<Event> {
     if (first) {
       response = await this.client.fetch(this.client.url(this.client.streamPath), {
         method: "POST",
-        headers: { "Content-Type": REQUEST_MEDIA_TYPE, Accept: "text/event-stream", ...common },
+        headers: { "Content-Type": REQUEST_MEDIA_TYPE, Accept: this.client.accept, ...common },
         body: JSON.stringify(this.request),
         signal: this.controller.signal,
         cache: "no-store",
@@ -391,7 +454,7 @@ export class EventStream implements AsyncIterable<Event> {
       this.resumeToken = response.headers.get(RESUME_TOKEN_HEADER);
     } else {
       const headers: Record<string, string> = {
-        Accept: "text/event-stream",
+        Accept: this.client.accept,
         "Cache-Control": "no-cache",
         ...common,
         ...this.tokenHeaders(),
@@ -407,7 +470,8 @@ export class EventStream implements AsyncIterable<Event> {
     }
     await raiseForStatus(response);
     const type = (response.headers.get("content-type") ?? "").split(";")[0].trim().toLowerCase();
-    if (type !== "text/event-stream" || response.body === null) {
+    const framed = type === FRAMES_MEDIA_TYPE && this.client.binding === "binary";
+    if ((type !== "text/event-stream" && !framed) || response.body === null) {
       await response.body?.cancel().catch(() => undefined);
       throw new ProtocolError(
         `§4.9: the endpoint answered ${type || "no content type"}, not text/event-stream`,
@@ -423,7 +487,11 @@ export class EventStream implements AsyncIterable<Event> {
    * the confirm hook's own error) is thrown.
    */
   private async *read(response: Response): AsyncGenerator<Event, string, undefined> {
-    const decoder = new SSEDecoder({ maxEventBytes: this.client.maxEventBytes });
+    const type = (response.headers.get("content-type") ?? "").split(";")[0].trim().toLowerCase();
+    const decoder =
+      type === FRAMES_MEDIA_TYPE
+        ? new FramesAsMessages(this.client.maxEventBytes)
+        : new SSEDecoder({ maxEventBytes: this.client.maxEventBytes });
     const reader = response.body!.getReader();
     try {
       for (;;) {
@@ -439,7 +507,10 @@ export class EventStream implements AsyncIterable<Event> {
         for (const message of messages) {
           let event: Event;
           try {
-            event = parseEvent(message.event, message.data);
+            const parsed =
+              "frame" in message ? message.frame() : parseEvent(message.event, message.data);
+            if (parsed === null) continue; // a PING or META frame
+            event = parsed;
           } catch (exc) {
             if (!(exc instanceof EventDecodeError)) throw exc;
             if (exc.seq === null) {
@@ -543,5 +614,30 @@ export class EventStream implements AsyncIterable<Event> {
       }
     }
     return true;
+  }
+}
+
+/**
+ * The binary binding's body read as the SSE decoder is: `feed` and `close`
+ * give one message per frame, each parsed to its event by `frame()`
+ * (`null` for a PING or META; an ERROR frame throws: the binding ended).
+ */
+class FramesAsMessages {
+  readonly #decoder: FrameDecoder;
+
+  constructor(maxFrameBytes: number) {
+    this.#decoder = new FrameDecoder({ maxFrameBytes });
+  }
+
+  #wrap(frames: ReturnType<FrameDecoder["feed"]>): { frame: () => Event | null }[] {
+    return frames.map((frame) => ({ frame: () => responseEvent(frame) }));
+  }
+
+  feed(chunk: Uint8Array): { frame: () => Event | null }[] {
+    return this.#wrap(this.#decoder.feed(chunk));
+  }
+
+  close(): { frame: () => Event | null }[] {
+    return this.#wrap(this.#decoder.close());
   }
 }

@@ -14,6 +14,7 @@ import {
   SeqTracker,
   Validator,
 } from "./lifecycle.js";
+import { FRAMES_MEDIA_TYPE, FrameDecoder, FrameType } from "./binary.js";
 import { type SSEMessage, SSEDecoder } from "./sse.js";
 
 /** One event as it arrived. */
@@ -38,6 +39,52 @@ export interface StreamResponseOptions {
   status?: number;
   headers?: Headers | null;
   maxEventBytes?: number;
+  /** The body is the binary binding's frames (docs/binary.md), not SSE. */
+  frames?: boolean;
+}
+
+const utf8 = new TextDecoder();
+
+/**
+ * The binary binding's frames read as SSE messages: one per `EVENT` frame,
+ * named by its envelope's `type` (what SSE's `event:` line carries), so that
+ * one reader and one validator serve both bindings. An `ERROR` frame (the
+ * binding ended) is a {@link FramingError}; `PING` and `META` give nothing.
+ */
+export class FramesMessageDecoder {
+  readonly #decoder: FrameDecoder;
+
+  constructor(options: { maxEventBytes?: number } = {}) {
+    this.#decoder = new FrameDecoder({ maxFrameBytes: options.maxEventBytes });
+  }
+
+  #messages(frames: ReturnType<FrameDecoder["feed"]>): SSEMessage[] {
+    const out: SSEMessage[] = [];
+    for (const frame of frames) {
+      if (frame.type === FrameType.ERROR) {
+        throw new FramingError(`the peer ended the binding: ${utf8.decode(frame.body)}`, -1);
+      }
+      if (frame.type !== FrameType.EVENT) continue;
+      const data = utf8.decode(frame.body);
+      let type = "message";
+      try {
+        const parsed = JSON.parse(data) as { type?: unknown };
+        if (typeof parsed?.type === "string") type = parsed.type;
+      } catch {
+        // the validator reports the bad JSON
+      }
+      out.push({ event: type, data, id: "", retry: null });
+    }
+    return out;
+  }
+
+  feed(chunk: Uint8Array): SSEMessage[] {
+    return this.#messages(this.#decoder.feed(chunk));
+  }
+
+  close(): SSEMessage[] {
+    return this.#messages(this.#decoder.close());
+  }
 }
 
 /**
@@ -54,7 +101,7 @@ export class StreamResponse {
   /** When the request was sent (`performance.now()` time). */
   readonly started: number;
   readonly validator: Validator;
-  readonly decoder: SSEDecoder;
+  readonly decoder: SSEDecoder | FramesMessageDecoder;
   readonly seq: SeqTracker;
   /** The answer text so far. */
   text = "";
@@ -73,6 +120,7 @@ export class StreamResponse {
       status = 200,
       headers = null,
       maxEventBytes,
+      frames = false,
     }: StreamResponseOptions = {},
   ) {
     this.body = body;
@@ -80,7 +128,9 @@ export class StreamResponse {
     this.headers = headers;
     this.started = started;
     this.validator = new Validator({ request });
-    this.decoder = new SSEDecoder({ maxEventBytes });
+    this.decoder = frames
+      ? new FramesMessageDecoder({ maxEventBytes })
+      : new SSEDecoder({ maxEventBytes });
     this.seq = new SeqTracker();
   }
 
@@ -141,6 +191,8 @@ export interface StreamOptions {
   headers?: Record<string, string>;
   fetch?: Fetch;
   maxEventBytes?: number;
+  /** `Accept` (default `text/event-stream`; frames: `application/llm-stream-frames`). */
+  accept?: string;
 }
 
 /**
@@ -167,7 +219,7 @@ export async function stream(
     method: "POST",
     headers: {
       "Content-Type": REQUEST_MEDIA_TYPE,
-      Accept: "text/event-stream",
+      Accept: options.accept ?? "text/event-stream",
       ...(options.headers ?? {}),
     },
     body: typeof request === "string" ? request : JSON.stringify(request),
@@ -210,7 +262,8 @@ export async function open(
 ): Promise<StreamResponse> {
   await raiseForStatus(response);
   const type = (response.headers.get("content-type") ?? "").split(";")[0].trim().toLowerCase();
-  if (type !== "text/event-stream" || response.body === null) {
+  const frames = type === FRAMES_MEDIA_TYPE;
+  if ((type !== "text/event-stream" && !frames) || response.body === null) {
     throw new ProtocolError(`expected text/event-stream, got ${type || "no content type"}`);
   }
   return new StreamResponse(response.body, {
@@ -219,5 +272,6 @@ export async function open(
     status: response.status,
     headers: response.headers,
     maxEventBytes,
+    frames,
   });
 }

@@ -16,7 +16,8 @@
  * - {@link stream} / {@link open}: `fetch` + `ReadableStream`, every message
  *   with its verdict and arrival time (the playground uses these).
  * - {@link Client}: typed events with cancellation on the server, resume
- *   with `Last-Event-ID`, duplicate dropping and the §8.2 tool-call checks.
+ *   with `Last-Event-ID`, duplicate dropping and the §8.2 tool-call checks,
+ *   over HTTP (SSE or frames), a WebSocket or WebTransport ({@link framesFetch}).
  * - `tokenwire/ai-sdk`: `createTokenwire`, a Vercel AI SDK provider.
  *
  * @module tokenwire
@@ -25,6 +26,7 @@ export * from "./errors.js";
 export * from "./events.js";
 export * from "./sse.js";
 export * from "./binary.js";
+export * from "./frames.js";
 export * from "./lifecycle.js";
 export * from "./http.js";
 export * from "./schema.js";

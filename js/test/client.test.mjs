@@ -3,7 +3,7 @@
 // With a fetch stand-in, then against a real gateway (TOKENWIRE_GATEWAY).
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { MODULE } from "./helpers.mjs";
+import { MODULE, replay as replayStored } from "./helpers.mjs";
 
 const {
   Client,
@@ -14,8 +14,6 @@ const {
   StreamTruncatedError,
   UnsupportedMediaTypeError,
   prepareRequest,
-  parseEvent,
-  SSEDecoder,
 } = await import(MODULE);
 
 const BASE = "http://gateway.test";
@@ -392,19 +390,7 @@ describe(
       extensions: { "tokenwire:demo": { delay_ms: 20 } },
     });
 
-    async function replay(rid, token) {
-      // GET /v1/streams/{id} from the start: the stored stream, to its stream.end.
-      const headers = { "Last-Event-ID": "0" };
-      if (token) headers["Tokenwire-Resume-Token"] = token;
-      const response = await fetch(`${GATEWAY}/v1/streams/${rid}`, { headers });
-      assert.equal(response.status, 200);
-      const decoder = new SSEDecoder();
-      const events = [];
-      for await (const chunk of response.body) {
-        for (const m of decoder.feed(chunk)) events.push(parseEvent(m.event, m.data));
-      }
-      return events;
-    }
+    const replay = (rid, token) => replayStored(GATEWAY, rid, token);
 
     test("abort cancels the generation on the server (error cancelled, stream.end)", async () => {
       const rid = `js-abort-${Date.now()}`;

@@ -91,3 +91,21 @@ export function randomChunks(bytes, random, cuts = 6) {
   out.push(bytes.subarray(prev));
   return out;
 }
+
+/**
+ * GET /v1/streams/{rid} from seq 0 on `gateway`: the stream the gateway stored, to its
+ * stream.end, as typed events (what a test reads back after a cancel or a cut).
+ */
+export async function replay(gateway, rid, token) {
+  const { SSEDecoder, parseEvent } = await import(MODULE);
+  const headers = { "Last-Event-ID": "0" };
+  if (token) headers["Tokenwire-Resume-Token"] = token;
+  const response = await fetch(`${gateway}/v1/streams/${rid}`, { headers });
+  if (response.status !== 200) throw new Error(`replay of ${rid}: HTTP ${response.status}`);
+  const decoder = new SSEDecoder();
+  const events = [];
+  for await (const chunk of response.body) {
+    for (const m of decoder.feed(chunk)) events.push(parseEvent(m.event, m.data));
+  }
+  return events;
+}

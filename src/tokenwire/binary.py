@@ -49,6 +49,8 @@ __all__ = [
     "encode_frame",
     "iter_events",
     "looks_like_frames",
+    "refusal_message",
+    "refusal_of",
     "response_event",
 ]
 
@@ -212,7 +214,8 @@ class Decoder(PushBuffer):
     the frame's first byte: a reserved or unknown type, a channel bit where
     none is allowed (or its absence where one is required), a body over the
     limit, a channel frame too short for its id, an over-long ``PING``.
-    Frames of an unknown extension type (0x40-0x5F) are skipped.
+    Frames of an unknown extension type (0x40-0x5F) are skipped (counted in
+    ``skipped``).
     """
 
     def __init__(
@@ -221,6 +224,8 @@ class Decoder(PushBuffer):
         super().__init__()
         self.max_frame_bytes = max_frame_bytes
         self.channels = channels
+        #: Frames of an unknown extension type skipped so far (read whole, not returned).
+        self.skipped = 0
         self._error: FramingError | None = None
 
     def _refuse(self, message: str, pos: int) -> FramingError:
@@ -285,6 +290,7 @@ class Decoder(PushBuffer):
                 start += _CHANNEL_BYTES
             pos = end
             if kind in _EXTENSION and kind not in _KNOWN:
+                self.skipped += 1
                 continue  # an extension this receiver does not know: skipped by rule
             # tuple.__new__: a NamedTuple's own __new__ is Python code, ~0.3 us a frame.
             append(new(Frame, (kind, bytes(buf[start:end]), channel)))
@@ -328,6 +334,22 @@ def _events_of(frames: list[Frame], payload: Payload) -> Iterator[events.Event]:
         event = response_event(frame, payload)
         if event is not None:
             yield event
+
+
+def refusal_message(status: int, message: str) -> str:
+    """An ``ERROR`` frame's message for a stream its route refused with HTTP ``status``.
+
+    docs/binary.md section 6.2: ``"404: unknown model …"``; ``refusal_of`` reads it back.
+    """
+    return f"{status}: {message}"
+
+
+def refusal_of(message: str) -> tuple[int, str] | None:
+    """``(status, message)`` of a ``refusal_message``, or ``None`` for another ERROR."""
+    head, sep, rest = message.partition(": ")
+    if sep and len(head) == 3 and head.isdigit():
+        return int(head), rest
+    return None
 
 
 def binding_error(body: bytes) -> RemoteProtocolError:

@@ -15,17 +15,18 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
+from functools import partial
 from typing import Any, Final, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import msgspec
 
+from . import binary, sse
 from . import events as ev
-from . import sse
 from ._secrets import SECRET_HEADERS, SECRET_PARAMS
 from ._suggest import connection_hint
-from .errors import EventDecodeError, FramingError
+from .errors import EventDecodeError, FramingError, RemoteProtocolError
 from .lifecycle import RULES, Validator, Violation
 from .request import MEDIA_TYPE, Request
 from .request import parse as parse_request
@@ -47,6 +48,7 @@ __all__ = [
 Verdict = Literal["pass", "fail", "warn", "not-exercised"]
 
 PROFILE_ACCEPT: Final = 'text/event-stream; profile="llm-stream-1.0"'
+FRAMES_TYPE: Final = binary.MEDIA_TYPE
 WEATHER_TOOL: Final[dict[str, Any]] = {
     "name": "get_weather",
     "description": "Get the current weather for a city.",
@@ -113,12 +115,27 @@ class ProbeResult(msgspec.Struct, kw_only=True):
 
 
 class Target(msgspec.Struct, kw_only=True):
-    """The endpoint under test."""
+    """The endpoint under test.
+
+    ``binding`` is the answer's binding the probes ask for: ``"sse"`` or
+    ``"binary"`` (docs/binary.md: the same probes and verdicts, read from
+    frames). ``transport`` names how the requests travel: ``"http"``, or the
+    binding's own ``"ws"`` / ``"webtransport"``, which carry only the
+    standard's request type (probes of another Content-Type are not exercised
+    there); the caller passes ``run`` an httpx client that speaks it.
+    """
 
     url: str
     model: str = "demo"
     headers: dict[str, str] = {}
     timeout_s: float = 30.0
+    binding: Literal["sse", "binary"] = "sse"
+    transport: Literal["http", "ws", "webtransport"] = "http"
+
+    @property
+    def stream_type(self) -> str:
+        """The Content-Type of the answer the probes ask for."""
+        return FRAMES_TYPE if self.binding == "binary" else "text/event-stream"
 
 
 class _Stream(msgspec.Struct, kw_only=True):
@@ -126,6 +143,8 @@ class _Stream(msgspec.Struct, kw_only=True):
 
     exchange: Exchange
     status: int | None
+    #: The stream's Content-Type asked for (SSE, or frames on the binary binding).
+    expected_type: str
     content_type: str
     events: list[ev.Event]
     violations: list[Violation]
@@ -153,10 +172,16 @@ class _Ctx:
         body: dict[str, Any] | bytes,
         *,
         content_type: str = MEDIA_TYPE,
-        accept: str = "text/event-stream",
+        accept: str | None = None,
         read_events: int | None = None,
     ) -> _Stream:
-        """POST ``body`` and read the answer (all of it, or ``read_events`` events)."""
+        """POST ``body`` and read the answer (all of it, or ``read_events`` events).
+
+        ``accept`` defaults to the target's binding; the answer is read as
+        SSE or as frames by its own Content-Type.
+        """
+        expected = self.target.stream_type if accept is None else "text/event-stream"
+        accept = accept or expected
         raw = body if isinstance(body, bytes) else msgspec.json.encode(body)
         headers = {**self.target.headers, "content-type": content_type, "accept": accept}
         exchange = Exchange(
@@ -172,7 +197,7 @@ class _Ctx:
             except Exception:
                 req = None
         validator = Validator(req)
-        decoder = sse.Decoder()
+        reader = _Reader()
         events: list[ev.Event] = []
         received = bytearray()
         ttfe: float | None = None
@@ -185,15 +210,14 @@ class _Ctx:
                 exchange.status = status
                 exchange.response_headers = redact_headers(r.headers)
                 content_type_seen = r.headers.get("content-type", "")
-                streaming = status == 200 and content_type_seen.startswith("text/event-stream")
+                streaming = status == 200 and reader.start(content_type_seen)
                 for chunk in r.iter_raw():
                     received += chunk
                     if not streaming:
                         continue
-                    for msg in decoder.feed(chunk):
-                        if ttfe is None:
-                            ttfe = (time.perf_counter() - t0) * 1000
-                        _take(msg, validator, events)
+                    got = reader.feed(chunk, validator, events)
+                    if got and ttfe is None:
+                        ttfe = (time.perf_counter() - t0) * 1000
                     if read_events is not None and len(events) >= read_events:
                         break
                     if len(received) > 64 << 20:
@@ -201,17 +225,17 @@ class _Ctx:
                         break
                 else:
                     if streaming:
-                        for msg in decoder.close():
-                            _take(msg, validator, events)
+                        reader.close(validator, events)
                         validator.close()
         except FramingError as exc:
             validator.violations.append(_framing(exc))
         except httpx.HTTPError as exc:
             exchange.error = _transport_error(exc)
-        exchange.response_body = bytes(received).decode("utf-8", "replace")
+        exchange.response_body = _shown(bytes(received), reader.frames)
         return _Stream(
             exchange=exchange,
             status=status,
+            expected_type=expected,
             content_type=content_type_seen,
             events=events,
             violations=validator.violations,
@@ -240,14 +264,69 @@ def _framing(exc: FramingError) -> Violation:
     )
 
 
-def _take(msg: sse.Message, validator: Validator, out: list[ev.Event]) -> None:
+class _Reader:
+    """An answer's body read as SSE or as frames, whichever its Content-Type says."""
+
+    def __init__(self) -> None:
+        self.sse = sse.Decoder()
+        self.frames: binary.Decoder | None = None
+        self.payload: binary.Payload = "json"
+
+    def start(self, content_type: str) -> bool:
+        """Whether ``content_type`` is a stream this reads (and which one)."""
+        if content_type.startswith("text/event-stream"):
+            return True
+        if content_type.lower().startswith(FRAMES_TYPE):
+            self.frames = binary.Decoder()
+            self.payload = "msgpack" if "payload=msgpack" in content_type.lower() else "json"
+            return True
+        return False
+
+    def feed(self, chunk: bytes, validator: Validator, out: list[ev.Event]) -> int:
+        """Feed ``chunk``; how many messages (events or frames) it completed."""
+        if self.frames is None:
+            messages = self.sse.feed(chunk)
+            for msg in messages:
+                _take(partial(ev.parse, msg.event, msg.data), validator, out)
+            return len(messages)
+        frames = self.frames.feed(chunk)
+        for frame in frames:
+            _take(partial(_frame_event, frame, self.payload), validator, out)
+        return len(frames)
+
+    def close(self, validator: Validator, out: list[ev.Event]) -> None:
+        if self.frames is None:
+            for msg in self.sse.close():
+                _take(partial(ev.parse, msg.event, msg.data), validator, out)
+        else:
+            self.frames.close()
+
+
+def _frame_event(frame: binary.Frame, payload: binary.Payload) -> ev.Event | None:
+    """A frame's event; an ``ERROR`` frame (the binding ended) is a framing failure."""
     try:
-        event = ev.parse(msg.event, msg.data)
+        return binary.response_event(frame, payload)
+    except EventDecodeError:
+        raise
+    except RemoteProtocolError as exc:
+        raise FramingError(str(exc)) from None
+
+
+def _take(parse: Callable[[], ev.Event | None], validator: Validator, out: list[ev.Event]) -> None:
+    try:
+        event = parse()
     except EventDecodeError as exc:
         validator.feed_invalid(exc)
         return
+    if event is None:
+        return  # a PING or META frame
     out.append(event)
     validator.feed(event)
+
+
+def _shown(body: bytes, frames: binary.Decoder | None) -> str:
+    """The body as saved: SSE text as it is, frames in hex (they are not text)."""
+    return body.hex() if frames is not None else body.decode("utf-8", "replace")
 
 
 ProbeFn = Callable[[_Ctx], ProbeResult]
@@ -326,8 +405,8 @@ def _http_problem(s: _Stream) -> str | None:
     if s.status != 200:
         hint = _refusal_hint(s.status, s.exchange.response_body)
         return f"HTTP {s.status}{hint}: {s.exchange.response_body[:200]!r}"
-    if not s.content_type.startswith("text/event-stream"):
-        return f"Content-Type is {s.content_type!r}, not text/event-stream"
+    if not s.content_type.lower().startswith(s.expected_type):
+        return f"Content-Type is {s.content_type!r}, not {s.expected_type}"
     return None
 
 
@@ -370,7 +449,7 @@ def probe_media_type(ctx: _Ctx) -> ProbeResult:
             problem = "no events"
         elif first.type != "stream.start" or first.seq != 0:
             problem = f"first event is {first.type} seq {first.seq}, not stream.start seq 0"
-    seen = problem or f"200 text/event-stream, {len(s.events)} events from stream.start seq 0"
+    seen = problem or f"200 {s.expected_type}, {len(s.events)} events from stream.start seq 0"
     return _result(
         "media-type", "text request gets an LLM-Stream", "4.9", "must", problem is None, seen, s
     )
@@ -417,6 +496,11 @@ def probe_request_id_echo(ctx: _Ctx) -> ProbeResult:
 
 @_probe
 def probe_unsupported_media_type(ctx: _Ctx) -> ProbeResult:
+    if ctx.target.transport != "http":
+        seen = f"{ctx.target.transport} carries only the standard's request type"
+        return _result(
+            "unsupported-media-type", "another Content-Type gets 415", "7.2", "must", None, seen
+        )
     s = ctx.post(ctx.body(), content_type="text/plain")
     ok = s.status == 415
     seen = f"HTTP {s.status} for Content-Type text/plain" if s.status else str(s.exchange.error)
@@ -427,6 +511,9 @@ def probe_unsupported_media_type(ctx: _Ctx) -> ProbeResult:
 
 @_probe
 def probe_accept_profile(ctx: _Ctx) -> ProbeResult:
+    if ctx.target.transport != "http":
+        seen = f"{ctx.target.transport} answers in frames, whatever Accept says"
+        return _result("accept-profile", "Accept profile honoured", "7.3", "must", None, seen)
     s = ctx.post(ctx.body(), accept=PROFILE_ACCEPT)
     problem = _http_problem(s) or _first_problem(s)
     seen = problem or "profile Accept answered with a conformant stream"

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tokenwire import events, request
+from tokenwire import binary, events, request, sse
 from tokenwire.conformance import Target, run
 from tokenwire.errors import InvalidRequest
 from tokenwire.writer import Writer
@@ -55,6 +55,13 @@ def answer(req: request.Request, fault: str | None) -> list[bytes]:
     return frames
 
 
+def as_frames(sse_text: bytes) -> bytes:
+    """The same events in the binary binding: each SSE message's data in an EVENT frame."""
+    decoder = sse.Decoder()
+    messages = decoder.feed(sse_text) + decoder.close()
+    return b"".join(binary.encode_frame(binary.FrameType.EVENT, m.data.encode()) for m in messages)
+
+
 def make_handler(fault: str | None) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.0"
@@ -81,13 +88,15 @@ def make_handler(fault: str | None) -> type[BaseHTTPRequestHandler]:
                 return self.reply(400, {"error": {"message": str(exc), "path": exc.path}})
             if fault == "unknown-field-rejected" and b"x_future_field" in raw:
                 return self.reply(400, {"error": {"message": "unknown field x_future_field"}})
+            # docs/binary.md section 7: frames when Accept prefers them, SSE otherwise.
+            framed = "llm-stream-frames" in self.headers.get("Accept", "")
             self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Content-Type", binary.MEDIA_TYPE if framed else "text/event-stream")
             self.send_header("Cache-Control", "no-cache")
             self.end_headers()
             try:
                 for frame in answer(req, fault):
-                    self.wfile.write(frame)
+                    self.wfile.write(as_frames(frame) if framed else frame)
                     self.wfile.flush()
             except (BrokenPipeError, ConnectionResetError):
                 pass
@@ -137,6 +146,30 @@ def test_each_fault_is_caught_by_the_right_probe(
         results = {r.id: r for r in run(Target(url=url, model="m"))}
     assert results[probe].verdict == verdict, results[probe].seen
     assert results[probe].section == section
+
+
+#: In frames the envelope's own ``type`` names the event (docs/binary.md section 3): an
+#: SSE ``event:`` line that disagrees with it has no counterpart there.
+FRAMES_FAULTS = [f for f in FAULTS if f[0] != "type-mismatch"]
+
+
+def test_clean_frames_endpoint_passes_every_probe() -> None:
+    with endpoint(None) as url:
+        results = list(run(Target(url=url, model="m", binding="binary")))
+    assert {r.id: r.verdict for r in results} == {r.id: "pass" for r in results}
+
+
+@pytest.mark.parametrize(
+    ("fault", "probe", "section", "verdict"), FRAMES_FAULTS, ids=[f[0] for f in FRAMES_FAULTS]
+)
+def test_each_fault_in_frames_gets_the_same_verdict(
+    fault: str, probe: str, section: str, verdict: str
+) -> None:
+    with endpoint(fault) as url:
+        framed = {r.id: r.verdict for r in run(Target(url=url, model="m", binding="binary"))}
+        sse_run = {r.id: r.verdict for r in run(Target(url=url, model="m"))}
+    assert framed[probe] == verdict
+    assert framed == sse_run  # the same verdict table, whichever binding carried it
 
 
 def test_cli_exit_codes_json_junit_and_save(tmp_path: Path) -> None:

@@ -50,7 +50,9 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]
     if not gateway_available():
         unavailable("the gateway (tokenwire.cli.serve) is not in this tree yet")
     config = tmp_path_factory.mktemp("gateway") / "gateway.toml"
-    config.write_text("[server]\ncleartext_http2 = true\n")
+    # engine granian: the binary binding's WebSocket (/v1/ws) needs an engine that serves
+    # WebSocket upgrades; h1 answers them 501.
+    config.write_text('[server]\ncleartext_http2 = true\nengine = "granian"\n')
     port = free_port()
     server = ServerProcess(gateway_argv(port, config), port).start()
     try:
@@ -116,6 +118,7 @@ def slow_gateway(
         '[[models]]\nname = "slow"\nprovider = "openai"\n'
         f'base_url = "{slow_upstream.url}/v1"\nupstream_model = "up-model"\n'
         "[resume]\ndefault = true\n"
+        '[server]\nengine = "granian"\n'  # /v1/ws: granian serves WebSocket upgrades
     )
     port = free_port()
     server = ServerProcess(gateway_argv(port, config), port).start()

@@ -59,7 +59,8 @@ def test_the_gateway_answers_in_frames_when_asked(gateway: ServerProcess, payloa
         (f"{FRAMES}, text/event-stream;q=0.5", True),
         (f"text/event-stream, {FRAMES};q=0.5", False),
         (f"{FRAMES};q=0", False),
-        (f"{FRAMES}; payload=cbor", False),
+        (f"{FRAMES}, text/event-stream", False),  # section 7: equal q-values keep SSE
+        (f"{FRAMES.upper()}", True),  # media types are case-insensitive
         ("*/*", False),
         (f"*/*;q=0.1, {FRAMES}", True),
     ],
@@ -68,6 +69,16 @@ def test_sse_stays_the_default(gateway: ServerProcess, accept: str, framed: bool
     answer = post(gateway.url, accept, parameters={"max_tokens": 2})
     assert answer.status_code == 200
     assert answer.headers["content-type"].startswith(FRAMES if framed else "text/event-stream")
+
+
+@pytest.mark.parametrize("accept", [f"{FRAMES}; version=2.0", f"{FRAMES}; payload=cbor"])
+def test_frames_not_served_as_the_only_type_get_406(gateway: ServerProcess, accept: str) -> None:
+    """docs/binary.md section 3: "a server that does not speak the version asked for
+    answers 406"."""
+    answer = post(gateway.url, accept, parameters={"max_tokens": 2})
+    assert answer.status_code == 406
+    assert answer.json()["error"]["code"] == "not_acceptable"
+    assert "version=1.0" in answer.json()["error"]["message"]
 
 
 def test_sync_client_on_frames(gateway: ServerProcess) -> None:
@@ -150,3 +161,11 @@ def test_the_resume_route_replays_in_frames(gateway: ServerProcess) -> None:
     assert replay.headers["content-type"].startswith(FRAMES)
     again = list(binary.iter_events(replay.content))
     assert again == first[3:]
+    # docs/binary.md section 3: frames in a version not served, as the only type: 406.
+    refused = httpx.get(
+        f"{gateway.url}/v1/streams/{request_id}?after=2",
+        headers={"accept": f"{FRAMES}; version=2.0", "tokenwire-resume-token": token},
+        timeout=30,
+    )
+    assert refused.status_code == 406
+    assert refused.json()["error"]["code"] == "not_acceptable"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,6 +27,7 @@ from tokenwire.request import build, dumps
 from tokenwire.testing.upstream import FakeUpstream
 
 SUBPROTOCOL = "llm-stream-frames.v1"
+VECTORS = Path(__file__).resolve().parents[1] / "vectors" / "binary" / "frames.json"
 TIMEOUT = 30.0
 
 
@@ -217,7 +219,10 @@ def test_a_wrong_resume_token_is_a_missing_stream(slow_gateway: ServerProcess) -
 def keyed_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, str]]:
     key = new_key()
     config = tmp_path_factory.mktemp("keyed") / "gateway.toml"
-    config.write_text(f'[[keys]]\nid = "team"\nhash = "{hash_key(key)}"\n')
+    # engine granian: /v1/ws needs WebSocket upgrades (the h1 engine answers them 501).
+    config.write_text(
+        f'[server]\nengine = "granian"\n[[keys]]\nid = "team"\nhash = "{hash_key(key)}"\n'
+    )
     port = free_port()
     server = ServerProcess(gateway_argv(port, config), port).start()
     try:
@@ -240,6 +245,20 @@ def test_keys_hold_on_the_socket(keyed_gateway: tuple[ServerProcess, str]) -> No
         holder = Reader(conn)
         holder.until_done({1})
     assert "hi there" in text_of(holder.events(1))
+
+
+def test_an_unknown_extension_frame_is_skipped_whole(gateway: ServerProcess) -> None:
+    """docs/binary.md section 2: "a receiver that does not know one MUST skip it whole";
+    one WebSocket message holding one whole extension frame (type 0x41 on a channel)."""
+    vectors = json.loads(VECTORS.read_text())["cases"]
+    (case,) = [c for c in vectors if c["name"] == "extension-on-a-channel-skipped"]
+    with ws(gateway) as conn:
+        conn.send(bytes.fromhex(case["hex"]))
+        conn.send(request_frame(8, model="demo", messages="still open"))
+        reader = Reader(conn)
+        reader.until_done({8})
+    assert set(reader.by_channel) == {8}  # nothing answered the extension frame
+    assert "still open" in text_of(reader.events(8))
 
 
 def test_protocol_errors_close_the_socket(gateway: ServerProcess) -> None:

@@ -12,11 +12,12 @@ from pathlib import Path
 import httpx
 import pytest
 from tests.gateway.gateway_http import MEDIA, body, events_of, request_of, text_of
-from tests.gateway.gateway_procs import Gateway, self_signed
+from tests.gateway.gateway_procs import Gateway
 
 import tokenwire
 from tokenwire import events as ev
 from tokenwire.testing import wait_for_file
+from tokenwire.testing.certs import self_signed
 
 
 @pytest.fixture(scope="module")

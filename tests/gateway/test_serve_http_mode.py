@@ -18,12 +18,13 @@ import httpx
 import pytest
 from click.testing import CliRunner
 from tests.gateway.gateway_http import MEDIA, body, events_of, request_of, text_of
-from tests.gateway.gateway_procs import Gateway, self_signed
+from tests.gateway.gateway_procs import Gateway
 
 import tokenwire
 from tokenwire.cli.serve import command as serve_command
 from tokenwire.cli.serve import http_mode
 from tokenwire.gateway import config
+from tokenwire.testing.certs import self_signed
 
 #: The HTTP/2 client connection preface (RFC 9113 §3.4) and an empty SETTINGS frame.
 H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes.fromhex("000000040000000000")

@@ -34,6 +34,7 @@ from tokenwire.gateway.upstream import HIGH_WATER, MAX_HEAD, Pool, UpstreamError
 from tokenwire.gateway.upstream.protocol import Connection
 from tokenwire.request import build
 from tokenwire.testing import async_wait_until
+from tokenwire.testing.certs import self_signed
 
 VECTORS = json.loads(
     (Path(__file__).parent.parent / "vectors" / "upstream" / "http11-responses.json").read_text()
@@ -775,7 +776,6 @@ def test_the_trace_context_goes_upstream() -> None:
 
 def test_tls_upstream_with_alpn_http11(tmp_path: Path) -> None:
     pytest.importorskip("cryptography", reason="certificates are made with cryptography")
-    from tests.gateway.gateway_procs import self_signed
 
     cert, key, ca = self_signed(tmp_path)
     server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,11 +19,12 @@ from typing import Any
 
 import pytest
 from tests.client.test_ws_frames import tool_follow_up
-from tests.gateway.gateway_procs import Gateway, self_signed
+from tests.gateway.gateway_procs import Gateway
 
 from tokenwire import binary, events, lifecycle
 from tokenwire.binary import FrameType
 from tokenwire.request import build, dumps
+from tokenwire.testing.certs import webtransport_tls
 
 aioquic = pytest.importorskip("aioquic", reason="the webtransport extra (aioquic)")
 
@@ -47,24 +47,14 @@ WEATHER: dict[str, Any] = {
 }
 
 
-def free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def wt_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Gateway, int, Path]]:
     pytest.importorskip("cryptography", reason="certificates are made with cryptography")
     workdir = tmp_path_factory.mktemp("wt")
-    cert, key, ca = self_signed(workdir)
-    port = free_udp_port()
-    config = (
-        f'[server]\ncertfile = "{cert}"\nkeyfile = "{key}"\nwebtransport_port = {port}\n'
-        "[resume]\ndefault = true\n"
-    )
-    with Gateway(workdir, config=config, tls=(cert, key, ca)) as gw:
-        yield gw, port, ca
+    tls = webtransport_tls(workdir)
+    config = tls.server_toml + "[resume]\ndefault = true\n"
+    with Gateway(workdir, config=config, tls=(tls.cert, tls.key, tls.ca)) as gw:
+        yield gw, tls.port, tls.ca
 
 
 class Client(QuicConnectionProtocol):  # type: ignore[misc]

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tokenwire import mediatype
-from tokenwire.server.asgi import media_type_essence, wants_standard
+from tokenwire.server.negotiate import media_type_essence, wants_standard
 
 VECTORS = Path(__file__).resolve().parents[1] / "vectors" / "mediatype"
 

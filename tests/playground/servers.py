@@ -71,6 +71,9 @@ class ServerProcess:
     def start(self, wait: float = 30.0) -> ServerProcess:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+        # The playground's WebSocket transport and the node tests' ws client need
+        # WebSocket upgrades (/v1/ws), which the granian engine serves (h1: 501).
+        env.setdefault("TOKENWIRE_SERVER_ENGINE", "granian")
         self._served = processes.ServedProcess(
             self.argv,
             self.port,

@@ -355,3 +355,24 @@ def test_replay_shared_recording(
         e.delta.text for e in iter_events([expected.content]) if e.type == "content.delta"
     )
     assert page.inner_text("#output") == text
+
+
+@pytest.mark.parametrize(
+    ("transport", "label"),
+    [("frames", "frames over HTTP"), ("ws", "frames over WebSocket")],
+)
+def test_the_transport_switch_streams_the_same_events(
+    probe: PageProbe, transport: str, label: str
+) -> None:
+    """The binary binding (docs/binary.md) over HTTP or the WebSocket: the same events
+    and verdict as SSE, and the inspector names the transport that carried them."""
+    page = probe.page
+    page.select_option("#transport", transport)
+    send(page, "Hello over frames")
+    wait_verdict(page)
+    assert page.inner_text("#transport-used") == label
+    got = rows(page)
+    assert got[0]["type"] == "stream.start" and got[-1]["type"] == "stream.end"
+    assert [r["seq"] for r in got] == [str(i) for i in range(len(got))]
+    assert "Hello over frames" in page.inner_text("#output")
+    assert "Conformant" in page.inner_text("#verdict")

@@ -15,7 +15,7 @@ from tokenwire import events as ev
 from tokenwire import request as rq
 from tokenwire import server
 from tokenwire.errors import ProtocolError
-from tokenwire.server import StreamEndpoint, StreamRecord
+from tokenwire.server import StreamEndpoint, StreamRecord, negotiate
 from tokenwire.server import asgi as _asgi
 from tokenwire.server.outbox import KEEPALIVE
 from tokenwire.testing import async_wait_until
@@ -431,14 +431,14 @@ def test_ingress_route_takes_standard_bodies() -> None:
     ],
 )
 def test_wants_standard(accept: str | None, expected: bool) -> None:
-    assert _asgi.wants_standard(accept) is expected
+    assert negotiate.wants_standard(accept) is expected
     if accept is not None:
-        assert _asgi.wants_standard(accept.encode()) is expected
+        assert negotiate.wants_standard(accept.encode()) is expected
 
 
 def test_media_type_essence() -> None:
-    assert _asgi.media_type_essence(b"Application/JSON ; charset=x") == "application/json"
-    assert _asgi.media_type_essence(None) == ""
+    assert negotiate.media_type_essence(b"Application/JSON ; charset=x") == "application/json"
+    assert negotiate.media_type_essence(None) == ""
 
 
 def test_classify_exception() -> None:

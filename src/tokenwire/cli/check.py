@@ -9,19 +9,25 @@ and saved exchanges carry ``[redacted]`` instead (``conformance.redact_headers``
 
 from __future__ import annotations
 
+import ssl
 import sys
 import textwrap
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import click
+import httpx
 import msgspec
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from ..client import stream_url
+from ..client._common import STREAM_PATH
 from ..client._flow import with_api_key
+from ..client._frames import SyncFramesTransport
+from ..client._transports import FramesFactory
+from ..client._url import endpoint
 from ..conformance import (
     PROBES,
     ProbeResult,
@@ -57,6 +63,30 @@ _STYLE = {"pass": "green", "fail": "bold red", "warn": "yellow", "not-exercised"
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False), help="Write JUnit XML.")
 @click.option("--save", "save_dir", type=click.Path(file_okay=False), help="Save raw exchanges.")
 @click.option("--timeout", default=30.0, show_default=True, help="Seconds per request.")
+@click.option(
+    "--binding",
+    type=click.Choice(["sse", "binary"]),
+    default=None,
+    help="The answer's binding to probe: SSE, or the binary binding's frames (docs/binary.md). "
+    "Default: sse over http, binary over ws and webtransport.",
+)
+@click.option(
+    "--transport",
+    type=click.Choice(["http", "ws", "webtransport"]),
+    default="http",
+    show_default=True,
+    help="How the requests travel: HTTP, or the binary binding's WebSocket or WebTransport.",
+)
+@click.option(
+    "--frames-url",
+    help="The WebSocket or WebTransport URL (default for ws: URL's /v1/ws; "
+    "webtransport needs it: https://HOST:PORT/v1/wt).",
+)
+@click.option(
+    "--cafile",
+    type=click.Path(exists=True, dir_okay=False),
+    help="A CA certificate (PEM) to trust, for a gateway on a private certificate.",
+)
 def command(
     url: str,
     model: str,
@@ -68,6 +98,10 @@ def command(
     junit_path: str | None,
     save_dir: str | None,
     timeout: float,
+    binding: str | None,
+    transport: str,
+    frames_url: str | None,
+    cafile: str | None,
 ) -> None:
     """Judge the endpoint at URL against the LLM-Stream draft.
 
@@ -75,19 +109,55 @@ def command(
     (http://127.0.0.1:8080/v1/stream). Exits 1 when a MUST fails (or, with
     --strict, a SHOULD), 2 when nothing answers at URL, it is no LLM-Stream
     endpoint (404, 405) or it does not serve the model, else 0.
+
+    --binding binary probes the binary binding's frames with the same probes
+    and verdicts; --transport ws or webtransport sends them over its WebSocket
+    or WebTransport (the standard's request type, answered in frames: the
+    Content-Type and Accept probes are not exercised there).
     """
     try:
         url = stream_url(url)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="URL") from None
+    if binding is None:
+        binding = "sse" if transport == "http" else "binary"
+    elif binding == "sse" and transport != "http":
+        raise click.BadParameter(
+            f"{transport} carries the binary binding only", param_hint="--binding"
+        )
     sent = with_api_key(dict(parse_header(h) for h in headers), api_key)
-    target = Target(url=url, model=model, headers=sent, timeout_s=timeout)
-    unreachable = reachable(target)
+    target = Target(
+        url=url,
+        model=model,
+        headers=sent,
+        timeout_s=timeout,
+        binding=binding,  # type: ignore[arg-type]
+        transport=transport,  # type: ignore[arg-type]
+    )
+    try:
+        http = probe_client(target, frames_url=frames_url, cafile=cafile)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--frames-url") from None
+    with http:
+        _check(target, http, only, strict, json_path, junit_path, save_dir)
+
+
+def _check(
+    target: Target,
+    http: httpx.Client,
+    only: tuple[str, ...],
+    strict: bool,
+    json_path: str | None,
+    junit_path: str | None,
+    save_dir: str | None,
+) -> None:
+    url = target.url
+    unreachable = reachable(target, client=http)
     if unreachable is not None:
         # One line instead of a table of identical failures.
         click.echo(f"tokenwire check: cannot reach {redact_url(url)}: {unreachable}", err=True)
         sys.exit(2)
-    wrong = misdirected(target)
+    wrong = misdirected(target, client=http)
     if wrong is not None:
         # A wrong URL or an unknown model: one line, not a table of identical failures.
         click.echo(f"tokenwire check: {wrong}", err=True)
@@ -98,7 +168,10 @@ def command(
     try:
         with console.status("probing…") as status:
             for result in run(
-                target, only=list(only) or None, progress=lambda n: status.update(f"probe {n}…")
+                target,
+                only=list(only) or None,
+                client=http,
+                progress=lambda n: status.update(f"probe {n}…"),
             ):
                 results.append(result)
     except ValueError as exc:
@@ -117,6 +190,29 @@ def command(
     counts = {v: sum(r.verdict == v for r in results) for v in _STYLE}
     console.print(" · ".join(f"{n} {v}" for v, n in counts.items() if n))
     sys.exit(1 if failed else 0)
+
+
+def probe_client(target: Target, *, frames_url: str | None, cafile: str | None) -> httpx.Client:
+    """The httpx client the probes send with: over HTTP, or the binding's own transport.
+
+    Raises ``ValueError`` when WebTransport has no ``frames_url``.
+    """
+    verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=cafile) if cafile else True
+    timeout = httpx.Timeout(target.timeout_s)
+    if target.transport == "http":
+        return httpx.Client(timeout=timeout, verify=verify)
+    base = endpoint(target.url).base
+    factory = FramesFactory(
+        target.transport,
+        base,
+        frames_url,
+        stream_path=STREAM_PATH,
+        resume_path="/v1/streams/{request_id}",
+        max_frame_bytes=1 << 20,
+        http2=False,
+        cafile=cafile,
+    )
+    return httpx.Client(timeout=timeout, transport=SyncFramesTransport(factory.build))
 
 
 def _table(url: str, results: list[ProbeResult]) -> Table:

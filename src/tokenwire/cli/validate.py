@@ -107,7 +107,14 @@ def command(
     failed = not report.ok or (strict and bool(report.warnings))
     # What to do comes first: a vendor capture or an input that is no stream at all
     # breaks every rule, and the rules it breaks say less than what it is.
-    hint = None if report.ok else input_hint(bytes(head), getattr(file, "name", "-"), report)
+    # Frames are this standard's own binding: a broken one is a broken LLM-Stream, and
+    # its framing violation says where; its control bytes also read as a vendor's binary
+    # envelope (a Connect message starts 0x00), so no vendor or "not a stream" hint.
+    hint = (
+        None
+        if report.ok or framing == "binary"
+        else input_hint(bytes(head), getattr(file, "name", "-"), report)
+    )
     if hint is not None and not as_json:
         click.echo(hint, err=True)
     if as_json:

@@ -37,6 +37,7 @@ from ._common import (
 )
 from ._flow import ClientBase, StreamFlow, StreamState
 from ._response import ParsedToolCall, Response
+from ._transports import FramesFactory
 
 __all__ = ["AsyncClient", "AsyncConfirm", "AsyncFallback", "AsyncStream"]
 
@@ -62,7 +63,9 @@ class AsyncClient(
     fallback's body may be an async or a plain iterable of bytes.
     """
 
-    def _new_http(self, **options: Any) -> httpx.AsyncClient:
+    def _new_http(self, *, frames: FramesFactory | None, **options: Any) -> httpx.AsyncClient:
+        if frames is not None:
+            options["transport"] = frames.build()
         return httpx.AsyncClient(**options, timeout=None)
 
     def stream(self, request: Request | None = None, **kwargs: Any) -> AsyncStream:

@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import logging
 import os
+import ssl
 import time
 import weakref
 from collections.abc import Generator
 from dataclasses import dataclass
-from typing import Any, Final, Generic, TypeAlias, TypeVar
+from typing import Any, Final, Generic, Literal, TypeAlias, TypeVar
 
 import httpx
 
@@ -56,8 +57,10 @@ from ._common import (
     status_error,
     timeout_message,
 )
+from ._frames import FRAMES_TRANSPORTS
 from ._receiver import Receiver
 from ._response import ParsedToolCall, RejectedToolCall, Response
+from ._transports import FramesFactory
 from ._url import endpoint
 
 __all__ = [
@@ -178,14 +181,24 @@ class ClientBase(Generic[HTTP, Transport, ConfirmT, FallbackT]):
         confirm: ConfirmT | None = None,
         fallback: FallbackT | None = None,
         http2: bool = False,
-        transport: Transport | None = None,
+        transport: Transport | Literal["http", "ws", "webtransport"] | None = None,
         path: str = STREAM_PATH,
         resume_path: str = "/v1/streams/{request_id}",
         max_event_bytes: int = 1 << 20,
         binding: Binding = "sse",
+        frames_url: str | None = None,
+        cafile: str | None = None,
     ) -> None:
         if binding not in ("sse", "binary"):
             raise ValueError(f"binding must be 'sse' or 'binary', not {binding!r}")
+        if isinstance(transport, str):
+            if transport not in ("http", *FRAMES_TRANSPORTS):
+                raise ValueError(
+                    f"transport must be 'http', 'ws', 'webtransport' or an httpx transport, "
+                    f"not {transport!r}"
+                )
+            if transport != "http":
+                binding = "binary"  # the binding's own transports carry frames only
         self.binding: Binding = binding
         self.timeout = Timeouts.of(timeout)
         self.strict = strict
@@ -200,18 +213,35 @@ class ClientBase(Generic[HTTP, Transport, ConfirmT, FallbackT]):
             # The one URL grammar (_url.py): host:port, /v1 or the stream URL work too.
             found = endpoint(base_url)
             base_url, params = found.base, found.query.removeprefix("?") or None
+        frames: FramesFactory | None = None
+        if transport in FRAMES_TRANSPORTS:
+            frames = FramesFactory(
+                transport,  # type: ignore[arg-type]
+                base_url,
+                frames_url,
+                stream_path=path,
+                resume_path=resume_path,
+                max_frame_bytes=max_event_bytes,
+                http2=http2,
+                cafile=cafile,
+            )
+        verify: dict[str, Any] = {}
+        if cafile is not None:  # a private CA (a test's, a company's) for every transport
+            verify["verify"] = ssl.create_default_context(cafile=cafile)
         self._http: HTTP = self._new_http(
             base_url=base_url,
             headers=with_api_key(headers, api_key),
             params=params,
             http2=http2,
-            transport=transport,
+            transport=None if transport == "http" else transport,
+            frames=frames,
+            **verify,
         )
         #: The I/O drivers of streams not closed yet: closing the client closes
         #: (cancels) them.
         self._streams: weakref.WeakSet[Any] = weakref.WeakSet()
 
-    def _new_http(self, **options: Any) -> HTTP:
+    def _new_http(self, *, frames: FramesFactory | None, **options: Any) -> HTTP:
         raise NotImplementedError
 
     @property

@@ -27,7 +27,9 @@ from ._common import (
     send_error,
 )
 from ._flow import ClientBase, StreamFlow, StreamState
+from ._frames import SyncFramesTransport
 from ._response import ParsedToolCall, Response
+from ._transports import FramesFactory
 
 __all__ = ["Client", "Confirm", "Fallback", "Stream"]
 
@@ -61,9 +63,17 @@ class Client(ClientBase[httpx.Client, httpx.BaseTransport, Confirm, Fallback]):
     is called on a 415 answer (§7.2). ``http2`` and ``transport`` go to httpx.
     ``binding="binary"`` asks for the binary binding's frames (docs/binary.md),
     and still reads SSE from an endpoint that answers with it.
+    ``transport="ws"`` carries each stream on a channel of one WebSocket
+    (``{base_url}/v1/ws``, or ``frames_url``), ``transport="webtransport"``
+    on a stream of one WebTransport session (``frames_url``, e.g.
+    ``https://HOST:8443/v1/wt``); both speak the binary binding, resume and
+    cancel as over HTTP, and send other requests (a resumable stream's
+    ``DELETE``) over HTTP. ``cafile`` trusts a private CA on every transport.
     """
 
-    def _new_http(self, **options: Any) -> httpx.Client:
+    def _new_http(self, *, frames: FramesFactory | None, **options: Any) -> httpx.Client:
+        if frames is not None:
+            options["transport"] = SyncFramesTransport(frames.build)
         return httpx.Client(**options, timeout=None)
 
     def stream(self, request: Request | None = None, **kwargs: Any) -> Stream:

@@ -44,6 +44,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..server import StreamEndpoint
 from ..server.asgi import HTTP_ERROR_CODES, json_error
+from ..server.frames.connect import CONNECT_PATH, ConnectStream
 from ..server.frames.websocket import FramesOverWebSocket
 from . import playground
 from .body_encoding import BodyDecoding, has_content_encoding
@@ -236,6 +237,8 @@ class Gateway:
             # the routes above (so keys, limits and logs apply as over HTTP).
             WebSocketRoute("/v1/ws", ws),
             WebSocketRoute("/v1/responses", responses_ws),
+            # docs/bindings.md: the Connect binding (and gRPC-web), through the same routes.
+            Route(CONNECT_PATH, ConnectStream(ws), methods=["POST"]),
             Route("/v1/models", self.models, methods=["GET"]),
             Route("/healthz", self.healthz, methods=["GET"]),
             # Closed on this port where keys are configured, unless [metrics] opens it.

@@ -49,6 +49,10 @@ def app_from_env() -> Guard:
     def set_listeners() -> None:
         limit_unread_connections(limits.write_timeout_s, settings.send_buffer_bytes)
 
+    # The binary binding's WebSocket and WebTransport streams run through the
+    # app's HTTP routes in-process: the guard in front of them too, so a stream
+    # whose client does not read gets the same write deadline and memory budget.
+    app.state.gateway.ws.target = Guard(app, limits)
     # A worker process gets its listening socket after the app is built: set
     # it at the first request (that one connection does not inherit the
     # options). With --workers 1 serve sets it as soon as granian binds it.

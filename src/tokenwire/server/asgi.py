@@ -1,6 +1,7 @@
 """ASGI plumbing shared by the stream endpoint, the gateway's routes and the resume endpoint.
 
-Pure helpers (media types, JSON error bodies, exception classification) and the
+Pure helpers (JSON error bodies, exception classification; media types are
+``negotiate``'s) and the
 few I/O helpers every route needs (send a JSON response, read a bounded body,
 watch for the client's hang-up while a stream is sent).
 """
@@ -9,12 +10,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, Final, TypeAlias
 
 import msgspec
 
-from .. import mediatype
-from ..binary import MEDIA_TYPE as FRAMES_MEDIA_TYPE
 from ..errors import ProtocolError, RequestTooLarge, TokenwireError
 
 Scope: TypeAlias = MutableMapping[str, Any]
@@ -22,82 +21,7 @@ Message: TypeAlias = MutableMapping[str, Any]
 Receive: TypeAlias = Callable[[], Awaitable[Message]]
 Send: TypeAlias = Callable[[Message], Awaitable[None]]
 
-#: §7.3: the Accept profile that asks a dual-format route for the standard stream.
-PROFILE: Final = "llm-stream-1.0"
-
 # --- Small pure helpers ----------------------------------------------------------------
-
-
-def media_type_essence(value: str | bytes | None) -> str:
-    """The lower-cased ``type/subtype`` of a Content-Type value, without parameters.
-
-    Parsed per RFC 9110 (``mediatype.parse``); a value that does not parse
-    still gives its text before the first ``;`` (the caller then refuses it
-    as an unsupported type, naming what it got).
-    """
-    if value is None:
-        return ""
-    try:
-        return mediatype.parse(value).essence
-    except mediatype.MediaTypeError:
-        text = value.decode("latin-1") if isinstance(value, bytes) else value
-        return text.split(";", 1)[0].strip().lower()
-
-
-def wants_standard(accept: str | bytes | None) -> bool:
-    """True when Accept asks for ``text/event-stream; profile="llm-stream-1.0"`` (§7.3).
-
-    RFC 9110 §12.5.1: a range with ``q=0`` is "not acceptable", so it does not
-    ask for anything; the ``profile`` value is a space-separated list (RFC 6906).
-    Invalid list elements are skipped, the others still count.
-    """
-    if not accept:
-        return False
-    try:
-        ranges = mediatype.parse_accept(accept, lenient=True)
-    except mediatype.MediaTypeError:  # over the size limit
-        return False
-    for media_range in ranges:
-        media_type = media_range.media_type
-        if media_type.essence != "text/event-stream" or media_range.q <= 0:
-            continue
-        profile = media_type.param("profile")
-        if profile is not None and PROFILE in profile.split():
-            return True
-    return False
-
-
-def frames_payload(accept: str | bytes | None) -> Literal["json", "msgpack"] | None:
-    """The binary binding's payload encoding when Accept prefers it over SSE, else ``None``.
-
-    docs/binary.md section 7: ``application/llm-stream-frames`` is chosen when
-    its q-value is above 0 and at least that of ``text/event-stream`` (or a
-    wildcard that covers it); its ``payload`` parameter picks ``json``
-    (the default) or ``msgpack``. An unknown ``payload`` value does not ask
-    for the binding.
-    """
-    if not accept or b"llm-stream-frames" not in (
-        accept if isinstance(accept, bytes) else accept.encode("latin-1", "replace")
-    ):
-        return None  # the common case: no parse
-    try:
-        ranges = mediatype.parse_accept(accept, lenient=True)
-    except mediatype.MediaTypeError:
-        return None
-    best: tuple[float, Literal["json", "msgpack"]] | None = None
-    sse_q = 0.0
-    for media_range in ranges:
-        media_type, q = media_range.media_type, media_range.q
-        essence = media_type.essence
-        if essence == FRAMES_MEDIA_TYPE and q > 0:
-            payload = (media_type.param("payload") or "json").lower()
-            if payload in ("json", "msgpack") and (best is None or q > best[0]):
-                best = (q, "json" if payload == "json" else "msgpack")
-        elif essence in ("text/event-stream", "text/*", "*/*"):
-            sse_q = max(sse_q, q)
-    if best is None or best[0] < sse_q:
-        return None
-    return best[1]
 
 
 def json_error(code: str, message: str, path: str | None = None) -> bytes:
@@ -124,6 +48,7 @@ HTTP_ERROR_CODES: Final[dict[int, str]] = {
     400: "invalid_request",
     404: "not_found",
     405: "method_not_allowed",
+    406: "not_acceptable",
     408: "request_timeout",
     409: "conflict",
     410: "gone",

@@ -22,12 +22,9 @@ from .asgi import (
     Scope,
     Send,
     classify_exception,
-    frames_payload,
-    media_type_essence,
     read_body,
     send_json,
     send_json_error,
-    wants_standard,
 )
 from .encoders import FRAMES, SSE_HEADERS, Encode, FramesEncode
 from .hooks import (
@@ -43,6 +40,7 @@ from .hooks import (
     StreamRecord,
     Tee,
 )
+from .negotiate import Refusal, negotiate
 from .outbox import KeepAlive, Outbox
 from .stream import _one_step, _Owner, _RequestOwns, _SessionOwns
 
@@ -179,22 +177,21 @@ class StreamEndpoint:
             elif name == b"content-length":
                 length = value
 
-        # §7.2: the media type selects the standard; a dual-format route also
-        # takes its vendor's bodies (§7.3).
-        essence = media_type_essence(content_type)
+        # §7.2, §7.3 and docs/binary.md section 7: one decision for body and answer.
         ingress = self.ingress
-        if essence == rq.MEDIA_TYPE:
-            ingress = None
-        elif ingress is None or essence not in ingress.media_types:
-            accepted = [rq.MEDIA_TYPE, *sorted(ingress.media_types if ingress else ())]
+        binding = negotiate(
+            content_type,
+            accept,
+            request_type=rq.MEDIA_TYPE,
+            vendor_types=ingress.media_types if ingress is not None else (),
+        )
+        if isinstance(binding, Refusal):
             await self._reject(
-                send,
-                record,
-                415,
-                f"Content-Type must be {' or '.join(accepted)}, got {essence or 'none'!r} (§7.2)",
-                headers=[(b"accept-post", ", ".join(accepted).encode())],
+                send, record, binding.status, binding.message, headers=list(binding.headers)
             )
             return None
+        if not binding.vendor_body:
+            ingress = None
         record.format = ingress.name if ingress is not None else "standard"
 
         try:
@@ -204,16 +201,13 @@ class StreamEndpoint:
             return None
         try:
             body = await read_body(receive, self.max_body_bytes, content_length)
-            # docs/binary.md section 7: the binary binding when Accept prefers it.
-            frames = frames_payload(accept)
-            standard: Encode = ev.dump if frames is None else FRAMES[frames]
+            standard: Encode = ev.dump if binding.answer != "frames" else FRAMES[binding.payload]
             if ingress is None:
                 request = rq.parse(body, max_bytes=self.max_body_bytes, max_depth=self.max_depth)
                 encode: Encode = standard
             else:
                 request, vendor_encode = ingress.parse(body)
-                wanted = frames is not None or wants_standard(accept)
-                encode = standard if wanted else vendor_encode
+                encode = vendor_encode if binding.answer == "vendor" else standard
         except ClientDisconnected:
             # The body stream broke: the client left, or sent framing the HTTP
             # server could not read. Answer anyway; if nobody listens, no harm.

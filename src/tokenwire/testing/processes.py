@@ -44,6 +44,14 @@ def free_port() -> int:
         return port
 
 
+def free_udp_port() -> int:
+    """A UDP port that was free on 127.0.0.1 a moment ago (a WebTransport server's)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
 def machine() -> str:
     """CPU model, CPU count and kernel, for the header of a results table."""
     cpu = platform.processor() or "unknown CPU"

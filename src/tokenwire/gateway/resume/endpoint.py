@@ -31,11 +31,11 @@ from ...server.asgi import (
     Receive,
     Scope,
     Send,
-    frames_payload,
     json_error,
     send_json,
     send_json_error,
 )
+from ...server.negotiate import Refusal, answer_binding
 from ...server.outbox import KEEPALIVE
 from .access import allowed
 from .manager import ResumeManager
@@ -181,8 +181,12 @@ class ResumeEndpoint:
             )
             return
         try:
-            payload = frames_payload(_accept(scope))
-            frames = None if payload is None else FRAMES[payload]
+            binding = answer_binding(_accept(scope))
+            if isinstance(binding, Refusal):  # docs/binary.md section 3: frames nobody writes
+                code = "not_acceptable"
+                await send_json_error(send, 406, code, binding.message, None, binding.headers)
+                return
+            frames = FRAMES[binding.payload] if binding.answer == "frames" else None
             await self._serve(
                 receive, send, request_id, reader, after, started, head=head, frames=frames
             )

@@ -10,7 +10,15 @@
  */
 
 import { drawChart, formatMs } from "./chart.js";
-import { HTTPStatusError, isExtensionEvent, isKnown, open, stream } from "./tokenwire.js";
+import {
+  FRAMES_MEDIA_TYPE,
+  framesFetch,
+  HTTPStatusError,
+  isExtensionEvent,
+  isKnown,
+  open,
+  stream,
+} from "./tokenwire.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -59,6 +67,8 @@ const state = {
   pending: null,
   /** The current run, for the stats and the chart. */
   run: null,
+  /** The WebSocket transport's fetch (one socket for the page), made on first use. */
+  wsFetch: null,
   redraw: 0,
 };
 
@@ -395,8 +405,38 @@ function resetInspector() {
   verdict.hidden = true;
   verdict.dataset.verdict = "none";
   verdict.replaceChildren();
-  for (const id of ["ttft", "token-count", "event-count", "duration", "rate"])
+  for (const id of ["ttft", "token-count", "event-count", "duration", "rate", "transport-used"])
     $(id).textContent = "–";
+}
+
+// The binding and transport a live request uses (docs/binary.md): SSE, or the binary
+// binding's frames over HTTP or over the gateway's WebSocket (/v1/ws). The events,
+// the inspector and the verdict are the same; the inspector names which one carried them.
+const TRANSPORTS = {
+  sse: { label: "SSE over HTTP", options: () => ({}) },
+  frames: {
+    label: "frames over HTTP",
+    options: () => ({ accept: `${FRAMES_MEDIA_TYPE}, text/event-stream;q=0.5` }),
+  },
+  ws: {
+    label: "frames over WebSocket",
+    options: () => {
+      state.wsFetch ??= framesFetch({
+        transport: "ws",
+        url: `${location.protocol === "https:" ? "wss:" : "ws:"}//${location.host}/v1/ws`,
+        streamPath: "/v1/stream",
+        resumePrefix: "/v1/streams/",
+      });
+      return { fetch: state.wsFetch };
+    },
+  },
+};
+
+/** The stream options of the chosen transport; shows its name in the inspector. */
+function transportOptions() {
+  const chosen = TRANSPORTS[$("transport").value] ?? TRANSPORTS.sse;
+  $("transport-used").textContent = chosen.label;
+  return chosen.options();
 }
 
 function addGapRow(gap) {
@@ -676,7 +716,7 @@ async function runLive() {
   let outcome;
   try {
     outcome = await consume(
-      () => stream("/v1/stream", request, { signal: controller.signal }),
+      () => stream("/v1/stream", request, { signal: controller.signal, ...transportOptions() }),
       view,
       {
         live: true,

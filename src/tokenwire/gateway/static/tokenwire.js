@@ -670,6 +670,321 @@ function encodeFrame(type, body, channel = null) {
   return out;
 }
 
+// src/frames.ts
+var FRAMES_SUBPROTOCOL = "llm-stream-frames.v1";
+var FrameQueue = class {
+  #items = [];
+  #waiting = null;
+  #error = null;
+  push(item) {
+    this.#items.push(item);
+    this.#wake();
+  }
+  fail(error) {
+    this.#error ??= error;
+    this.#wake();
+  }
+  #wake() {
+    const waiting = this.#waiting;
+    this.#waiting = null;
+    waiting?.();
+  }
+  async next() {
+    for (; ; ) {
+      if (this.#items.length > 0) {
+        const item = this.#items[0];
+        if (item !== null) this.#items.shift();
+        return item;
+      }
+      if (this.#error !== null) throw this.#error;
+      await new Promise((resolve) => this.#waiting = resolve);
+    }
+  }
+};
+var utf82 = new TextDecoder();
+var encoder2 = new TextEncoder();
+var END_PROBE_BYTES = 512;
+function endsStream(frame) {
+  if (frame.type === FrameType.ERROR) return true;
+  if (frame.type !== FrameType.EVENT || frame.body.length > END_PROBE_BYTES) return false;
+  const text = utf82.decode(frame.body);
+  if (!text.includes("stream.end")) return false;
+  try {
+    return JSON.parse(text).type === "stream.end";
+  } catch {
+    return false;
+  }
+}
+var WebSocketSession = class _WebSocketSession {
+  #socket;
+  #channels = /* @__PURE__ */ new Map();
+  #next = 1;
+  #cut = null;
+  #maxFrameBytes;
+  constructor(socket, maxFrameBytes) {
+    this.#socket = socket;
+    this.#maxFrameBytes = maxFrameBytes;
+    socket.onmessage = (event) => this.#receive(event.data);
+    socket.onclose = (event) => this.#end(`the WebSocket closed (code ${event.code ?? "none"})`);
+    socket.onerror = () => this.#end("the WebSocket failed");
+  }
+  static connect(make, url, headers, maxFrameBytes) {
+    return new Promise((resolve, reject) => {
+      const socket = new make(url, FRAMES_SUBPROTOCOL, { headers });
+      socket.binaryType = "arraybuffer";
+      socket.onopen = () => resolve(new _WebSocketSession(socket, maxFrameBytes));
+      socket.onerror = () => reject(new TypeError(`cannot open ${url}`));
+      socket.onclose = (event) => reject(new TypeError(`${url} refused the WebSocket (code ${event.code ?? "none"})`));
+    });
+  }
+  get alive() {
+    return this.#cut === null;
+  }
+  #receive(data) {
+    if (typeof data === "string") return this.#end("the server sent a text message");
+    const bytes = data instanceof ArrayBuffer ? new Uint8Array(data) : new Uint8Array(data);
+    let frames;
+    try {
+      const decoder = new FrameDecoder({ maxFrameBytes: this.#maxFrameBytes, channels: true });
+      frames = [...decoder.feed(bytes), ...decoder.close()];
+    } catch (exc) {
+      return this.#end(`the server sent a broken frame: ${exc.message}`);
+    }
+    for (const frame of frames) {
+      const queue = frame.channel === null ? void 0 : this.#channels.get(frame.channel);
+      if (queue === void 0) continue;
+      queue.push(frame);
+      if (endsStream(frame)) {
+        queue.push(null);
+        this.#channels.delete(frame.channel);
+      }
+    }
+  }
+  #end(why) {
+    if (this.#cut !== null) return;
+    this.#cut = why;
+    for (const queue of this.#channels.values()) queue.fail(new TypeError(why));
+    this.#channels.clear();
+  }
+  async open(type, body) {
+    if (this.#cut !== null) throw new TypeError(`the WebSocket is closed: ${this.#cut}`);
+    const channel = this.#next++;
+    const queue = new FrameQueue();
+    this.#channels.set(channel, queue);
+    this.#socket.send(encodeFrame(type, body, channel));
+    return {
+      next: () => queue.next(),
+      cancel: () => {
+        queue.fail(new DOMException("the stream was cancelled", "AbortError"));
+        if (!this.#channels.delete(channel) || this.#cut !== null) return;
+        this.#socket.send(encodeFrame(FrameType.CANCEL, new Uint8Array(0), channel));
+      }
+    };
+  }
+  close() {
+    this.#end("the client closed the WebSocket");
+    this.#socket.close(1e3);
+  }
+};
+var WebTransportSession = class _WebTransportSession {
+  #transport;
+  #cut = null;
+  #maxFrameBytes;
+  constructor(transport, maxFrameBytes) {
+    this.#transport = transport;
+    this.#maxFrameBytes = maxFrameBytes;
+    transport.closed.then(
+      () => this.#cut ??= "the WebTransport session closed",
+      (exc) => this.#cut ??= `the WebTransport session failed: ${String(exc)}`
+    );
+  }
+  static async connect(url, hashes, maxFrameBytes) {
+    const make = globalThis.WebTransport;
+    if (make === void 0) throw new TypeError("this runtime has no WebTransport");
+    const transport = new make(url, hashes ? { serverCertificateHashes: hashes } : {});
+    await transport.ready;
+    return new _WebTransportSession(transport, maxFrameBytes);
+  }
+  get alive() {
+    return this.#cut === null;
+  }
+  async open(type, body) {
+    if (this.#cut !== null) throw new TypeError(`the session is closed: ${this.#cut}`);
+    const stream2 = await this.#transport.createBidirectionalStream();
+    const writer = stream2.writable.getWriter();
+    await writer.write(encodeFrame(type, body));
+    await writer.close();
+    const reader = stream2.readable.getReader();
+    const decoder = new FrameDecoder({ maxFrameBytes: this.#maxFrameBytes });
+    let ready = [];
+    let ended = false;
+    let cancelled = false;
+    return {
+      next: async () => {
+        while (ready.length === 0) {
+          if (cancelled) throw new DOMException("the stream was cancelled", "AbortError");
+          if (ended) return null;
+          const { value, done } = await reader.read();
+          if (done) {
+            decoder.close();
+            ended = true;
+          } else {
+            ready = decoder.feed(value);
+          }
+        }
+        return ready.shift();
+      },
+      cancel: () => {
+        if (ended) return;
+        ended = cancelled = true;
+        reader.cancel().catch(() => void 0);
+      }
+    };
+  }
+  close() {
+    this.#cut ??= "the client closed the session";
+    this.#transport.close();
+  }
+};
+var REFUSAL = /^(\d{3}): ([\s\S]*)$/;
+var STATUS_OF_CODE = { overloaded: 503, rate_limited: 429 };
+function refusal(frame) {
+  let error;
+  try {
+    error = JSON.parse(utf82.decode(frame.body));
+  } catch {
+    return null;
+  }
+  if (typeof error.code !== "string" || typeof error.message !== "string") return null;
+  const found = REFUSAL.exec(error.message);
+  const status = found ? Number(found[1]) : STATUS_OF_CODE[error.code];
+  if (status === void 0) return null;
+  const message = found ? found[2] : error.message;
+  return new Response(JSON.stringify({ error: { code: error.code, message } }), {
+    status,
+    headers: { "content-type": "application/json" }
+  });
+}
+function resumeBody(url, headers) {
+  const id = decodeURIComponent(url.pathname.replace(/\/+$/, "").split("/").pop() ?? "");
+  const after = headers.get("last-event-id") ?? url.searchParams.get("after");
+  const resume = { request_id: id };
+  if (after !== null && /^\d+$/.test(after)) resume.after = Number(after);
+  const token = headers.get("tokenwire-resume-token");
+  if (token !== null) resume.token = token;
+  return encoder2.encode(JSON.stringify(resume));
+}
+var NOT_CREDENTIALS = /* @__PURE__ */ new Set([
+  "accept",
+  "content-type",
+  "content-length",
+  "cache-control",
+  "last-event-id",
+  "tokenwire-resume-token"
+]);
+function framesFetch(options) {
+  const fallback = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
+  const maxFrameBytes = options.maxFrameBytes ?? 1 << 20;
+  const sessions = /* @__PURE__ */ new Map();
+  async function session(credentials) {
+    const key = JSON.stringify(Object.entries(credentials).sort());
+    const known = sessions.get(key);
+    if (known !== void 0) {
+      const live = await known.catch(() => null);
+      if (live?.alive) return live;
+      live?.close();
+    }
+    const made = options.transport === "ws" ? WebSocketSession.connect(
+      options.webSocket ?? globalThis.WebSocket,
+      options.url,
+      credentials,
+      maxFrameBytes
+    ) : WebTransportSession.connect(options.url, options.serverCertificateHashes, maxFrameBytes);
+    sessions.set(key, made);
+    return made;
+  }
+  const fetchFrames = async (input, init = {}) => {
+    const url = new URL(input, globalThis.location?.href);
+    const method = (init.method ?? "GET").toUpperCase();
+    const headers = new Headers(init.headers);
+    let type;
+    let body;
+    if (method === "POST" && url.pathname === options.streamPath) {
+      type = FrameType.REQUEST;
+      body = typeof init.body === "string" ? encoder2.encode(init.body) : new Uint8Array(0);
+    } else if (method === "GET" && url.pathname.startsWith(options.resumePrefix)) {
+      type = FrameType.RESUME;
+      body = resumeBody(url, headers);
+    } else {
+      return fallback(input, init);
+    }
+    const credentials = {};
+    headers.forEach((value, name) => {
+      if (!NOT_CREDENTIALS.has(name)) credentials[name] = value;
+    });
+    const signal = init.signal ?? void 0;
+    signal?.throwIfAborted();
+    const carrier = await (await session(credentials)).open(type, body);
+    const onAbort = () => carrier.cancel();
+    signal?.addEventListener("abort", onAbort, { once: true });
+    let first;
+    try {
+      first = await carrier.next();
+    } catch (exc) {
+      signal?.removeEventListener("abort", onAbort);
+      throw exc;
+    }
+    const head = { "content-type": `${FRAMES_MEDIA_TYPE}; payload=json` };
+    const queued = [];
+    if (first === null) {
+      signal?.removeEventListener("abort", onAbort);
+      return new Response(null, { status: 204 });
+    } else if (first.type === FrameType.META) {
+      const token = JSON.parse(utf82.decode(first.body)).resume_token;
+      if (typeof token === "string") head["tokenwire-resume-token"] = token;
+    } else if (first.type === FrameType.ERROR) {
+      const refused = refusal(first);
+      if (refused !== null) {
+        signal?.removeEventListener("abort", onAbort);
+        return refused;
+      }
+      queued.push(first);
+    } else {
+      queued.push(first);
+    }
+    let ended = false;
+    const stream2 = new ReadableStream({
+      async pull(controller) {
+        try {
+          const frame = queued.shift() ?? (ended ? null : await carrier.next());
+          if (frame === null) {
+            ended = true;
+            signal?.removeEventListener("abort", onAbort);
+            controller.close();
+            return;
+          }
+          controller.enqueue(encodeFrame(frame.type, frame.body));
+          if (frame.type === FrameType.ERROR) ended = true;
+        } catch (exc) {
+          signal?.removeEventListener("abort", onAbort);
+          controller.error(signal?.aborted ? signal.reason : exc);
+        }
+      },
+      cancel() {
+        signal?.removeEventListener("abort", onAbort);
+        if (!ended) carrier.cancel();
+      }
+    });
+    return new Response(stream2, { status: 200, headers: head });
+  };
+  return Object.assign(fetchFrames, {
+    close() {
+      for (const made of sessions.values()) made.then((s) => s.close()).catch(() => void 0);
+      sessions.clear();
+    }
+  });
+}
+
 // src/schema.ts
 var SchemaError = class extends TokenwireError {
   path;
@@ -1489,6 +1804,37 @@ function feedMessage(validator, message) {
 
 // src/http.ts
 var now = () => typeof performance !== "undefined" ? performance.now() : Date.now();
+var utf83 = new TextDecoder();
+var FramesMessageDecoder = class {
+  #decoder;
+  constructor(options = {}) {
+    this.#decoder = new FrameDecoder({ maxFrameBytes: options.maxEventBytes });
+  }
+  #messages(frames) {
+    const out = [];
+    for (const frame of frames) {
+      if (frame.type === FrameType.ERROR) {
+        throw new FramingError(`the peer ended the binding: ${utf83.decode(frame.body)}`, -1);
+      }
+      if (frame.type !== FrameType.EVENT) continue;
+      const data = utf83.decode(frame.body);
+      let type = "message";
+      try {
+        const parsed = JSON.parse(data);
+        if (typeof parsed?.type === "string") type = parsed.type;
+      } catch {
+      }
+      out.push({ event: type, data, id: "", retry: null });
+    }
+    return out;
+  }
+  feed(chunk) {
+    return this.#messages(this.#decoder.feed(chunk));
+  }
+  close() {
+    return this.#messages(this.#decoder.close());
+  }
+};
 var StreamResponse = class {
   body;
   /** HTTP status. */
@@ -1513,14 +1859,15 @@ var StreamResponse = class {
     started = now(),
     status = 200,
     headers = null,
-    maxEventBytes
+    maxEventBytes,
+    frames = false
   } = {}) {
     this.body = body;
     this.status = status;
     this.headers = headers;
     this.started = started;
     this.validator = new Validator({ request });
-    this.decoder = new SSEDecoder({ maxEventBytes });
+    this.decoder = frames ? new FramesMessageDecoder({ maxEventBytes }) : new SSEDecoder({ maxEventBytes });
     this.seq = new SeqTracker();
   }
   _item(message, time) {
@@ -1578,7 +1925,7 @@ async function stream(url, request, options = {}) {
     method: "POST",
     headers: {
       "Content-Type": REQUEST_MEDIA_TYPE,
-      Accept: "text/event-stream",
+      Accept: options.accept ?? "text/event-stream",
       ...options.headers ?? {}
     },
     body: typeof request === "string" ? request : JSON.stringify(request),
@@ -1610,7 +1957,8 @@ async function open(response, {
 } = {}) {
   await raiseForStatus(response);
   const type = (response.headers.get("content-type") ?? "").split(";")[0].trim().toLowerCase();
-  if (type !== "text/event-stream" || response.body === null) {
+  const frames = type === FRAMES_MEDIA_TYPE;
+  if (type !== "text/event-stream" && !frames || response.body === null) {
     throw new ProtocolError(`expected text/event-stream, got ${type || "no content type"}`);
   }
   return new StreamResponse(response.body, {
@@ -1618,7 +1966,8 @@ async function open(response, {
     started,
     status: response.status,
     headers: response.headers,
-    maxEventBytes
+    maxEventBytes,
+    frames
   });
 }
 
@@ -1742,6 +2091,9 @@ var Client = class {
   query;
   resumePath;
   fetch;
+  /** What the client asks for: SSE, or the binary binding's frames. */
+  binding;
+  #close = null;
   constructor(options) {
     if (!options?.baseURL) throw new TokenwireError("Client: baseURL is required");
     this.streamPath = options.streamPath ?? STREAM_PATH;
@@ -1759,6 +2111,41 @@ var Client = class {
     this.maxEventBytes = options.maxEventBytes ?? 1 << 20;
     this.resumePath = options.resumePath ?? "/v1/streams/{request_id}";
     this.fetch = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
+    const transport = options.transport ?? "http";
+    this.binding = transport === "http" ? options.binding ?? "sse" : "binary";
+    if (transport !== "http") {
+      const base = new URL(this.baseURL);
+      let url = options.framesURL;
+      if (url === void 0) {
+        if (transport === "webtransport") {
+          throw new TokenwireError(
+            "Client: transport 'webtransport' needs framesURL (https://HOST:PORT/v1/wt)"
+          );
+        }
+        url = `${base.protocol === "https:" ? "wss:" : "ws:"}//${base.host}${base.pathname.replace(/\/+$/, "")}/v1/ws`;
+      }
+      const prefix = base.pathname.replace(/\/+$/, "");
+      const frames = framesFetch({
+        transport,
+        url,
+        streamPath: prefix + this.streamPath,
+        resumePrefix: prefix + this.resumePath.split("{")[0],
+        fetch: this.fetch,
+        webSocket: options.webSocket,
+        serverCertificateHashes: options.serverCertificateHashes,
+        maxFrameBytes: this.maxEventBytes
+      });
+      this.fetch = frames;
+      this.#close = frames.close;
+    }
+  }
+  /** The `Accept` of a stream request: SSE, or frames preferred (SSE still taken). */
+  get accept() {
+    return this.binding === "binary" ? `${FRAMES_MEDIA_TYPE}, text/event-stream;q=0.5` : "text/event-stream";
+  }
+  /** Close the connections of a WebSocket or WebTransport client (nothing over HTTP). */
+  close() {
+    this.#close?.();
   }
   /** The absolute URL of `path` on this gateway. */
   url(path) {
@@ -1913,7 +2300,7 @@ var EventStream = class {
     if (first) {
       response = await this.client.fetch(this.client.url(this.client.streamPath), {
         method: "POST",
-        headers: { "Content-Type": REQUEST_MEDIA_TYPE, Accept: "text/event-stream", ...common },
+        headers: { "Content-Type": REQUEST_MEDIA_TYPE, Accept: this.client.accept, ...common },
         body: JSON.stringify(this.request),
         signal: this.controller.signal,
         cache: "no-store"
@@ -1922,7 +2309,7 @@ var EventStream = class {
       this.resumeToken = response.headers.get(RESUME_TOKEN_HEADER);
     } else {
       const headers = {
-        Accept: "text/event-stream",
+        Accept: this.client.accept,
         "Cache-Control": "no-cache",
         ...common,
         ...this.tokenHeaders()
@@ -1937,7 +2324,8 @@ var EventStream = class {
     }
     await raiseForStatus(response);
     const type = (response.headers.get("content-type") ?? "").split(";")[0].trim().toLowerCase();
-    if (type !== "text/event-stream" || response.body === null) {
+    const framed = type === FRAMES_MEDIA_TYPE && this.client.binding === "binary";
+    if (type !== "text/event-stream" && !framed || response.body === null) {
       await response.body?.cancel().catch(() => void 0);
       throw new ProtocolError(
         `§4.9: the endpoint answered ${type || "no content type"}, not text/event-stream`
@@ -1952,7 +2340,8 @@ var EventStream = class {
    * the confirm hook's own error) is thrown.
    */
   async *read(response) {
-    const decoder = new SSEDecoder({ maxEventBytes: this.client.maxEventBytes });
+    const type = (response.headers.get("content-type") ?? "").split(";")[0].trim().toLowerCase();
+    const decoder = type === FRAMES_MEDIA_TYPE ? new FramesAsMessages(this.client.maxEventBytes) : new SSEDecoder({ maxEventBytes: this.client.maxEventBytes });
     const reader = response.body.getReader();
     try {
       for (; ; ) {
@@ -1968,7 +2357,9 @@ var EventStream = class {
         for (const message of messages) {
           let event;
           try {
-            event = parseEvent(message.event, message.data);
+            const parsed = "frame" in message ? message.frame() : parseEvent(message.event, message.data);
+            if (parsed === null) continue;
+            event = parsed;
           } catch (exc) {
             if (!(exc instanceof EventDecodeError)) throw exc;
             if (exc.seq === null) {
@@ -2063,6 +2454,21 @@ var EventStream = class {
     return true;
   }
 };
+var FramesAsMessages = class {
+  #decoder;
+  constructor(maxFrameBytes) {
+    this.#decoder = new FrameDecoder({ maxFrameBytes });
+  }
+  #wrap(frames) {
+    return frames.map((frame) => ({ frame: () => responseEvent(frame) }));
+  }
+  feed(chunk) {
+    return this.#wrap(this.#decoder.feed(chunk));
+  }
+  close() {
+    return this.#wrap(this.#decoder.close());
+  }
+};
 export {
   CANCELLED,
   Client,
@@ -2073,8 +2479,10 @@ export {
   EventDecodeError,
   EventStream,
   FRAMES_MEDIA_TYPE,
+  FRAMES_SUBPROTOCOL,
   FrameDecoder,
   FrameType,
+  FramesMessageDecoder,
   FramingError,
   HTTPStatusError,
   MAX_RESUME_ATTEMPTS,
@@ -2111,6 +2519,7 @@ export {
   encodeFrame,
   endpoint,
   feedMessage,
+  framesFetch,
   httpError,
   isExtensionEvent,
   isKnown,

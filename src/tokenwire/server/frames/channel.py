@@ -56,12 +56,16 @@ _decode_error = msgspec.json.Decoder(dict[str, Any]).decode
 class Channel:
     """One stream's state: the task serving it and how it hangs up."""
 
-    __slots__ = ("task", "cancelled", "hang_up")
+    __slots__ = ("task", "cancelled", "hang_up", "route_done")
 
     def __init__(self) -> None:
         self.task: asyncio.Task[None] | None = None
         self.cancelled = False
         self.hang_up = asyncio.Event()
+        #: The route answered: what is written now (its closing ERROR) is the
+        #: transport's own, past the request guard's write deadline, so a writer
+        #: must not wait on the client for it.
+        self.route_done = False
 
 
 class Routes:
@@ -196,6 +200,7 @@ async def serve(
         await routes.target(scope, receive, send)
     except Exception:  # the route failed before answering: an ERROR, not a hang
         status = status or 500
+    state.route_done = True
     if state.cancelled:
         await write(binary.encode_error("cancelled", "cancelled by the client", channel=channel))
     elif status != 200:
@@ -217,7 +222,7 @@ def _error_of(status: int, body: bytes) -> tuple[str, str]:
         code = error.get("code") or error.get("type")
         message = error.get("message")
         if isinstance(code, str) and isinstance(message, str):
-            return code, f"{status}: {message}"
+            return code, binary.refusal_message(status, message)
     return (
         "not_found" if status == 404 else "internal_error"
     ), f"the stream route answered {status}"

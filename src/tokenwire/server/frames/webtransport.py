@@ -25,6 +25,11 @@ from .channel import Channel, Routes, client_headers, serve
 __all__ = ["WebTransportServer"]
 
 DEFAULT_MAX_STREAMS: Final = 64
+#: Bytes a stream may hold unacknowledged in aioquic's send buffer before its
+#: writer waits: the QUIC connection's own window, as ``outbox.OUTBOX_HIGH_WATER``
+#: is the HTTP sender's. aioquic keeps whatever it is given; without this a
+#: client that never reads would make the server buffer the whole stream.
+SEND_HIGH_WATER: Final = 256 * 1024
 
 
 def _protocol_class() -> Any:
@@ -43,6 +48,28 @@ def _protocol_class() -> Any:
             self.sessions: dict[int, dict[str, Any]] = {}  # session id -> base scope
             self.buffers: dict[int, bytearray] = {}
             self.streams: dict[int, Channel] = {}
+            #: Set when datagrams came in (acknowledgements free send buffers).
+            self.progress = asyncio.Event()
+
+        def datagram_received(self, data: bytes | str, addr: Any) -> None:
+            super().datagram_received(data, addr)
+            self.progress.set()
+
+        def unsent(self, stream_id: int) -> int:
+            """Bytes of ``stream_id`` aioquic holds: not yet sent, or sent and not acknowledged."""
+            stream = self._quic._streams.get(stream_id)
+            return len(stream.sender._buffer) if stream is not None else 0
+
+        async def drained(self, stream_id: int, state: Channel) -> None:
+            """Wait until the stream's send buffer is under ``SEND_HIGH_WATER``: the
+            writer's backpressure; the request guard's write deadline bounds the wait."""
+            while (
+                self.unsent(stream_id) > SEND_HIGH_WATER
+                and not state.hang_up.is_set()
+                and not state.route_done
+            ):
+                self.progress.clear()
+                await self.progress.wait()
 
         def quic_event_received(self, event: Any) -> None:
             if isinstance(event, ProtocolNegotiated):
@@ -51,9 +78,11 @@ def _protocol_class() -> Any:
                 state = self.streams.get(event.stream_id)
                 if state is not None:
                     state.hang_up.set()  # the client cancelled: as an HTTP hang-up
+                    self.progress.set()
             elif isinstance(event, ConnectionTerminated):
                 for state in self.streams.values():
                     state.hang_up.set()
+                self.progress.set()  # writers waiting to drain see the hang-up
             if self.h3 is None:
                 return
             for h3_event in self.h3.handle_event(event):
@@ -149,6 +178,7 @@ def _protocol_class() -> Any:
             async def write(data: bytes) -> None:
                 if not state.hang_up.is_set():
                     self.write(stream_id, data)
+                    await self.drained(stream_id, state)
 
             try:
                 await serve(self.server.routes, base, frame, state, write)

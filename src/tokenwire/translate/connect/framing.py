@@ -122,7 +122,8 @@ def _gzip(data: bytes) -> bytes:
     return compressor.compress(data) + compressor.flush()
 
 
-def _gunzip(data: bytes, limit: int) -> bytes:
+def gunzip(data: bytes, limit: int) -> bytes:
+    """``data`` inflated (gzip), at most ``limit`` bytes. Raises ``TranslationError``."""
     decompressor = zlib.decompressobj(wbits=31)
     try:
         out = decompressor.decompress(data, limit + 1)

@@ -14,8 +14,8 @@ from .framing import (
     DEFAULT_MAX_MESSAGE_BYTES,
     Envelope,
     EnvelopeDecoder,
-    _gunzip,
     codec_and_mapping,
+    gunzip,
 )
 
 # --- the translator ------------------------------------------------------------------
@@ -106,7 +106,7 @@ class Translator(StreamTranslator):
             )
         if encoding != "gzip":
             raise TranslationError(f"unsupported Connect-Content-Encoding {encoding!r}")
-        return _gunzip(envelope.data, self.max_message_bytes)
+        return gunzip(envelope.data, self.max_message_bytes)
 
     def _on_envelope(self, envelope: Envelope) -> list[ev.Event]:
         data = self._message(envelope)
