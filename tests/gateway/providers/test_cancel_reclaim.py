@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import MutableMapping
 from typing import Any
 
 import httpx
@@ -108,7 +109,7 @@ async def _serve_one(endpoint: StreamEndpoint, body: bytes, content_type: bytes)
         await never.wait()  # the client stays; its hang-up is the backend's cancel
         return {"type": "http.disconnect"}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         pass
 
     scope = {
