@@ -28,11 +28,12 @@ from tokenwire import events as ev
 from tokenwire import translate
 from tokenwire.gateway import config as gwconfig
 from tokenwire.gateway import providers
-from tokenwire.gateway.context import CURRENT, RequestContext
+from tokenwire.gateway.context import RequestContext
 from tokenwire.gateway.providers import HTTPProvider
 from tokenwire.gateway.upstream import HIGH_WATER, MAX_HEAD, Pool, UpstreamError
 from tokenwire.gateway.upstream.protocol import Connection
 from tokenwire.request import build
+from tokenwire.server import Exchange
 from tokenwire.testing import async_wait_until
 
 VECTORS = json.loads(
@@ -759,12 +760,12 @@ def test_the_trace_context_goes_upstream() -> None:
             ctx = RequestContext()
             ctx.traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
             ctx.tracestate = "vendor=1"
-            token = CURRENT.set(ctx)
             pool = Pool()
             try:
-                await generate(provider_for(server.url, pool))
+                request = build(model="m", messages="hi")
+                provider = provider_for(server.url, pool)
+                [event async for event in provider.serve(request, Exchange(context=ctx))]
             finally:
-                CURRENT.reset(token)
                 await pool.aclose()
             head = server.requests[0]
             assert b"traceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01" in head

@@ -15,11 +15,11 @@ from tokenwire.errors import InvalidRequest
 from tokenwire.gateway.providers.passthrough import (
     Encoder,
     Offer,
-    error_frame,
     lenient,
     refuse_uncarried,
     rename_model,
 )
+from tokenwire.translate.anthropic import error_frame as anthropic_error_frame
 
 VECTORS = Path(__file__).resolve().parents[1] / "vectors" / "passthrough"
 
@@ -39,8 +39,8 @@ def test_rename_model(case: dict[str, Any]) -> None:
 @pytest.mark.parametrize("case", _cases("take.json"), ids=lambda c: c["name"])
 def test_only_complete_events_leave(case: dict[str, Any]) -> None:
     offer = Offer("anthropic", b"{}", {}, {})
-    offer.engaged = True
-    offer.reset()
+    offer.step("engage")  # the client reads the vendor stream
+    offer.attempt()
     for step in case["steps"]:
         offer.push(step["push"].encode())
         assert offer.take() == step["out"].encode()
@@ -116,7 +116,7 @@ def test_an_error_the_gateway_adds_is_in_the_vendors_shape_after_whole_events() 
     offer = Offer("anthropic", b"{}", {}, {})
     encode = Encoder(offer, lambda event: b"VENDOR")
     assert encode(_START) == b""  # held: passthrough or not is not known yet
-    offer.reset()  # the provider takes the offer
+    offer.attempt()  # the provider takes the offer
     offer.push(b'event: ping\ndata: {}\n\nevent: content_block_delta\ndata: {"ty')
     out = encode(_error())
     assert out.startswith(b"event: ping\ndata: {}\n\nevent: error\ndata: ")
@@ -128,10 +128,10 @@ def test_an_upstream_error_in_its_bytes_is_not_doubled() -> None:
     offer = Offer("anthropic", b"{}", {}, {})
     encode = Encoder(offer, lambda event: b"VENDOR")
     encode(_START)
-    offer.reset()
-    frame = error_frame("anthropic", _error("overloaded"))
+    offer.attempt()
+    frame = anthropic_error_frame("overloaded", "upstream connection failed")
     offer.push(frame)
-    offer.covered = True  # parsed from the upstream's bytes
+    offer.reading()  # parsed from the upstream's bytes
     assert encode(_error("overloaded")) == frame
 
 
@@ -153,7 +153,7 @@ def test_responses_errors_carry_the_next_sequence_number() -> None:
     offer = Offer("openai-responses", b"{}", {}, {})
     encode = Encoder(offer, lambda event: b"")
     encode(_START)
-    offer.reset()
+    offer.attempt()
     offer.push(b"event: a\ndata: {}\n\nevent: b\ndata: {}\n\n")
     out = encode(
         ev.ContentDelta(v=ev.VERSION, seq=1, index=0, role="assistant", delta=ev.Delta(text="x"))

@@ -373,13 +373,13 @@ def test_rejections_reach_observers() -> None:
 # --- dual-format ingress ------------------------------------------------------------------
 
 
-class Upper:
+class Upper(server.Ingress):
     """A toy vendor format: ``{"ask": "..."}`` in, ``TEXT:...`` lines out."""
 
     name = "toy"
     media_types = frozenset({"application/json"})
 
-    def parse(self, body: bytes) -> tuple[rq.Request, server.Encode]:
+    def parse(self, body: bytes, exchange: server.Exchange) -> tuple[rq.Request, server.Encode]:
         obj = msgspec.json.decode(body)
         request = rq.build(model="m", messages=obj["ask"])
 

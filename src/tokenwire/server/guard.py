@@ -45,8 +45,9 @@ from typing import Final
 import msgspec
 
 from .. import mediatype
-from ..errors import TokenwireError
-from .asgi import Message, Receive, Scope, Send, content_length_of, json_error, send_json
+from ..errors import InvalidRequest, TokenwireError
+from .asgi import Message, Receive, Scope, Send, json_error, send_json
+from .exchange import content_length
 from .outbox import ACCOUNT, BUDGET, DEFAULT_STREAM_BUDGET, StreamAccount
 
 __all__ = ["Guard", "Limits", "content_type_problem"]
@@ -344,10 +345,11 @@ class Guard:
             first, self.first_request = self.first_request, None
             first()
         method = scope.get("method", "GET")
-        content_length = None
+        length = None
         if method in _BODY_METHODS:
             headers = list(scope.get("headers", ()))
-            content_length = content_length_of(headers)
+            with contextlib.suppress(InvalidRequest):  # an invalid one: the app answers it
+                length = content_length(headers)
             problem = content_type_problem(headers)
             if problem is not None:
                 await _send_error(send, *problem, [])
@@ -364,7 +366,7 @@ class Guard:
                 )
                 return
         loop = asyncio.get_running_loop()
-        guarded = _Request(self.limits, receive, send, loop.time(), content_length)
+        guarded = _Request(self.limits, receive, send, loop.time(), length)
         if method in _BODY_METHODS:
             guarded.ask_early()
         token = ACCOUNT.set(guarded.account)

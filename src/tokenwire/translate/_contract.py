@@ -67,6 +67,9 @@ RequestBuilder: TypeAlias = Callable[..., VendorRequest]
 AggregatorFactory: TypeAlias = Callable[[dict[str, Any], Request], Aggregator]
 #: ``(HTTP status, standard error code, message, JSON path or None)`` -> the body.
 ErrorBody: TypeAlias = Callable[[int, str, str, "str | None"], bytes]
+#: ``(standard error code, message, events sent so far)`` -> one in-stream error
+#: event in the vendor's stream format.
+ErrorFrame: TypeAlias = Callable[[str, str, int], bytes]
 
 
 class IngressParser(Protocol):
@@ -98,6 +101,10 @@ class VendorIngress:
     #: ``(status, code, message, path) -> body``: an error answered before any
     #: stream (bad body, unknown model...) in the vendor's own error shape.
     error_body: ErrorBody | None = None
+    #: ``(code, message, seq) -> bytes``: the in-stream error the vendor itself
+    #: sends, for an error the gateway adds to a stream that passes through
+    #: untranslated (the upstream cut, a timeout): the SDK raises it as the vendor's.
+    error_frame: ErrorFrame | None = None
 
 
 _STATUS_CODES: Final = {
@@ -126,6 +133,13 @@ class TokenCount:
     #: The counting endpoint's JSON answer -> the number of input tokens.
     #: Raises ``ValueError`` for an answer without one.
     result: Callable[[bytes], int]
+    #: The count as that endpoint answers it (the gateway's counting route).
+    answer: Callable[[int], dict[str, Any]] = lambda n: {"input_tokens": n}
+    #: ``(counting body, route's path parameters) -> a generation body`` the
+    #: ingress parser takes (what the counting body lacks, or wraps).
+    generation_body: Callable[[dict[str, Any], Mapping[str, str]], dict[str, Any]] = (
+        lambda body, _params: body
+    )
 
 
 @dataclass(frozen=True, slots=True)

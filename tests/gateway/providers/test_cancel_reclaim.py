@@ -122,11 +122,7 @@ async def _serve_one(endpoint: StreamEndpoint, body: bytes, content_type: bytes)
         await endpoint(scope, receive, send)
 
 
-@pytest.mark.parametrize(
-    "standard",
-    [True, pytest.param(False, marks=pytest.mark.xfail(strict=True, reason="leaks today"))],
-    ids=["translated", "passthrough"],
-)
+@pytest.mark.parametrize("standard", [True, False], ids=["translated", "passthrough"])
 def test_a_hangup_while_connecting_over_httpx_leaves_no_upstream_connection(
     standard: bool,
 ) -> None:

@@ -128,6 +128,12 @@ STATUS_TYPES: Final[dict[int, str]] = {
 _CODE_STATUS: Final = {"overloaded": 529}
 
 
+def error_frame(code: str, message: str, seq: int = 0) -> bytes:
+    """An in-stream ``error`` event as Anthropic sends it, for the §5.3.6 ``code``."""
+    error = {"type": ERROR_TYPES.get(code, "api_error"), "message": message}
+    return b"event: error\ndata: %s\n\n" % msgspec.json.encode({"type": "error", "error": error})
+
+
 def error_body(status: int, code: str, message: str, path: str | None = None) -> bytes:
     """An error answered before any stream, as Anthropic writes it:
     ``{"type": "error", "error": {"type", "message"}}``."""

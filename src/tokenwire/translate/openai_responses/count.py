@@ -33,4 +33,8 @@ def _request(request: VendorRequest) -> VendorRequest:
     return count_request(request, url, keep=_FIELDS)
 
 
-COUNT: Final = TokenCount(request=_request, result=lambda body: count_field(body, "input_tokens"))
+COUNT: Final = TokenCount(
+    request=_request,
+    result=lambda body: count_field(body, "input_tokens"),
+    answer=lambda n: {"object": "response.input_tokens", "input_tokens": n},
+)
