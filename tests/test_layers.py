@@ -56,6 +56,7 @@ SERVER_LAYERS: dict[str, int] = {
     "asgi": 0,
     "outbox": 0,
     "encoders": 0,
+    "exchange": 0,
     "hooks": 1,
     "guard": 1,
     "http1": 1,

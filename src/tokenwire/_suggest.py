@@ -1,4 +1,4 @@
-""" "Did you mean": the closest known name to a misspelt one (issue 25).
+""" "Did you mean": the closest known name to a misspelt one.
 
 One pure function, used by the gateway's unknown-model error and by the
 config loader's unknown-key error. No I/O, standard library only.

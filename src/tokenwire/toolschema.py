@@ -2,7 +2,7 @@
 
 A tool's ``parameters`` is a JSON Schema chosen by whoever sent the request,
 and §8.2 has clients check every ``tool.call`` against it. Used as is, such a
-schema is an attack surface (issue 16, docs/conformance.md ruling 15):
+schema is an attack surface (docs/conformance.md ruling 15):
 
 * a ``$ref`` to ``http:``/``file:`` makes jsonschema's default registry fetch
   it. Here every reference must be local (``#...``), ``check_schema`` refuses

@@ -399,7 +399,7 @@ class Production:
 def _query_key_as_header(scope: Scope) -> Scope:
     """A ``?key=`` credential (older Gemini clients) as ``x-goog-api-key``, when no
     header carries one: the routes behind bind it like any other credential
-    (a resumable stream's owner, issue 30)."""
+    (a resumable stream's owner)."""
     headers = scope.get("headers", ())
     if credential(headers) is not None:
         return scope

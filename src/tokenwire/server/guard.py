@@ -28,9 +28,15 @@ and enforces, for every HTTP request:
   high-water mark is ``outbox.LOW_WATER`` (for an endpoint that asks
   ``Outbox.full()``).
 
+Each request's ``StreamAccount`` reaches the outboxes made under it through
+``outbox.ACCOUNT``, the one context variable the serving layer keeps: the guard
+wraps any ASGI app, and that app's own middleware and router run between the
+two, so no parameter of the guard's can reach ``Outbox``.
+
 The server's own limits (request heads that never complete, idle keep-alive
-connections) are granian's, set by ``tokenwire serve`` (docs/gateway.md,
-"Request limits and timeouts").
+connections) are the HTTP server's: granian's, or tokenwire's own
+(``server.http1``, ``[server] engine = "h1"``), both set by ``tokenwire serve``
+(docs/gateway.md, "Request limits and timeouts").
 """
 
 from __future__ import annotations

@@ -303,7 +303,7 @@ def refusal_body(problem: str) -> bytes:
     )
 
 
-# --- server tools, MCP, containers and their follow-up turns (issue 23) ----------
+# --- server tools, MCP, containers and their follow-up turns ----------
 #
 # As strict as Anthropic's request validation, per the anthropic SDK's types:
 # a server tool is declared by its versioned ``type`` with its fixed ``name``;

@@ -284,7 +284,7 @@ def check_items(items: list[Any]) -> str | None:
     return None
 
 
-# --- hosted and custom tools, MCP approvals, apply_patch: their loops (issue 23) ----
+# --- hosted and custom tools, MCP approvals, apply_patch: their loops ----
 #
 # As strict as OpenAI's validation, per the openai SDK's types: each tool's
 # ``type`` must be one the API knows, with its required fields; an input item's

@@ -96,7 +96,7 @@ class VendorIngress:
     #: parameters streams by its path: its body needs no ``"stream": true``.
     path_params: tuple[str, ...] = ()
     #: ``(body, request) -> Aggregator``: the vendor's non-streaming answer, built
-    #: from the standard events (``_aggregate``, issue 23); ``None``: streaming only.
+    #: from the standard events (``_aggregate``); ``None``: streaming only.
     aggregate: AggregatorFactory | None = None
     #: ``(status, code, message, path) -> body``: an error answered before any
     #: stream (bad body, unknown model...) in the vendor's own error shape.
@@ -126,7 +126,7 @@ def status_error(status: int, body: bytes = b"") -> tuple[str, str]:
 
 @dataclass(frozen=True, slots=True)
 class TokenCount:
-    """A vendor's own token-counting endpoint (issue 23)."""
+    """A vendor's own token-counting endpoint."""
 
     #: The generation request ``build_request`` made -> the counting request for it.
     request: Callable[[VendorRequest], VendorRequest]
@@ -168,9 +168,9 @@ class VendorFormat:
     fake: str | None = None
     #: Whether ``request`` enabled reasoning at the vendor itself (through
     #: ``vendor:*`` fields): the stream then carries it without
-    #: ``"tokenwire:reasoning": true`` (issue 18: no extra flag).
+    #: ``"tokenwire:reasoning": true`` (no extra flag).
     vendor_reasoning: Callable[[Request], bool] = lambda request: False
-    #: The vendor's token-counting endpoint, when it has one (issue 23).
+    #: The vendor's token-counting endpoint, when it has one.
     count: TokenCount | None = None
 
     def wants_reasoning(self, request: Request) -> bool:

@@ -6,7 +6,7 @@ full minute's worth is allowed, then one request per ``60/rpm`` s);
 ``tokens_per_minute`` likewise for usage tokens (input + output). A request is
 admitted while the bucket is above zero. ``token_budget`` is a lifetime total.
 
-Tokens are never charged only at the end (issue 30: a client that hung up
+Tokens are never charged only at the end (a client that hung up
 before ``usage`` was never charged, and concurrent requests all passed one
 check). Three steps, each atomic:
 

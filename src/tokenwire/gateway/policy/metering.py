@@ -1,6 +1,6 @@
 """Tokens metered as they stream: a key's grant, taken at admission, used event by event.
 
-Issue 30: tokens were charged only when the upstream's ``usage`` arrived, so a
+Metered only at the end, tokens were charged only when the upstream's ``usage`` arrived, so a
 client that hung up first was never charged, and concurrent requests all
 passed one check before any of them was charged. Now:
 

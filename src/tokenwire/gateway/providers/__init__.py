@@ -16,7 +16,7 @@ Modules: ``http`` (``HTTPProvider``, ``UpstreamClients``; the error-mapping tabl
 ``signalr``, ``connect``, ``demo``, ``plugin`` (``load_factory``), ``_options``
 (option checks the binding providers share), ``passthrough`` and
 ``passthrough_request`` (same-vendor passthrough: the client's body and the
-upstream's bytes, issue 23).
+upstream's bytes).
 
 May import: the core, ``tokenwire.translate``, ``tokenwire.server``, and of the
 gateway ``config``, ``context``, ``telemetry`` and ``upstream``; never ``policy``,

@@ -1,4 +1,4 @@
-"""A whole Anthropic ``message`` from standard events (issue 23): ``EventEncoder``, inverted.
+"""A whole Anthropic ``message`` from standard events: ``EventEncoder``, inverted.
 
 The events go through the ingress's ``EventEncoder`` and its Messages events
 are accumulated as the anthropic SDK's ``accumulate_event`` does:

@@ -1,4 +1,4 @@
-"""Anthropic's ``POST /v1/messages/count_tokens`` (issue 23)."""
+"""Anthropic's ``POST /v1/messages/count_tokens``."""
 
 from __future__ import annotations
 

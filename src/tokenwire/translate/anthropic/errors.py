@@ -103,7 +103,7 @@ def http_error(status: int, body: bytes) -> tuple[str, str]:
     return code, f"anthropic answered HTTP {status}"
 
 
-# --- Whole answers and refusals in Anthropic's error shape (issue 23) -------------
+# --- Whole answers and refusals in Anthropic's error shape -------------
 
 #: HTTP status -> Anthropic error ``type`` (the anthropic SDK picks its exception
 #: by status: 404 ``NotFoundError``, 413 ``RequestTooLargeError``, 529 ``OverloadedError``...).

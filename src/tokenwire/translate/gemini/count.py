@@ -1,4 +1,4 @@
-"""Gemini's ``POST /v1beta/models/{model}:countTokens`` (issue 23).
+"""Gemini's ``POST /v1beta/models/{model}:countTokens``.
 
 The whole ``GenerateContentRequest`` is counted (system instruction and
 tools included): it travels as ``generateContentRequest``, with its

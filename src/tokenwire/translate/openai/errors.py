@@ -144,7 +144,7 @@ def http_error(status: int, body: bytes) -> tuple[str, str]:
     return code, f"{message}: {emsg}" if emsg else message
 
 
-# --- Whole answers and refusals in OpenAI's error shape (issue 23) ----------------
+# --- Whole answers and refusals in OpenAI's error shape ----------------
 
 #: HTTP status -> OpenAI error ``type`` (the openai SDK picks its exception by status).
 _STATUS_TYPES: Final[dict[int, str]] = {

@@ -1,4 +1,4 @@
-"""OpenAI Responses' ``POST /v1/responses/input_tokens`` (issue 23)."""
+"""OpenAI Responses' ``POST /v1/responses/input_tokens``."""
 
 from __future__ import annotations
 
