@@ -13,8 +13,10 @@ from tokenwire import events as ev
 from tokenwire import translate
 from tokenwire.errors import InvalidRequest
 from tokenwire.gateway.providers.passthrough import (
+    TRANSITIONS,
     Encoder,
     Offer,
+    OfferState,
     lenient,
     refuse_uncarried,
     rename_model,
@@ -161,3 +163,43 @@ def test_responses_errors_carry_the_next_sequence_number() -> None:
     assert out.count(b"\n\n") == 2
     frame = encode(_error())
     assert msgspec.json.decode(frame.split(b"data: ")[1])["sequence_number"] == 2
+
+
+# --- the offer's state table -------------------------------------------------------------
+
+INPUTS = sorted({event for _state, event in TRANSITIONS})
+
+
+@pytest.mark.parametrize("state", list(OfferState), ids=lambda s: s.name)
+@pytest.mark.parametrize("event", INPUTS)
+def test_an_input_the_table_lacks_is_refused_and_changes_nothing(
+    state: OfferState, event: str
+) -> None:
+    offer = Offer("anthropic", b"{}", {}, {})
+    offer.state = state
+    if (state, event) in TRANSITIONS:
+        offer.step(event)
+        assert offer.state is TRANSITIONS[state, event]
+        return
+    with pytest.raises(RuntimeError, match=f"{event!r} in state {state.name}"):
+        offer.step(event)
+    assert offer.state is state
+
+
+def test_a_client_that_asked_for_the_standard_keeps_no_upstream_bytes() -> None:
+    offer = Offer("anthropic", b"{}", {}, {})
+    offer.attempt()  # the encoder never ran: the client reads the standard
+    offer.reading()
+    offer.push(b"event: ping\ndata: {}\n\n")
+    assert not offer.taken and offer.take() == b""
+
+
+def test_a_retry_forgets_the_failed_attempts_status_and_bytes() -> None:
+    offer = Offer("anthropic", b"{}", {}, {})
+    Encoder(offer, lambda event: b"")(_START)  # the client reads the vendor stream
+    offer.attempt()
+    offer.answer(529, b'{"type":"error"}', {"retry-after": "1"}.get)
+    assert offer.head is not None and offer.closed and offer.whole
+    offer.attempt()  # routing tries the next deployment
+    assert offer.state is OfferState.TAKEN and offer.head is None
+    assert not offer.closed and not offer.whole and offer.take() == b""
