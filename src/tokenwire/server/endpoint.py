@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Final, TypeAlias, cast
+from typing import TYPE_CHECKING, Final, TypeAlias, cast
 
 from .. import events as ev
 from .. import request as rq
@@ -31,23 +31,21 @@ from .asgi import (
 )
 from .encoders import FRAMES, SSE_HEADERS, Encode, FramesEncode
 from .exchange import Exchange
-from .hooks import (
-    Admission,
-    HeadedEncode,
-    HeldAnswer,
-    Ingress,
-    Observer,
-    Provider,
-    ProviderLookup,
-    ResumeConflict,
-    ResumeSession,
-    Resumption,
-    StreamRecord,
-    Tee,
-    hooked,
-)
+from .hooks import HeadedEncode, HeldAnswer, ResumeConflict, StreamRecord, hooked
 from .outbox import KeepAlive, Outbox
 from .stream import _one_step, _Owner, _RequestOwns, _SessionOwns
+
+if TYPE_CHECKING:  # the protocols the endpoint calls out to, named in its signatures
+    from .hooks import (
+        Admission,
+        Ingress,
+        Observer,
+        Provider,
+        ProviderLookup,
+        ResumeSession,
+        Resumption,
+        Tee,
+    )
 
 #: Default request body limit: 4 MiB, the same as ``request.parse``.
 DEFAULT_MAX_BODY_BYTES: Final = 4 << 20
