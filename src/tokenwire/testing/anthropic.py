@@ -662,6 +662,8 @@ _PING: Final = _frame({"type": "ping"})
 
 def render(script: Script, *, model: str, request: RecordedRequest) -> list[bytes]:
     """The Anthropic Messages stream for ``script``, one item per SSE event."""
+    # The API's message object, written here apart from the translator's aggregator
+    # (translate/anthropic/aggregate.py) on purpose: the fake is the API's stand-in.
     message: dict[str, Any] = {
         "id": "msg_fake0001",
         "type": "message",

@@ -711,6 +711,8 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
 
 
 #: What ``POST /v1/responses/input_tokens`` takes (no ``stream``, ``store``, sampling).
+#: The same list as the translator's own (translate/openai_responses/count.py), kept
+#: apart on purpose: the fake is the API's stand-in, so it refuses by its own list.
 COUNT_FIELDS: Final = frozenset(
     {
         "model",

@@ -32,6 +32,8 @@ class MessageAggregator(_aggregate.FrameAggregator):
     def __init__(self, *, model: str, id: str | None = None) -> None:
         encoder = EventEncoder(model=model, id=id)
         super().__init__(encoder.encode)
+        # Anthropic's message object; the fake upstream writes its own
+        # (testing/anthropic.py) on purpose, as an oracle apart from this code.
         self._message: dict[str, Any] = {
             "id": encoder.id,
             "type": "message",

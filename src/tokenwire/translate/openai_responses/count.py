@@ -11,6 +11,8 @@ from .._count import count_field, count_request
 __all__ = ["COUNT"]
 
 #: The fields ``input_tokens`` takes (no ``stream``, ``store``, sampling or limits).
+#: The fake upstream keeps its own copy (testing/openai_responses.py) on purpose:
+#: a test oracle that imported this list could not catch a wrong one.
 _FIELDS: Final = frozenset(
     {
         "model",
