@@ -36,6 +36,7 @@ from tests.production.conftest import start, table
 import tokenwire
 from tokenwire import events as ev
 from tokenwire.gateway import config as gw_config
+from tokenwire.testing import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The key published in examples/production.toml's comments, for trying that file.
@@ -43,10 +44,7 @@ EXAMPLE_KEY = "tw-oKJDb7TUlDUN6ilCyKfxTak8nEqcaELW-9TtIf6E_LU"
 
 
 def _wait(predicate: Any, what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
+    wait_until(predicate, timeout=timeout, what=what)
 
 
 def _stream_body(tokens: int, delay_ms: int) -> bytes:
