@@ -211,7 +211,6 @@ class Server:
         self.connections = 0
         self.eofs = 0
         self.requests: list[bytes] = []
-        self.changed = asyncio.Event()
         self.url = ""
         self.writers: list[asyncio.StreamWriter] = []
 
@@ -244,7 +243,6 @@ class Server:
                     if line.lower().startswith(b"content-length:"):
                         length = int(line.split(b":", 1)[1])
                 self.requests.append(head + await reader.readexactly(length))
-                self.changed.set()
                 keep = await self.respond(self, len(self.requests) - 1, reader, writer)
                 await writer.drain()
                 if not keep:
@@ -252,18 +250,11 @@ class Server:
         except (ConnectionError, asyncio.IncompleteReadError):
             self.eofs += 1
         finally:
-            self.changed.set()
             writer.close()
 
     async def until(self, predicate: Callable[[], bool]) -> None:
-        """Wait (bounded) until ``predicate()``: woken by the server's own events, and
-        polled, for what the client side changes."""
-        async with asyncio.timeout(DEADLINE):
-            while not predicate():
-                self.changed.clear()
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(0.01):
-                        await self.changed.wait()
+        """Wait (bounded) until ``predicate()``, for what either side changes."""
+        await async_wait_until(predicate, timeout=DEADLINE, max_interval=0.01)
 
 
 def answer(raw: bytes, *, keep: bool = True) -> Respond:

@@ -23,7 +23,7 @@ the answer: the translated request's and the same-vendor passthrough's
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING, Any
 
 from ... import events as ev
@@ -175,11 +175,13 @@ class HTTPProvider(Provider):
             options["send_reasoning"] = True  # only the openai builder takes it (config check)
         return options
 
-    def generate(self, request: Request) -> AsyncIterator[ev.Event]:
+    def generate(self, request: Request) -> AsyncGenerator[ev.Event, None]:
         """Stream the upstream's answer to ``request`` as standard events."""
         return self.serve(request, None)
 
-    async def serve(self, request: Request, exchange: Exchange | None) -> AsyncIterator[ev.Event]:
+    async def serve(
+        self, request: Request, exchange: Exchange | None
+    ) -> AsyncGenerator[ev.Event, None]:
         """``generate`` for one request of the endpoint: the trace context of its
         ``exchange`` goes upstream, and its passthrough offer, when it has one for
         this format, sends the client's own body and taps the upstream's bytes."""
