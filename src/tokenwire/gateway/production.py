@@ -279,9 +279,7 @@ class Production:
 
     # -- the request hook --------------------------------------------------------
 
-    async def admit(
-        self, scope: Scope, receive: Receive, ctx: RequestContext
-    ) -> tuple[auth.Refusal | None, Receive]:
+    def check_key(self, scope: Scope, ctx: RequestContext) -> auth.Refusal | None:
         """The middleware's check, before the body is read: a valid key (else 401).
 
         The key's models and limits wait for the parsed request (``admit_request``).
@@ -293,9 +291,9 @@ class Production:
             return auth.Refusal(
                 401,
                 "a valid API key is required (Authorization: Bearer, x-api-key or x-goog-api-key)",
-            ), receive
+            )
         ctx.key = key
-        return None, receive
+        return None
 
     @staticmethod
     def may_use(scope: Scope, model: str) -> bool:
@@ -485,7 +483,7 @@ class ProductionMiddleware:
             # for the next request's 503, until the drain ends.
             await _discard_body(receive, production.config.server.max_body_bytes)
         elif protected and self.guarded:
-            refusal, receive = await production.admit(scope, receive, ctx)
+            refusal = production.check_key(scope, ctx)
         elif path == "/metrics" and production.metrics_keys is not None:
             refusal = production._metrics_refusal(scope)
         if refusal is not None:

@@ -196,10 +196,9 @@ class StreamEndpoint:
             return None
         record.format = ingress.name if ingress is not None else "standard"
 
-        if exchange.length_error is not None:
-            await self._reject(send, record, 400, exchange.length_error.reason)
-            return None
         try:
+            if exchange.length_error is not None:
+                raise exchange.length_error  # answered below, as any unreadable body
             body = await read_body(receive, self.max_body_bytes, exchange.length)
             # docs/binary.md section 7: the binary binding when Accept prefers it.
             frames = frames_payload(accept)
