@@ -23,7 +23,7 @@ from tokenwire.gateway.providers.passthrough import (
 )
 from tokenwire.translate.anthropic import error_frame as anthropic_error_frame
 
-VECTORS = Path(__file__).resolve().parents[1] / "vectors" / "passthrough"
+VECTORS = Path(__file__).resolve().parents[2] / "vectors" / "passthrough"
 
 
 def _cases(name: str) -> list[dict[str, Any]]:
