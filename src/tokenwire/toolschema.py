@@ -291,6 +291,10 @@ class _OverBudget(TokenwireError):
     """A check used its MAX_STEPS keyword evaluations (internal)."""
 
 
+#: The steps left to the check under way. The one context variable of the package, kept
+#: because nothing else reaches jsonschema's keyword callbacks: they get only
+#: ``(validator, value, instance, schema)``, and the validator is cached per schema
+#: and copied as it descends, so it cannot carry one check's count.
 _BUDGET: contextvars.ContextVar[list[int]] = contextvars.ContextVar("tokenwire_schema_budget")
 
 

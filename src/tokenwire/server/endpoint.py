@@ -301,7 +301,7 @@ class StreamEndpoint:
         prompt_chars = sum(len(message.text) for message in request.messages)
         writer.note_usage(input_tokens=estimate_tokens(prompt_chars), estimated=True)
         loop = asyncio.get_running_loop()
-        outbox = Outbox(loop.time())
+        outbox = Outbox(loop.time(), exchange.account)
         tees = self._open_tees(record)
         owner: _Owner = (
             _RequestOwns(outbox, tees, encode)

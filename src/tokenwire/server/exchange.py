@@ -5,7 +5,8 @@ ingress that parses the body, to the admission, to the provider that serves
 it, and (``StreamRecord.exchange``) to the observers. It holds what several
 of them read, read once: the headers the endpoint looks at, the body's
 length, the route's path parameters and query, and the state a gateway keeps
-for the request (``context``). The ingress may set ``offer`` (a same-vendor
+for the request (``context``) and the request guard's account of its streams
+(``account``). The ingress may set ``offer`` (a same-vendor
 passthrough, gateway/providers/passthrough.py) for the provider to take.
 
 Pure: no I/O.
@@ -16,16 +17,22 @@ from __future__ import annotations
 import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import InvalidRequest
 
-__all__ = ["CONTEXT_KEY", "Exchange", "content_length"]
+if TYPE_CHECKING:
+    from .outbox import StreamAccount
+
+__all__ = ["ACCOUNT_KEY", "CONTEXT_KEY", "Exchange", "content_length"]
 
 #: The scope key under which a middleware in front of the endpoint leaves its
 #: per-request state (the gateway's ``RequestContext``); ASGI scopes carry
 #: such extensions as Starlette's ``path_params`` do.
 CONTEXT_KEY: Final = "tokenwire.context"
+#: The scope key under which the request guard leaves the request's
+#: ``outbox.StreamAccount`` (its streams' budgets), for the endpoint's outboxes.
+ACCOUNT_KEY: Final = "tokenwire.stream_account"
 #: A query is only looked at, never kept: a bound on what is parsed of it.
 MAX_QUERY: Final = 4096
 
@@ -65,6 +72,7 @@ class Exchange:
         "path_params",
         "query",
         "context",
+        "account",
         "offer",
     )
 
@@ -77,6 +85,7 @@ class Exchange:
         path_params: Mapping[str, str] = _EMPTY,
         query: Mapping[str, str] = _EMPTY,
         context: Any = None,
+        account: StreamAccount | None = None,
     ) -> None:
         self.method = method
         self.path = path
@@ -104,6 +113,8 @@ class Exchange:
         self.query = query
         #: A gateway's state for this request (``gateway.context.RequestContext``).
         self.context = context
+        #: The request guard's account of this request's streams, when it is guarded.
+        self.account = account
         #: The same-vendor passthrough the ingress offers the provider, if any.
         self.offer: Any = None
 
@@ -123,6 +134,7 @@ class Exchange:
             path_params=scope.get("path_params") or _EMPTY,
             query=query,
             context=scope.get(CONTEXT_KEY),
+            account=scope.get(ACCOUNT_KEY),
         )
 
     def forwarded(self, names: Iterable[bytes]) -> dict[str, str]:

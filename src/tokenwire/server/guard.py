@@ -28,10 +28,9 @@ and enforces, for every HTTP request:
   high-water mark is ``outbox.LOW_WATER`` (for an endpoint that asks
   ``Outbox.full()``).
 
-Each request's ``StreamAccount`` reaches the outboxes made under it through
-``outbox.ACCOUNT``, the one context variable the serving layer keeps: the guard
-wraps any ASGI app, and that app's own middleware and router run between the
-two, so no parameter of the guard's can reach ``Outbox``.
+Each request's ``StreamAccount`` reaches the outboxes made for it in the
+request's scope (``exchange.ACCOUNT_KEY``), which every ASGI layer between the
+guard and the endpoint hands on, and from there as a parameter.
 
 The server's own limits (request heads that never complete, idle keep-alive
 connections) are the HTTP server's: granian's, or tokenwire's own
@@ -53,8 +52,8 @@ import msgspec
 from .. import mediatype
 from ..errors import InvalidRequest, TokenwireError
 from .asgi import Message, Receive, Scope, Send, json_error, send_json
-from .exchange import content_length
-from .outbox import ACCOUNT, BUDGET, DEFAULT_STREAM_BUDGET, StreamAccount
+from .exchange import ACCOUNT_KEY, content_length
+from .outbox import BUDGET, DEFAULT_STREAM_BUDGET, StreamAccount
 
 __all__ = ["Guard", "Limits", "content_type_problem"]
 
@@ -375,7 +374,9 @@ class Guard:
         guarded = _Request(self.limits, receive, send, loop.time(), length)
         if method in _BODY_METHODS:
             guarded.ask_early()
-        token = ACCOUNT.set(guarded.account)
+        # For the endpoint's outboxes: in the scope, which every ASGI layer between
+        # the guard and the endpoint hands on.
+        scope[ACCOUNT_KEY] = guarded.account
         try:
             await app(scope, guarded.receive, guarded.send)
         except Exception:
@@ -384,7 +385,6 @@ class Guard:
             # The guard answered (408); what the app made of the "disconnect"
             # it saw has no client to go to.
         finally:
-            ACCOUNT.reset(token)
             guarded.account.end()
             if guarded.cut:
                 _release_memory_soon()
