@@ -57,8 +57,8 @@ class UpstreamResponse(Protocol):
         """The first value of header ``name`` (lower case), or ``None``."""
         ...
 
-    async def read(self) -> bytes:
-        """The body bytes received since the last call (``b""`` at the body's end)."""
+    async def read(self) -> list[bytes]:
+        """The body pieces received since the last call (``[]`` at the body's end)."""
         ...
 
     async def read_bounded(self, limit: int) -> bytes:
@@ -86,22 +86,14 @@ class Transport(Protocol):
 
 
 class _PoolResponse:
-    __slots__ = ("status", "header", "_response")
+    __slots__ = ("status", "header", "read", "_response")
 
     def __init__(self, response: Any) -> None:
         self._response = response
         self.status: int = response.status
         self.header = response.header
-
-    async def read(self) -> bytes:
-        # The body pieces httptools cut from the socket's reads since the last
-        # call: one piece (the usual case) as is; several joined into one, which
-        # the translator feeds for less than one feed each (bench/RESULTS.md,
-        # "## upstream": ~1.7x less per event at 4 events a read, ~2.2x at 16).
-        pieces = await self._response.read()
-        if not pieces:
-            return b""
-        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+        # The connection's own: no call between the socket's pieces and the loop.
+        self.read = response.read
 
     async def read_bounded(self, limit: int) -> bytes:
         data: bytes = await self._response.read_bounded(limit)
@@ -160,12 +152,12 @@ class _HTTPXResponse:
         value: str | None = self._response.headers.get(name)
         return value
 
-    async def read(self) -> bytes:
+    async def read(self) -> list[bytes]:
         with _mapped():
             try:
-                return await self._chunks.__anext__()
+                return [await self._chunks.__anext__()]
             except StopAsyncIteration:
-                return b""
+                return []
 
     async def read_bounded(self, limit: int) -> bytes:
         body = bytearray()
@@ -182,8 +174,8 @@ class _HTTPXResponse:
         size = 0
         with contextlib.suppress(TimeoutError, UpstreamError):
             async with asyncio.timeout(DRAIN_S):
-                while chunk := await self.read():
-                    size += len(chunk)
+                while pieces := await self.read():
+                    size += len(pieces[0])
                     if size > DRAIN_BYTES:
                         return
 
