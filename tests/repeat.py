@@ -19,12 +19,13 @@ import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.MULTILINE)
 
 
-def run_once(folder: str, extra: list[str]) -> tuple[int, list[str], float]:
-    """One pytest process over ``folder``: its exit code, failed test ids, seconds."""
+def run_once(folder: str, extra: list[str]) -> tuple[int, list[str], float, str]:
+    """One pytest process over ``folder``: exit code, failed test ids, seconds, output."""
     started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider", folder, *extra],
@@ -32,7 +33,8 @@ def run_once(folder: str, extra: list[str]) -> tuple[int, list[str], float]:
         text=True,
         check=False,
     )
-    return done.returncode, FAILED.findall(done.stdout), time.monotonic() - started
+    output = done.stdout + done.stderr
+    return done.returncode, FAILED.findall(done.stdout), time.monotonic() - started, output
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,6 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("folders", nargs="+")
     parser.add_argument("--times", type=int, default=10)
     parser.add_argument("--pytest-args", default="", help="more pytest arguments, one string")
+    parser.add_argument(
+        "--logs", default=".flaky", help="where a failed run's whole output is kept"
+    )
     args = parser.parse_args(argv)
     extra = args.pytest_args.split()
     any_failed = False
@@ -47,12 +52,19 @@ def main(argv: list[str] | None = None) -> int:
         failures: collections.Counter[str] = collections.Counter()
         passed = 0
         for n in range(1, args.times + 1):
-            code, failed, seconds = run_once(folder, extra)
+            code, failed, seconds, output = run_once(folder, extra)
             # Exit 1 with no FAILED line (a crash, a collection error) still counts.
             ok = code == 0
             passed += ok
             failures.update(failed or ([] if ok else [f"<exit {code}>"]))
-            print(f"{folder} run {n}/{args.times}: {'ok' if ok else 'FAILED'} in {seconds:.0f} s")
+            verdict = "ok"
+            if not ok:
+                # A flake seen once may not come back: keep what it said.
+                log = Path(args.logs) / f"{folder.strip('/').replace('/', '-')}-{n}.log"
+                log.parent.mkdir(parents=True, exist_ok=True)
+                log.write_text(output)
+                verdict = f"FAILED (output in {log})"
+            print(f"{folder} run {n}/{args.times}: {verdict} in {seconds:.0f} s")
             sys.stdout.flush()
         any_failed |= passed < args.times
         print(f"{folder}: {passed} of {args.times} runs passed")

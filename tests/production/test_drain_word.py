@@ -101,6 +101,10 @@ class Streaming(threading.Thread):
 GOAWAY = 0x7
 
 
+#: The in-flight stream's length in tokens (50 ms apart) in the HTTP/1.1 drain test.
+TOKENS = 120
+
+
 def _intact(events: list[ev.Event], deltas: int) -> None:
     assert isinstance(events[-1], ev.StreamEnd)
     assert not [e for e in events if isinstance(e, ev.ErrorEvent)]
@@ -111,8 +115,9 @@ def _intact(events: list[ev.Event], deltas: int) -> None:
 def test_kept_alive_http1_requests_get_503_until_the_drain_ends(tmp_path: Path) -> None:
     gateway = start(tmp_path, table("server", {"drain_s": 20.0}))
     try:
-        # 60 tokens 50 ms apart: a 3 s stream, in flight when SIGTERM comes.
-        stream = Streaming(gateway.url, _stream_body(60, 50))
+        # 120 tokens 50 ms apart: a 6 s stream, in flight when SIGTERM comes and
+        # through every request below, even on a loaded machine.
+        stream = Streaming(gateway.url, _stream_body(TOKENS, 50))
         stream.start()
         _wait(lambda: len(stream.events) >= 3, "the stream's first events")
         kept = http.client.HTTPConnection("127.0.0.1", gateway.port, timeout=30)
@@ -124,8 +129,10 @@ def test_kept_alive_http1_requests_get_503_until_the_drain_ends(tmp_path: Path) 
         assert gateway.proc is not None
         gateway.proc.send_signal(signal.SIGTERM)
         _wait(lambda: "draining" in gateway.stderr(), "the drain's log line")
-        answered = 0
-        while stream.is_alive():
+        # Three requests, each once the stream has moved on, and none racing the
+        # drain's end: when the last stream ends the drain is over and the server
+        # closes kept-alive connections, which is its word kept, not broken.
+        for _ in range(3):
             seen = len(stream.events)
             kept.request("POST", "/v1/stream", _stream_body(5, 0), {"content-type": MEDIA})
             response = kept.getresponse()
@@ -134,11 +141,8 @@ def test_kept_alive_http1_requests_get_503_until_the_drain_ends(tmp_path: Path) 
             assert response.status == 503, payload
             assert response.getheader("retry-after") == "1"
             assert payload["error"]["code"] == "draining"
-            answered += 1
-            # The next one once the stream has moved on (or ended).
-            _wait(lambda n=seen: len(stream.events) > n or not stream.is_alive(), "the stream")
-        assert answered >= 3
-        _intact(stream.finish(), 60)
+            _wait(lambda n=seen: len(stream.events) > n, "the stream to move on")
+        _intact(stream.finish(), TOKENS)
         assert gateway.proc.wait(timeout=30) == 0
         kept.close()
     finally:
