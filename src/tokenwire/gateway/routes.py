@@ -33,7 +33,7 @@ from ..errors import InvalidRequest, RequestTooLarge
 from ..request import Request, echo
 from ..server import DEFAULT_MAX_BODY_BYTES, Exchange, Provider, StreamEndpoint
 from ..server.asgi import Receive, Scope, Send, read_body, send_json
-from ..server.hooks import hooked
+from ..server.hooks import CountRefused, hooked
 from ..writer import estimate_tokens
 from .ingress import FormatIngress, decode_json_body
 
@@ -124,30 +124,22 @@ class CountEndpoint:
         how = b"estimate" if estimated else b"upstream"
         await send_json(send, 200, _encode(answer), [(COUNT_HEADER, how)])
 
-    async def _upstream_count(self, send: Send, provider: Provider, request: Request) -> Any:
+    async def _upstream_count(
+        self, send: Send, provider: Provider, request: Request
+    ) -> int | None | bool:
         """The upstream's count; ``None``: it has none (estimate); ``False``: answered."""
         try:
-            answered = await provider.count_tokens(request)
+            return await provider.count_tokens(request)
         except InvalidRequest as exc:
             await self._error(send, 400, "invalid_request", exc.reason, exc.path)
-            return False
+        except CountRefused as exc:
+            await self._error(send, exc.status, exc.code, exc.message)
+        except ValueError as exc:
+            await self._error(send, 502, "internal_error", f"upstream count: {exc}")
         except Exception as exc:
             _log.warning("token count upstream failed: %s", type(exc).__name__)
             await self._error(send, 502, "internal_error", "the upstream could not be reached")
-            return False
-        if answered is None:
-            return None
-        status, body = answered
-        fmt = provider.format  # type: ignore[attr-defined]
-        if status >= 300:
-            code, message = fmt.http_error(status, body)
-            await self._error(send, status, code, message)
-            return False
-        try:
-            return int(fmt.count.result(body))
-        except ValueError as exc:
-            await self._error(send, 502, "internal_error", f"upstream count: {exc}")
-            return False
+        return False
 
 
 def vendor_routes(

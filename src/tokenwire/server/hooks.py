@@ -44,10 +44,24 @@ class Provider(Protocol):
         the endpoint then answers 400 naming the field instead of starting a stream."""
         return None
 
-    async def count_tokens(self, request: Request) -> tuple[int, bytes] | None:
-        """The upstream's own token count: its counting endpoint's ``(status, body)``,
-        or ``None`` when there is none (the gateway's counting routes then estimate)."""
+    async def count_tokens(self, request: Request) -> int | None:
+        """The upstream's own count of ``request``'s input tokens, or ``None`` when it
+        has none (the gateway's counting routes then estimate). Raises
+        ``InvalidRequest`` for a request the upstream cannot be sent, ``CountRefused``
+        for its error answer, ``ValueError`` for an answer without a count, and
+        whatever its transport raises when it cannot be reached."""
         return None
+
+
+class CountRefused(TokenwireError):
+    """An upstream's counting endpoint answered an error: ``status``, and the
+    standard's ``code`` and ``message`` for it (the vendor's own mapping)."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
 
 
 class _Undeclared(Provider):
@@ -69,10 +83,10 @@ class _Undeclared(Provider):
         if self._check is not None:
             self._check(request)
 
-    async def count_tokens(self, request: Request) -> tuple[int, bytes] | None:
+    async def count_tokens(self, request: Request) -> int | None:
         if self._count is None:
             return None
-        return cast(tuple[int, bytes] | None, await self._count(request))
+        return cast(int | None, await self._count(request))
 
 
 def hooked(provider: Any) -> Provider:

@@ -107,7 +107,7 @@ class MeteredProvider(Provider):
     def check_request(self, request: Request) -> None:
         self.inner.check_request(request)
 
-    async def count_tokens(self, request: Request) -> tuple[int, bytes] | None:
+    async def count_tokens(self, request: Request) -> int | None:
         return await self.inner.count_tokens(request)
 
     def generate(self, request: Request) -> AsyncIterator[ev.Event]:

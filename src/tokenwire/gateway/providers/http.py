@@ -30,6 +30,7 @@ from ... import events as ev
 from ... import translate
 from ...request import Request
 from ...server import Exchange, Provider
+from ...server.hooks import CountRefused
 from ...translate import VendorFormat
 from ..upstream import Pool, UpstreamError
 from ._wire import IDENTITY, report_unknown, trace_headers
@@ -265,13 +266,10 @@ class HTTPProvider(Provider):
         finally:
             report_unknown(self.vendor, request, translator)
 
-    async def count_tokens(self, request: Request) -> tuple[int, bytes] | None:
-        """The upstream's own token count for ``request``: the counting endpoint's
-        ``(status, body)``, or ``None`` when the vendor has none.
-
-        Raises ``InvalidRequest`` as ``build_request`` does, and ``UpstreamError``
-        when the upstream cannot be reached.
-        """
+    async def count_tokens(self, request: Request) -> int | None:
+        """The upstream's own count of ``request``'s input tokens (its counting
+        endpoint), or ``None`` when the vendor has none. Raises as
+        ``Provider.count_tokens`` says (``UpstreamError`` when unreachable)."""
         count = self.format.count
         if count is None or self.missing_key is not None:
             return None
@@ -280,4 +278,7 @@ class HTTPProvider(Provider):
         async with self.transport.stream(
             "POST", vendor_request.url, headers, vendor_request.body
         ) as response:
-            return response.status, await response.read_bounded(MAX_ERROR_BODY)
+            status, body = response.status, await response.read_bounded(MAX_ERROR_BODY)
+        if status >= 300:
+            raise CountRefused(status, *self.format.http_error(status, body))
+        return count.result(body)
