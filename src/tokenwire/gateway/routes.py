@@ -113,9 +113,21 @@ class CountEndpoint:
             message = f"unknown model {echo(request.model)}"
             await self._error(send, 404, "model_not_found", message, "model")
             return
-        counted = await self._upstream_count(send, hooked(found), request)
-        if counted is False:
-            return  # answered (an error)
+        try:
+            counted = await hooked(found).count_tokens(request)
+        except InvalidRequest as exc:
+            await self._error(send, 400, "invalid_request", exc.reason, exc.path)
+            return
+        except CountRefused as exc:  # the upstream's own error, mapped by its vendor
+            await self._error(send, exc.status, exc.code, exc.message)
+            return
+        except ValueError as exc:  # an answer without a count
+            await self._error(send, 502, "internal_error", f"upstream count: {exc}")
+            return
+        except Exception as exc:
+            _log.warning("token count upstream failed: %s", type(exc).__name__)
+            await self._error(send, 502, "internal_error", "the upstream could not be reached")
+            return
         estimated = counted is None
         tokens = estimate_tokens(_prompt_chars(request)) if counted is None else counted
         answer = self.count.answer(tokens)
@@ -123,23 +135,6 @@ class CountEndpoint:
             answer["tokenwire:estimate"] = True
         how = b"estimate" if estimated else b"upstream"
         await send_json(send, 200, _encode(answer), [(COUNT_HEADER, how)])
-
-    async def _upstream_count(
-        self, send: Send, provider: Provider, request: Request
-    ) -> int | None | bool:
-        """The upstream's count; ``None``: it has none (estimate); ``False``: answered."""
-        try:
-            return await provider.count_tokens(request)
-        except InvalidRequest as exc:
-            await self._error(send, 400, "invalid_request", exc.reason, exc.path)
-        except CountRefused as exc:
-            await self._error(send, exc.status, exc.code, exc.message)
-        except ValueError as exc:
-            await self._error(send, 502, "internal_error", f"upstream count: {exc}")
-        except Exception as exc:
-            _log.warning("token count upstream failed: %s", type(exc).__name__)
-            await self._error(send, 502, "internal_error", "the upstream could not be reached")
-        return False
 
 
 def vendor_routes(
