@@ -115,7 +115,7 @@ class Gateway:
             "observers": (self.metrics, self.log, self.production.observer),
             "resumption": self.resume,
             # The key's models and limits, checked on the parsed request.
-            "admission": self.production.admission,
+            "admission": self.production,
         }
         self.stream = StreamEndpoint(self.providers, route="/v1/stream", **limits)
         self.chat_completions = StreamEndpoint(

@@ -9,7 +9,7 @@ and uses four seams, each a few lines there:
   ``RequestContext`` (in the scope, for the endpoint's ``Exchange``), refuses
   while draining, and checks the inbound key before the endpoint reads the
   request;
-- ``admission`` (``StreamEndpoint``'s hook, ``server.Admission``): once the
+- ``admit`` (``Production`` is ``StreamEndpoint``'s ``server.Admission``): once the
   endpoint has parsed the request, checks the key's models and its limits
   against that request's ``model``, the very one the route serves (one
   resolution per request, never a second peek at the body or the path),
@@ -186,8 +186,6 @@ class Production:
                 registry=registry,
             )
         self.observer = _Observer(self)
-        #: ``StreamEndpoint(admission=...)``: the key's models and limits (``admit_request``).
-        self.admission = _Admission(self)
 
     # -- providers -------------------------------------------------------------
 
@@ -282,7 +280,7 @@ class Production:
     def check_key(self, scope: Scope, ctx: RequestContext) -> auth.Refusal | None:
         """The middleware's check, before the body is read: a valid key (else 401).
 
-        The key's models and limits wait for the parsed request (``admit_request``).
+        The key's models and limits wait for the parsed request (``admit``).
         """
         key = self.keys.find(
             credential(scope.get("headers", ()), scope.get("query_string", b"")) or ""
@@ -340,10 +338,11 @@ class Production:
         ctx.admitted = model
         return None
 
-    async def admit_request(
+    async def admit(
         self, exchange: Exchange, request: Request, send: Send, record: StreamRecord
     ) -> bool:
-        """``server.Admission``: the key's models and limits for the parsed request."""
+        """``server.Admission`` (``StreamEndpoint(admission=production)``): the key's
+        models and limits for the parsed request."""
         ctx: RequestContext | None = exchange.context
         if ctx is None or ctx.key is None:
             return True  # no keys configured, or an unprotected route
@@ -413,13 +412,6 @@ def _limit_refusal(decision: Decision) -> auth.Refusal:
     if decision.limit == "budget":
         return auth.Refusal(429, refusal_of(decision), code="budget_exceeded")
     return auth.Refusal(429, refusal_of(decision), retry_after=retry_after_header(decision))
-
-
-class _Admission:
-    """``server.Admission`` of the gateway's stream endpoints."""
-
-    def __init__(self, production: Production) -> None:
-        self.admit = production.admit_request
 
 
 class _Observer:

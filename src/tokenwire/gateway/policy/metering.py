@@ -4,7 +4,7 @@ Metered only at the end, tokens were charged only when the upstream's ``usage`` 
 client that hung up first was never charged, and concurrent requests all
 passed one check before any of them was charged. Now:
 
-1. at admission (``production.Production.admit_request``) the request
+1. at admission (``production.Production.admit``) the request
    reserves its prompt (estimated, one token per 4 characters) plus its
    ``max_tokens`` or ``[limits] reserve_tokens``: ``Limits.reserve`` grants
    up to that, never past what the budget has left, and counts it as spent;
