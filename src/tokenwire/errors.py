@@ -30,7 +30,8 @@
         ├── Refusal                   server.http1: a request our HTTP/1.1 server refuses
         │                             before the app sees it (a 4xx and Connection: close)
         ├── ResumeStoreError          gateway.resume.store: the store failed
-        │   └── StoreUnavailable, StoreRefused, StreamNotFound, EventsTrimmed
+        │   └── StoreUnavailable (Unreached: part of a batch), StoreRefused, StreamNotFound,
+        │       EventsTrimmed
         ├── SessionStateError         gateway.resume.session: an input its table does not allow
         ├── NegotiateError            gateway.providers.signalr: the hub's negotiate step failed
         ├── UpstreamError             gateway.upstream: the HTTP/1.1 upstream connection failed,

@@ -66,13 +66,32 @@ def test_metrics_can_require_a_key() -> None:
     assert b"secret-model" in text
 
 
-def test_metrics_stay_open_by_default_as_the_operators_choice() -> None:
+def test_metrics_are_closed_on_the_serving_port_where_keys_are_configured() -> None:
+    # /metrics names every model and its traffic: with keys, not for whoever asks.
     rig = Rig({"ops": {}}, ("secret-model",))
+    moved = Rig({"ops": {}}, ("secret-model",), metrics={"listen": "127.0.0.1:9464"})
 
-    async def run() -> int:
-        return (await rig.call("/metrics", method="GET")).status
+    async def run() -> tuple[int, int, int, int]:
+        stranger = await rig.call("/metrics", method="GET")
+        keyed = await rig.call("/metrics", method="GET", headers=rig.auth("ops"))
+        unknown = await rig.call("/no-such-route", method="GET")
+        elsewhere = await moved.call("/metrics", method="GET", headers=moved.auth("ops"))
+        return stranger.status, keyed.status, unknown.status, elsewhere.status
 
-    assert asyncio.run(run()) == 200
+    # The same 404 as a route that does not exist: the port does not say it has them.
+    assert asyncio.run(run()) == (404, 404, 404, 404)
+
+
+def test_metrics_stay_open_without_keys() -> None:
+    rig = Rig({}, ("secret-model",))
+
+    async def run() -> tuple[int, bytes]:
+        answer = await rig.call("/metrics", method="GET")
+        return answer.status, answer.body
+
+    status, text = asyncio.run(run())
+    assert status == 200
+    assert b"secret-model" in text
 
 
 def test_models_lists_only_what_the_key_may_use() -> None:

@@ -1,29 +1,31 @@
 """A Redis Cluster on 127.0.0.1 for the limits and resume tests (no persistence).
 
 ``count`` primaries, each with ``replicas`` replicas (none by default, as the
-limits' own tests use it). Built on tests/resume/redis_proc.py (binary lookup,
-free ports). Each node's cluster bus listens on its port + 10000, so ports are
-picked where both are free. The slots are assigned, the nodes introduced and
-the replicas attached with redis-py (no redis-cli).
+limits' own tests use it). Each node is a
+``tokenwire.testing.processes.ServedProcess`` (the one launcher: ready once it
+answers ``PING``); tests/resume/redis_proc.py finds the binary. Each node's
+cluster bus listens on its port + 10000, so ports are picked where both are
+free. The slots are assigned, the nodes introduced and the replicas attached
+with redis-py (no redis-cli).
 
 For failover tests: ``kill`` a node (SIGKILL: whatever it had not replicated is
 gone), ``wait_promoted`` until one of its replicas serves its slots (read from
-``CLUSTER NODES`` of a live node: a condition, never a sleep), ``primary_of``
-the node serving a key now.
+``CLUSTER NODES`` of a live node: a condition, never a sleep), ``restart`` a
+killed node (it rejoins from its nodes file, as a replica of its heir), and
+``primary_of`` the node serving a key now.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import socket
-import subprocess
 import time
 from pathlib import Path
 
 import redis
 from tests.resume.redis_proc import free_port
+
+from tokenwire.testing import processes
 
 SLOTS = 16384
 
@@ -86,7 +88,7 @@ class RedisCluster:
         self.replicas = replicas
         self.node_timeout_ms = node_timeout_ms
         self.ports = cluster_ports(count * (1 + replicas))
-        self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        self.procs: dict[int, processes.ServedProcess] = {}
 
     @property
     def url(self) -> str:
@@ -125,15 +127,31 @@ class RedisCluster:
             "--daemonize",
             "no",
         ]
-        with open(self.workdir / f"redis-{port}.log", "ab") as log:
-            self.procs[port] = subprocess.Popen(
-                argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
+        # One log of stdout and stderr, appended to: a restart keeps the first run's.
+        log = self.workdir / f"redis-{port}.log"
+        served = processes.ServedProcess(
+            argv,
+            port,
+            ready=lambda: self._pings(port),
+            stderr_path=log,
+            stdout_path=log,
+            append=True,
+        )
+        self.procs[port] = served
+        served.start()
+
+    def _pings(self, port: int) -> bool:
+        with (
+            contextlib.suppress(redis.RedisError, OSError),
+            contextlib.closing(self.client(port)) as client,
+        ):
+            return bool(client.ping())
+        return False
 
     def start(self, wait: float = 60.0) -> RedisCluster:
-        for port in self.ports:
-            self._spawn(port)
         try:
+            for port in self.ports:
+                self._spawn(port)
             self._form(wait)
         except BaseException:
             self.stop()
@@ -211,7 +229,11 @@ class RedisCluster:
         return [Node(line) for line in str(text).splitlines() if line.strip()]
 
     def live_ports(self) -> list[int]:
-        return [port for port, proc in self.procs.items() if proc.poll() is None]
+        return [
+            port
+            for port, served in self.procs.items()
+            if served.proc is not None and served.proc.poll() is None
+        ]
 
     def primary_of(self, key: str) -> int:
         """The port of the node serving ``key``'s slot now."""
@@ -237,10 +259,20 @@ class RedisCluster:
 
     def kill(self, port: int) -> None:
         """SIGKILL node ``port``: it vanishes with whatever it had not replicated."""
-        proc = self.procs.pop(port)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
+        self.procs.pop(port).kill()
+
+    def restart(self, port: int, timeout: float = 60.0) -> None:
+        """Start killed node ``port`` again (no data: it rejoins from its nodes file)
+        and wait until it is a replica in sync with its primary."""
+        self._spawn(port)
+        deadline = time.monotonic() + timeout
+
+        def in_sync() -> bool:
+            with contextlib.closing(self.client(port)) as client:
+                info = client.info("replication")
+                return bool(info.get("role") == "slave" and info.get("master_link_status") == "up")
+
+        self._until(f"node {port} did not rejoin as a replica", deadline, in_sync)
 
     def wait_promoted(self, heirs: list[int], timeout: float = 60.0) -> int:
         """Wait until one of ``heirs`` (a dead primary's replicas) is a primary serving

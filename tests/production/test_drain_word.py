@@ -149,6 +149,65 @@ def test_kept_alive_http1_requests_get_503_until_the_drain_ends(tmp_path: Path) 
         gateway.stop()
 
 
+def test_several_workers_keep_the_drains_word(tmp_path: Path) -> None:
+    # Each worker is a granian process: each drains its own streams, and its kept-alive
+    # connections get 503 until its drain ends (then it closes them and stops).
+    gateway = start(tmp_path, table("server", {"drain_s": 20.0}), "--workers", "2")
+    try:
+        # Eight 3 s streams, spread over the workers by the kernel's accept.
+        streams = [Streaming(gateway.url, _stream_body(60, 50)) for _ in range(8)]
+        for stream in streams:
+            stream.start()
+        _wait(lambda: all(len(s.events) >= 3 for s in streams), "every stream's first events")
+        kept = []
+        for _ in range(6):
+            connection = http.client.HTTPConnection("127.0.0.1", gateway.port, timeout=30)
+            connection.request("GET", "/v1/models")
+            first = connection.getresponse()
+            first.read()
+            assert first.status == 200 and not first.will_close
+            kept.append(connection)
+        assert gateway.proc is not None
+        gateway.proc.send_signal(signal.SIGTERM)
+        _wait(lambda: "draining" in gateway.stderr(), "the drain's log line")
+        answers: list[list[int | str | None]] = [[] for _ in kept]
+        while any(s.is_alive() for s in streams):
+            seen = sum(len(s.events) for s in streams)
+            for connection, got in zip(kept, answers, strict=True):
+                if "closed" in got:
+                    continue
+                try:
+                    connection.request(
+                        "POST", "/v1/stream", _stream_body(5, 0), {"content-type": MEDIA}
+                    )
+                    response = connection.getresponse()
+                    payload = json.loads(response.read())
+                except (OSError, http.client.HTTPException):
+                    got.append("closed")  # its worker's drain is over
+                    continue
+                assert response.status == 503, payload
+                assert response.getheader("retry-after") == "1"
+                assert payload["error"]["code"] == "draining"
+                got.append(response.status)
+            _wait(
+                lambda n=seen: (
+                    sum(len(s.events) for s in streams) > n
+                    or not any(s.is_alive() for s in streams)
+                ),
+                "the streams",
+            )
+        # Kept-alive connections were answered 503 while streams were in flight (a
+        # worker with none may end its drain, and close its connections, at once).
+        assert max(got.count(503) for got in answers) >= 3, answers
+        for stream in streams:
+            _intact(stream.finish(), 60)
+        assert gateway.proc.wait(timeout=30) == 0
+        for connection in kept:
+            connection.close()
+    finally:
+        gateway.stop()
+
+
 class H2Client:
     """A minimal HTTP/2 client over one socket (h2c, prior knowledge), pumped by the test."""
 

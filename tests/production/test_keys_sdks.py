@@ -11,12 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from tests.gateway.gateway_http import body, events_of, post, text_of
 from tests.gateway.gateway_procs import Gateway
 from tests.production.conftest import Keys, start, table
 
 from tokenwire.gateway.policy.keys import new_key
+from tokenwire.testing.processes import free_port
 
 KEYS = Keys()
 GOOD = KEYS.add("good")
@@ -26,12 +28,15 @@ RL = {
     for vendor in ("openai", "anthropic", "gemini", "standard")
 }
 BUDGET = KEYS.add("budget", token_budget=1)
+#: ``[metrics] listen``: the metrics' own port.
+METRICS_PORT = free_port()
 
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     workdir: Path = tmp_path_factory.mktemp("keys")
     config = KEYS.toml() + "\n" + table("models", {"name": "other", "provider": "demo"}, array=True)
+    config += "\n" + table("metrics", {"listen": f"127.0.0.1:{METRICS_PORT}"})
     gw = start(workdir, config)
     try:
         yield gw
@@ -181,10 +186,15 @@ def test_standard_route_answers_the_standard_json_error(gateway: Gateway) -> Non
         assert int(limited.headers["retry-after"]) >= 1
         # Open routes stay open.
         assert client.get("/healthz").status_code == 200
-        assert client.get("/metrics").status_code == 200
         assert client.get("/v1/models").status_code == 401
         assert client.get("/v1/models", headers=auth).status_code == 200
-        metrics = client.get("/metrics").text
+        # With keys, /metrics is not on the serving port: on its own listener.
+        assert client.get("/metrics", headers=auth).status_code == 404
+    with httpx.Client(base_url=f"http://127.0.0.1:{METRICS_PORT}", timeout=10.0) as scraper:
+        metrics = scraper.get("/metrics").text
+        assert scraper.get("/v1/models").status_code == 404
+        assert scraper.post("/metrics").status_code == 405
+        assert scraper.head("/metrics").status_code == 200
         assert 'tokenwire_requests_refused_total{code="unauthorized",status="401"}' in metrics
         assert 'tokenwire_requests_refused_total{code="rate_limited",status="429"}' in metrics
 

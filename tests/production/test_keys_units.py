@@ -67,6 +67,10 @@ def test_key_config_errors_name_the_key() -> None:
         gwconfig.parse({"production": {}})
     with pytest.raises(gwconfig.ConfigError, match=r"server\.drain_s"):
         gwconfig.parse({"server": {"drain_s": -1}})
+    for listen in ("9464", "127.0.0.1:", "127.0.0.1:http", "127.0.0.1:70000"):
+        with pytest.raises(gwconfig.ConfigError, match=r"metrics\.listen.*127\.0\.0\.1:9464"):
+            gwconfig.parse({"metrics": {"listen": listen}})
+    assert gwconfig.parse({"metrics": {"listen": "[::1]:9464"}}).metrics.address() == ("::1", 9464)
     # The [resume] url serves the limits too.
     shared = gwconfig.parse(
         {

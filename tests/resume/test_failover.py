@@ -39,10 +39,12 @@ from tests.resume.resume_http import (
 
 import tokenwire
 from tokenwire import events as ev
+from tokenwire.gateway.resume.manager import ResumeManager
 
-#: The demo's pace and length: 300 tokens 40 ms apart, 12 s, so the stream is
-#: still generating through the outage and the promotion.
-PACE = {"delay_ms": 40, "tokens": 300}
+#: The demo's pace and length: 600 tokens 50 ms apart, 30 s, so the stream is
+#: still generating through the outage and the promotion (a limiter asking the
+#: paused replica waits for its socket timeouts: seconds on a loaded machine).
+PACE = {"delay_ms": 50, "tokens": 600}
 #: A replica's lease outlives the outage (a resume would otherwise end the stream).
 LEASE_S = 15.0
 
@@ -134,10 +136,13 @@ def _key_id_on(cluster: RedisCluster, port: int, prefix: str) -> str:
     raise AssertionError("no key id lands on that node")
 
 
-def _request_id_on(cluster: RedisCluster, port: int) -> str:
+def _request_id_on(cluster: RedisCluster, port: int, headers: dict[str, str]) -> str:
+    """A request_id whose stored stream (in the caller's namespace) lives on ``port``."""
+    credential = [(b"authorization", headers["authorization"].encode())]
     while True:
         request_id = new_id("failover")
-        if cluster.primary_of(f"tw:{{{request_id}}}:s") == port:
+        stream_id = ResumeManager.stream_id(credential, request_id)
+        if cluster.primary_of(f"tw:{{{stream_id}}}:s") == port:
             return request_id
 
 
@@ -171,7 +176,7 @@ def test_a_primary_dies_mid_stream_while_keys_are_limited(
         b = Gateway(tmp_path, config=resume + "\n" + keys.toml() + "\n" + limits(False))
         start_all(a, b)
         try:
-            request_id = _request_id_on(cluster, doomed)
+            request_id = _request_id_on(cluster, doomed, headers)
             # Two requests of the key's two a minute: the stream on a, one on b.
             live = LiveRead(a, _body(request_id), headers)
             wait_for(lambda: len(live.events()) >= 5, what="the stream's first events")
@@ -194,6 +199,13 @@ def test_a_primary_dies_mid_stream_while_keys_are_limited(
                 assert refused.json()["error"]["message"] == "the rate limiter is unavailable"
                 # The client hangs up in the outage; what it got, it keeps.
                 part = live.stop()
+                # Its slot has no node: its resume and its cancel answer 503 (a client
+                # retries).
+                assert _resume_status(b, request_id, headers) == 503
+                with b.client(timeout=30.0) as client:
+                    url = f"/v1/streams/{request_id}"
+                    cancel = client.delete(url, headers={**auth(request_id), **headers})
+                assert cancel.status_code == 503, cancel.text
             finally:
                 os.kill(heir_pid, signal.SIGCONT)
             assert cluster.wait_promoted([heir]) == heir

@@ -59,6 +59,7 @@ from .resume import ResumeEndpoint, ResumeManager, build_manager
 from .routes import GEMINI_ROUTES, vendor_routes
 from .telemetry import logs
 from .telemetry.metrics import CONTENT_TYPE, Metrics
+from .telemetry.metrics_listener import MetricsListener
 
 if TYPE_CHECKING:
     import httpx  # only the upstream client's type: httpx loads with the first model that uses it
@@ -184,11 +185,18 @@ class Gateway:
                 keyfile=server.keyfile,
             )
             await webtransport.start()
+        metrics_listener = None
+        address = self.config.metrics.address()
+        if address is not None:
+            metrics_listener = MetricsListener(*address, self.metrics.render, CONTENT_TYPE)
+            await metrics_listener.start()
         try:
             yield
         finally:
             if webtransport is not None:
                 webtransport.close()
+            if metrics_listener is not None:
+                await metrics_listener.aclose()
             try:
                 await self.production.aclose()  # the drain runs before resume closes
                 await self.resume.aclose()
@@ -206,6 +214,7 @@ class Gateway:
             "/v1/responses": self.responses,
         }
         ws = self.ws = FramesOverWebSocket()
+        metrics_here = self.production.metrics_here
         routes = [
             *(Route(path, endpoint, methods=["POST"]) for path, endpoint in streams.items()),
             *vendor_routes(
@@ -220,7 +229,8 @@ class Gateway:
             WebSocketRoute("/v1/ws", ws),
             Route("/v1/models", self.models, methods=["GET"]),
             Route("/healthz", self.healthz, methods=["GET"]),
-            Route("/metrics", self.metrics_text, methods=["GET"]),
+            # Closed on this port where keys are configured, unless [metrics] opens it.
+            *([Route("/metrics", self.metrics_text, methods=["GET"])] if metrics_here else []),
             # GET /, /static/*, POST /v1/convert: the browser playground.
             *playground.routes(),
         ]

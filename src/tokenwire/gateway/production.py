@@ -157,6 +157,11 @@ class Production:
         self.reserve_tokens: int = lim.reserve_tokens
         #: ``[metrics] keys``: the key ids that may read ``/metrics`` (``None``: anyone).
         self.metrics_keys: frozenset[str] | None = frozenset(config.metrics.keys) or None
+        #: ``/metrics`` on the serving port: names every model and its traffic, so
+        #: with keys (or a listener of its own) only where ``[metrics] keys`` opens it.
+        self.metrics_here = self.metrics_keys is not None or (
+            not config.production.keys and config.metrics.listen is None
+        )
         self.drain = Drain(settings.drain_s)
         self.clock = clock
         self.telemetry = (

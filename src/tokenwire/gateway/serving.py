@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from ..server.guard import Guard, Limits
 from .config import TIMEOUT_ENV, ServerConfig
+from .policy.drain import hold_worker_stop
 
 if TYPE_CHECKING:
     from .policy.drain import Drain
@@ -51,7 +52,11 @@ def app_from_env() -> Guard:
     # A worker process gets its listening socket after the app is built: set
     # it at the first request (that one connection does not inherit the
     # options). With --workers 1 serve sets it as soon as granian binds it.
-    return Guard(app, limits, first_request=set_listeners)
+    guarded = Guard(app, limits, first_request=set_listeners)
+    # In a granian worker (--workers N) its stop waits for the drain; with one
+    # worker granian's embedded server installs no handler and this is unused.
+    hold_worker_stop(drain_of(guarded))
+    return guarded
 
 
 def skip_httpx_cli() -> None:

@@ -193,13 +193,22 @@ SERVER_ENGINES: Final = frozenset({"granian", "h1"})
 class MetricsConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``[metrics]``: who may read ``GET /metrics`` (docs/gateway.md, "Security").
 
-    ``keys``: ids of ``[[keys]]`` that may; empty (the default): anyone who
-    reaches the port may, as a Prometheus scraper expects. It names every
-    model and its traffic, so an operator whose port is public sets it (or
-    keeps the port private).
+    ``/metrics`` names every model and its traffic. Without ``[[keys]]`` it is
+    open on the serving port, as a Prometheus scraper expects. With keys it is
+    closed there (404) unless opened: ``keys``, ids of ``[[keys]]`` that may
+    read it; or ``listen``, a ``host:port`` of its own (the usual Prometheus
+    practice: a private address), which then serves it to whoever reaches it.
     """
 
     keys: list[str] = []
+    listen: str | None = None
+
+    def address(self) -> tuple[str, int] | None:
+        """``listen`` as (host, port); ``None`` when unset."""
+        if self.listen is None:
+            return None
+        host, _, port = self.listen.rpartition(":")
+        return host.strip("[]"), int(port)
 
 
 class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -620,6 +629,14 @@ def parse(data: Mapping[str, Any]) -> Config:
         config = attach(config, production)
     except config_prod.ConfigProblem as exc:
         raise ConfigError(str(exc)) from None
+    listen = config.metrics.listen
+    if listen is not None:
+        host, _, port = listen.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise _fail(
+                "metrics.listen",
+                f'{listen!r} is not host:port; write e.g. "127.0.0.1:9464"',
+            )
     key_ids = {key.id for key in config.production.keys}
     for j, key_id in enumerate(config.metrics.keys):
         if key_id not in key_ids:

@@ -10,8 +10,10 @@ signal's wakeup fd), and ours starts the drain. With ``serve --workers 1``
 once the drain is over (``wait``). Then:
 
 1. new requests on kept-alive connections get 503 (``draining``) with
-   ``Retry-After``, until the drain is over (with several workers, granian's
-   own handler stops them serving kept-alive connections at once);
+   ``Retry-After``, until the drain is over. With several workers each is a
+   granian worker process, whose own signal handler would stop it serving at
+   once (closing kept-alive connections); ``hold_worker_stop`` makes that
+   stop wait for the drain;
 2. the streams in flight get up to ``drain_s`` to finish on their own;
 3. then every stream still running is cancelled through ``RoutedProvider``,
    which turns that cancel into an ``error`` event (``overloaded``, retry on
@@ -29,7 +31,7 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["Drain"]
+__all__ = ["Drain", "hold_worker_stop"]
 
 _log = logging.getLogger("tokenwire.gateway")
 
@@ -132,3 +134,48 @@ class Drain:
                 previous(signum, frame)
 
         return handle
+
+
+def hold_worker_stop(drain: Drain) -> None:
+    """In a granian worker process (``serve --workers N``): its stop waits for ``drain``.
+
+    granian's worker registers a signal handler on its event loop that stops its
+    server at once. This wraps the function that registers it (the worker calls
+    it after loading the app, so the wrapper is in place by then): a first
+    SIGTERM or SIGINT starts the drain, and the server stops once the drain is
+    over; a second one stops it at once. The supervisor's kill timeout
+    (``shutdown_timeout_s``) fits the drain (config: ``shutdown_timeout_s``).
+    Nothing changes where granian is missing or its internals differ.
+    """
+    try:
+        from granian import _signals
+    except ImportError:
+        return
+    register = getattr(_signals, "set_loop_signals", None)
+    if register is None or getattr(register, "holds_for_drain", False):
+        return
+
+    def set_loop_signals(loop: asyncio.AbstractEventLoop) -> Any:
+        stop = register(loop)  # granian's event: set, it stops the worker's server
+        received: list[int] = []
+
+        def on_signal(signum: int) -> None:
+            received.append(signum)
+            if len(received) > 1:
+                stop.set()  # a second signal: at once
+                return
+            drain.begin()
+
+            async def after_drain() -> None:
+                await drain.wait()
+                stop.set()
+
+            drain._exit = loop.create_task(after_drain())
+
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+            loop.add_signal_handler(signum, on_signal, signum)
+        return stop
+
+    set_loop_signals.holds_for_drain = True  # type: ignore[attr-defined]
+    _signals.set_loop_signals = set_loop_signals

@@ -40,14 +40,17 @@ from .store import (
     LOST_MESSAGE,
     MAX_REQUEST_ID,
     READER_TOUCH_S,
+    RENEWALS_PER_LEASE,
     REPLAY_TAIL,
     SHUTDOWN_MESSAGE,
     TICK_S,
+    Append,
     Created,
     ResumeStoreError,
     Store,
     StoreUnavailable,
     StreamInfo,
+    Unreached,
     log,
     stop_task,
 )
@@ -97,6 +100,9 @@ class ResumeManager:
         self._closing = False
         self._full_logged = False
         self._discards: set[str] = set()
+        #: A renewal held up by an outage: tried again every tick, not every
+        #: lease_s / RENEWALS_PER_LEASE (store.RENEWALS_PER_LEASE).
+        self._renew_now = False
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -280,13 +286,17 @@ class ResumeManager:
                     continue
                 try:
                     refused = await self.store.commit([a for _s, a in appends])
+                except Unreached as exc:
+                    # Some streams' node is down (one Cluster primary): those wait in
+                    # their sessions, the others are done.
+                    refused = exc.result
+                    self._requeue([(s, a) for s, a in appends if a.request_id in exc.pending])
+                    appends = [(s, a) for s, a in appends if a.request_id not in exc.pending]
+                    await asyncio.sleep(COMMIT_RETRY_S)
                 except StoreUnavailable:
                     # Unreachable (a restart, a failover): the events wait in their
                     # sessions and go in the next commit, which skips what landed.
-                    for session, append in appends:
-                        session.requeue(append)
-                        if session.recording:
-                            self._dirty[session.request_id] = session
+                    self._requeue(appends)
                     await asyncio.sleep(COMMIT_RETRY_S)
                     continue
                 except ResumeStoreError as exc:
@@ -299,6 +309,13 @@ class ResumeManager:
                         session.committed()
                         self.forget_if_done(session)
 
+    def _requeue(self, appends: list[tuple[Session, Append]]) -> None:
+        """Appends the store could not reach: back to their sessions, for the next commit."""
+        for session, append in appends:
+            session.requeue(append)
+            if session.recording:
+                self._dirty[session.request_id] = session
+
     # -- housekeeping ------------------------------------------------------------------------
 
     async def _tick_loop(self) -> None:
@@ -309,8 +326,8 @@ class ResumeManager:
             steps: list[Callable[[], Awaitable[None]]] = [functools.partial(self._check_grace, now)]
             if self._discards:
                 steps.append(self._discard_lost)
-            if now >= next_beat:
-                next_beat = now + self.lease_s / 3
+            if now >= next_beat or self._renew_now:
+                next_beat = now + self.lease_s / RENEWALS_PER_LEASE
                 steps.append(self._heartbeat)
             if now >= next_house:
                 next_house = now + HOUSEKEEPING_S
@@ -352,7 +369,14 @@ class ResumeManager:
 
     async def _heartbeat(self) -> None:
         owned = [s.request_id for s in self.live.values() if s.state in RECORDING]
-        cancel, lost = await self.store.heartbeat(owned)
+        # Until it succeeds: each tick (a lease must outlast an outage shorter than it).
+        self._renew_now = True
+        try:
+            cancel, lost = await self.store.heartbeat(owned)
+            self._renew_now = False
+        except Unreached as exc:
+            # Renewed, except the streams whose node is down: those again next tick.
+            cancel, lost = exc.result
         for request_id in cancel:
             self.cancel_local(request_id, "cancelled", CANCEL_MESSAGE)
         for request_id in lost:

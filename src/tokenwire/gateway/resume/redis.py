@@ -6,8 +6,12 @@ range and a duplicate or out-of-order write is refused by Redis itself),
 ``XADD ... MAXLEN ~`` to bound it, ``XREAD BLOCK`` to follow it, a TTL once it
 ended. The generating replica holds a lease key it renews every
 ``lease_s / 3``. If Redis is unreachable, streams are still served live; only
-resume is off (one log line when it goes, one when it is back). redis-py is
-imported when a ``RedisStore`` is made, never by a gateway on the memory store.
+resume is off, and only for the streams on the node that failed: health is
+kept per node (redis_health.py), commands go in one pipeline per node, and
+while a node is down a watcher re-reads the slot map and asks the slots'
+current owner, so a promoted replica is used without waiting for traffic.
+redis-py is imported when a ``RedisStore`` is made, never by a gateway on the
+memory store.
 
 ``cluster=True`` runs it on Redis Cluster: every key of a stream carries the
 ``{request_id}`` hash tag, so each script and pipeline step touches one slot;
@@ -26,12 +30,13 @@ from typing import TYPE_CHECKING, Any
 
 from .redis_cluster import ClusterFollower
 from .redis_follow import Follower, RedisReader
+from .redis_health import Health
 from .redis_scripts import (
     SCRIPTS,
     SHAS,
-    Health,
     entries_of,
     error_code_of,
+    key_of,
     load_redis,
     raw_reply,
     redacted,
@@ -40,6 +45,7 @@ from .redis_scripts import (
 from .store import (
     LIVE,
     READ_BATCH,
+    RENEWALS_PER_LEASE,
     Append,
     Created,
     Entry,
@@ -51,6 +57,7 @@ from .store import (
     StreamInfo,
     StreamNotFound,
     StreamState,
+    Unreached,
     closing_entries,
     end_status,
     log,
@@ -61,6 +68,13 @@ if TYPE_CHECKING:  # redis is imported only when a Redis store is made
     import redis.asyncio as aioredis
 
 __all__ = ["RedisStore"]
+
+#: While a node is down: how often the slot map is read again and the nodes now
+#: serving its slots are asked (a promoted replica is used within this, plus a
+#: round trip, of its promotion).
+WATCH_S = 0.25
+#: The owner of a slot this client has no node for (no slot map yet, or uncovered).
+UNKNOWN_NODE = "?"
 
 
 class RedisStore:
@@ -108,7 +122,8 @@ class RedisStore:
         self.max_events = max_events_per_stream
         self.max_bytes = max_bytes
         self.ttl_ms = max(1, round(ttl_s * 1000))
-        self.lease_ms = max(1, round(lease_s * 1000))
+        # A lease lives lease_s past the renewal after its last (RENEWALS_PER_LEASE).
+        self.lease_ms = max(1, round(lease_s * 1000 * (1 + 1 / RENEWALS_PER_LEASE)))
         # An owner renews its keys' TTL with its lease; should it die, they
         # outlive it long enough for a resume to see the stream end.
         self.idle_ms = self.ttl_ms + self.lease_ms + max(1, round(grace_s * 1000))
@@ -118,6 +133,8 @@ class RedisStore:
         self.ended_channel = f"{prefix}:ended"
         self._ended: dict[str, set[asyncio.Event]] = {}
         client, self._errors, self._unreachable = load_redis()
+        #: What a redis-py call may raise (a Cluster's slot errors are not RedisErrors).
+        self._redis_errors = (self._errors.RedisError, self._errors.RedisClusterException, OSError)
         from redis.asyncio.retry import Retry
         from redis.backoff import NoBackoff
 
@@ -128,6 +145,7 @@ class RedisStore:
         # always passed on (seen with redis-py 8 on a single-connection client).
         self._stopping = False
         self._listener: asyncio.Task[None] | None = None
+        self._watcher: asyncio.Task[None] | None = None
         #: Set while the listener is subscribed (tests wait on it, not on a sleep).
         self.listening = asyncio.Event()
         self.follower: Follower | ClusterFollower
@@ -163,11 +181,13 @@ class RedisStore:
             protocol=2,
         )
         # The multiplexed follow: its own connection, since XREAD BLOCK holds it.
+        # One quick retry too: idle through a Redis restart, that connection is stale,
+        # and its first read must not mark a Redis that is back as down again.
         self._follow_client = client.Redis.from_url(
             url,
             socket_timeout=socket_timeout_s,
             socket_connect_timeout=min(socket_timeout_s, 2.0),
-            retry=Retry(NoBackoff(), 0),
+            retry=Retry(NoBackoff(), 1),
             single_connection_client=True,
             protocol=2,
         )
@@ -183,13 +203,40 @@ class RedisStore:
 
     # -- plumbing ------------------------------------------------------------------
 
-    def _failure(self, exc: BaseException) -> ResumeStoreError:
-        """A redis-py error as the store's own: only an outage marks Redis as down."""
+    def _node_of(self, key: str | None) -> tuple[str, int]:
+        """The node serving ``key``'s slot as this client knows it now, and the slot
+        (-1: a command without a key). One Redis: its URL and slot 0."""
+        if not self.cluster:
+            return self.health.where, 0
+        if key is None:
+            return UNKNOWN_NODE, -1
+        slot: int = self.redis.keyslot(key)
+        return self._owner(slot), slot
+
+    def _owner(self, slot: int) -> str:
+        try:
+            return str(self.redis.nodes_manager.get_node_from_slot(slot).name)
+        except self._redis_errors:  # no slot map yet, or the slot is uncovered
+            return UNKNOWN_NODE
+
+    def _slots_of(self, node: str) -> set[int]:
+        """The slots ``node`` serves in this client's slot map."""
+        cache = self.redis.nodes_manager.slots_cache
+        return {slot for slot, nodes in cache.items() if nodes and nodes[0].name == node}
+
+    def _failure(self, exc: BaseException, node: str, slots: Iterable[int]) -> ResumeStoreError:
+        """A redis-py error as the store's own: only an outage marks the node as down."""
         if isinstance(exc, self._errors.MaxConnectionsError):
             return StoreUnavailable(f"no free Redis connection: {exc}")  # busy, not down
         if isinstance(exc, self._unreachable):
-            return self.health.failed(exc)
+            error = self.health.failed(node, exc, (s for s in slots if s >= 0))
+            self._watch_while_down()
+            return error
         return StoreRefused(f"{type(exc).__name__}: {exc}")
+
+    def _answered(self, key: str | None, slots: Iterable[int]) -> None:
+        # Looked up after the command: after a MOVED, the node that answered.
+        self.health.ok(self._node_of(key)[0], [s for s in slots if s >= 0])
 
     async def call(self, *args: Any) -> Any:
         """One command, with the health check around it. Raises ``ResumeStoreError``."""
@@ -200,37 +247,123 @@ class RedisStore:
         return await self._command(client, args)
 
     async def pipeline(self, commands: Sequence[Sequence[Any]]) -> list[Any]:
-        """``commands`` in one round trip (see ``_pipeline``)."""
+        """``commands`` in one round trip per node (see ``_pipeline``)."""
         return await self._pipeline(commands)
 
-    async def _command(self, client: aioredis.Redis, args: Sequence[Any], **options: Any) -> Any:
-        self.health.check()
+    async def _command(self, client: aioredis.Redis, args: Sequence[Any]) -> Any:
+        key = key_of(args)
+        node, slot = self._node_of(key)
+        self.health.check(node)
         try:
-            result = await client.execute_command(*args, **options)  # type: ignore[no-untyped-call]
-        except (self._errors.RedisError, OSError) as exc:
-            raise self._failure(exc) from None
-        self.health.ok()
+            try:
+                result = await client.execute_command(*args)  # type: ignore[no-untyped-call]
+            except self._unreachable:
+                if not await self._answers(node):
+                    raise
+                # The node answers: one connection went bad (a read cancelled
+                # mid-reply), or the client's slot map did. Read the map again and
+                # try once more (the store sends only reads this way).
+                await self._refresh_slot_map()
+                result = await client.execute_command(*args)  # type: ignore[no-untyped-call]
+        except self._redis_errors as exc:
+            raise await self._outage(exc, node, [slot]) from None
+        self._answered(key, [slot])
         return result
 
-    async def _pipeline(self, commands: Sequence[Sequence[Any]]) -> list[Any]:
-        """Run ``commands`` in one round trip; a refused command's result is its exception.
+    async def _outage(
+        self, exc: BaseException, node: str, slots: Iterable[int]
+    ) -> ResumeStoreError:
+        """``_failure``, except that a Cluster node which still answers ``PING`` is not
+        marked down: the error was a connection's or the client's, not the node's."""
+        if self.cluster and isinstance(exc, self._unreachable) and await self._answers(node):
+            return StoreUnavailable(f"{type(exc).__name__}: {exc}")
+        return self._failure(exc, node, slots)
 
-        ``EVALSHA`` is retried once with the scripts loaded when Redis does not
-        know them (a restarted server).
-        """
-        self.health.check()
+    async def _refresh_slot_map(self) -> None:
+        if self.cluster:
+            nodes = self.redis.nodes_manager
+            # Asked in turn: every node known, so that a seed list left with dead
+            # nodes after failovers (the URL's own node among them) still finds one.
+            for name, node in list(nodes.nodes_cache.items()):
+                nodes.startup_nodes.setdefault(name, node)
+            with contextlib.suppress(*self._redis_errors):
+                await nodes.initialize()
+
+    async def _answers(self, node: str) -> bool:
+        """Whether Cluster node ``node`` answers a ``PING`` now (after a connection error:
+        an outage, or one bad connection)."""
+        target = self.redis.get_node(node_name=node) if self.cluster else None
+        if target is None:
+            return False
         try:
+            await self.redis.execute_command("PING", target_nodes=target)
+        except self._redis_errors:
+            return False
+        return True
+
+    async def _pipeline(self, commands: Sequence[Sequence[Any]]) -> list[Any]:
+        """Run ``commands``, one round trip per node; a refused command's result is its
+        exception, and so is (a ``StoreUnavailable``) that of a command for a node
+        that is down. Raises ``StoreUnavailable`` when no command reached its node.
+
+        On Cluster each node's commands go on their own, so a dead primary holds up
+        only the commands for its slots. ``EVALSHA`` is retried once with the
+        scripts loaded when Redis does not know them (a restarted server, a
+        promoted replica).
+        """
+        groups: dict[str, list[int]] = {}
+        keys: list[str | None] = []
+        slots: list[int] = []
+        for i, command in enumerate(commands):
+            key = key_of(command)
+            node, slot = self._node_of(key)
+            groups.setdefault(node, []).append(i)
+            keys.append(key)
+            slots.append(slot)
+        results: list[Any] = [None] * len(commands)
+
+        async def run(node: str, indices: list[int]) -> None:
+            group_slots = {slots[i] for i in indices}
+            try:
+                self.health.check(node)
+                got = await self._run_group([commands[i] for i in indices], keys[indices[0]])
+            except StoreUnavailable as exc:
+                got = [exc] * len(indices)
+            except self._redis_errors as exc:
+                # A node that still answers is not down: these wait for the next try
+                # (a write is not sent twice here; the next commit skips what landed).
+                error = await self._outage(exc, node, group_slots)
+                if not isinstance(error, StoreUnavailable):
+                    raise error from None
+                got = [error] * len(indices)
+            else:
+                self._answered(keys[indices[0]], group_slots)
+            for i, result in zip(indices, got, strict=True):
+                results[i] = result
+
+        if len(groups) == 1:
+            await run(*next(iter(groups.items())))
+        else:
+            done = await asyncio.gather(
+                *(run(node, indices) for node, indices in groups.items()), return_exceptions=True
+            )
+            for outcome in done:
+                if isinstance(outcome, BaseException):
+                    raise outcome
+        unreached = [r for r in results if isinstance(r, StoreUnavailable)]
+        if unreached and len(unreached) == len(results):
+            raise unreached[0]
+        return results
+
+    async def _run_group(self, commands: Sequence[Sequence[Any]], key: str | None) -> list[Any]:
+        results = await self._run_pipeline(commands)
+        if any(isinstance(r, self._errors.NoScriptError) for r in results):
+            await self._load_scripts(key)
             results = await self._run_pipeline(commands)
-            if any(isinstance(r, self._errors.NoScriptError) for r in results):
-                await self._load_scripts()
-                results = await self._run_pipeline(commands)
-        except (self._errors.RedisError, OSError) as exc:
-            raise self._failure(exc) from None
-        self.health.ok()
         return results
 
     async def _run_pipeline(self, commands: Sequence[Sequence[Any]]) -> list[Any]:
-        pipe = self.redis.pipeline(transaction=False)  # on Cluster: grouped by node
+        pipe = self.redis.pipeline(transaction=False)
         for command in commands:
             pipe.execute_command(*command)
         results: list[Any] = await pipe.execute(raise_on_error=False)
@@ -239,15 +372,58 @@ class RedisStore:
                 raise result
         return results
 
-    async def _load_scripts(self) -> None:
+    async def _load_scripts(self, key: str | None) -> None:
         for body in SCRIPTS.values():
             if self.cluster:
-                # Every primary (a replica just promoted may have none).
-                await self.redis.execute_command(
-                    "SCRIPT LOAD", body, target_nodes=self.redis.PRIMARIES
-                )
+                # The node of the commands that needed them (a replica just promoted
+                # has none); a dead primary elsewhere must not stop this one's.
+                target = self.redis.get_node_from_key(key) if key else self.redis.PRIMARIES
+                await self.redis.execute_command("SCRIPT LOAD", body, target_nodes=target)
             else:
                 await self.redis.execute_command("SCRIPT", "LOAD", body)
+
+    # -- while a node is down ------------------------------------------------------
+
+    def _watch_while_down(self) -> None:
+        if self._stopping or (self._watcher is not None and not self._watcher.done()):
+            return
+        self._watcher = asyncio.get_running_loop().create_task(self._watch())
+
+    async def _watch(self) -> None:
+        """Until every node answers: read the slot map again and ask the nodes now
+        serving the failed slots, so a node's return (or its replica's promotion) is
+        seen, and logged, with no traffic to wait for."""
+        while not self._stopping and not self.health.available:
+            await asyncio.sleep(WATCH_S)
+            await self._refresh_slot_map()
+            for node, down in list(self.health.down.items()):
+                await self._probe(node, down.slots)
+
+    async def _probe(self, node: str, slots: set[int]) -> None:
+        """``PING`` the node serving each of ``slots`` now (``node`` itself: once its
+        fail-fast pause is over); an answer marks it, and the slots, healthy."""
+        if not self.cluster:
+            owners = {node: slots}
+        else:
+            owners = {}
+            for slot in slots or ():
+                owners.setdefault(self._owner(slot), set()).add(slot)
+        for owner, served in owners.items():
+            if owner == UNKNOWN_NODE or not self.health.due(owner):
+                continue
+            try:
+                if self.cluster:
+                    target = self.redis.get_node(node_name=owner)
+                    if target is None:
+                        continue  # gone from the slot map: a later read has its heir
+                    await self.redis.execute_command("PING", target_nodes=target)
+                else:
+                    await self.redis.execute_command("PING")
+            except self._redis_errors as exc:
+                if isinstance(exc, self._unreachable):
+                    self.health.failed(owner, exc, served)
+                continue
+            self.health.ok(owner, served)
 
     @staticmethod
     def _script(name: str, keys: Sequence[str], args: Iterable[Any]) -> list[Any]:
@@ -267,20 +443,27 @@ class RedisStore:
             self._listener = asyncio.get_running_loop().create_task(self._listen(on_cancel))
 
     async def _listen(self, on_cancel: Callable[[str], None]) -> None:
-        """Hear cancels published by any replica; reconnect after a failure."""
+        """Hear cancels published by any replica; reconnect after a failure. Its node's
+        failures and answers count in the health like any command's."""
         while not self._stopping:
             pubsub = None
+            node, slot = UNKNOWN_NODE, -1
             try:
                 if self.cluster:
                     # Its pubsub picks a node from the slot map: load the map first.
                     await self.redis.initialize()
-                pubsub = self.redis.pubsub()
                 # On Cluster: the node of the channel's slot; PUBLISH reaches every node.
+                node, slot = self._node_of(self.channel)
+                self.health.check(node)
+                pubsub = self.redis.pubsub()
                 await pubsub.subscribe(self.channel, self.ended_channel)
-                self.listening.set()
                 async for message in pubsub.listen():
                     if self._stopping:
                         return
+                    if message.get("type") == "subscribe" and not self.listening.is_set():
+                        # Confirmed by its node (a subscribe may connect lazily): an answer.
+                        self._answered(self.channel, [slot])
+                        self.listening.set()
                     if message.get("type") != "message":
                         continue
                     request_id = text_of(message.get("data"))
@@ -291,9 +474,11 @@ class RedisStore:
                             ended.set()
                     else:
                         on_cancel(request_id)
+            except StoreUnavailable:
+                pass  # its node is down: the watcher tells when it is back
             except self._unreachable as exc:
-                self.health.failed(exc)
-            except self._errors.RedisError:
+                await self._outage(exc, node, [slot])
+            except self._redis_errors:
                 pass  # a Cluster mid-failover (CLUSTERDOWN, a stale slot map): try again
             finally:
                 self.listening.clear()
@@ -309,6 +494,9 @@ class RedisStore:
         if self._listener is not None:
             await stop_task(self._listener)
         self._listener = None
+        if self._watcher is not None:
+            await stop_task(self._watcher)
+        self._watcher = None
         if self._follow_client is not self.redis:
             with contextlib.suppress(Exception):
                 await self._follow_client.aclose()
@@ -352,7 +540,7 @@ class RedisStore:
         results = (await self._pipeline(commands))[: len(appends)]
         # A gap: the stream lacks entries this replica committed (a primary that died
         # before replicating them). Write back what the session still holds of them.
-        gaps = [i for i, r in enumerate(results) if r == -2]
+        gaps = [i for i, r in enumerate(results) if isinstance(r, int) and r == -2]
         if gaps:
             again = []
             for i in gaps:
@@ -360,15 +548,23 @@ class RedisStore:
                 first = append.entries[0].seq
                 replay = [e for e in append.replay if e.seq < first] + append.entries
                 again.append(self._append(append, replay, True))
-            for i, result in zip(gaps, await self._pipeline(again), strict=True):
+            try:
+                replayed: list[Any] = await self._pipeline(again)
+            except StoreUnavailable as exc:
+                replayed = [exc] * len(again)
+            for i, result in zip(gaps, replayed, strict=True):
                 results[i] = result
             log(logging.WARNING, "resume_store_replayed", streams=len(gaps))
         # A script answers 1, an XADD the new ID; nil (no stream), 0, -2 or an error: refused.
-        return {
+        refused = {
             a.request_id
             for a, r in zip(appends, results, strict=True)
-            if r is None or isinstance(r, Exception) or r == 0 or r == -2
+            if r is None
+            or (isinstance(r, Exception) and not isinstance(r, StoreUnavailable))
+            or (isinstance(r, int) and r in (0, -2))
         }
+        _raise_unreached(appends, results, refused)
+        return refused
 
     async def open_reader(self, request_id: str, after: int) -> StoreReader:
         meta, stream, _lease, _reader = self.keys(request_id)
@@ -457,6 +653,11 @@ class RedisStore:
         results = await self._pipeline(commands)
         cancel = {i for i, r in zip(request_ids, results, strict=True) if r == 2}
         lost = {i for i, r in zip(request_ids, results, strict=True) if r == 0}
+        unreached = [r for r in results if isinstance(r, StoreUnavailable)]
+        if unreached:
+            pairs = zip(request_ids, results, strict=True)
+            pending = {i for i, r in pairs if isinstance(r, StoreUnavailable)}
+            raise Unreached(str(unreached[0]), pending, (cancel, lost))
         return cancel, lost
 
     async def close_orphan(self, request_id: str, code: str, message: str, seen: int = -1) -> bool:
@@ -497,13 +698,23 @@ class RedisStore:
             await self._pipeline([["PUBLISH", self.ended_channel, request_id]])
 
     async def housekeeping(self) -> None:
-        if self.cluster:
-            info = await self._command(
-                self.redis, ["INFO", "memory"], target_nodes=self.redis.PRIMARIES
-            )
-        else:
-            info = await self.call("INFO", "memory")
-        self.full = used_memory_of(info) >= self.max_bytes
+        if not self.cluster:
+            self.full = used_memory_of(await self.call("INFO", "memory")) >= self.max_bytes
+            return
+        # Each primary on its own: one that is down (or still listed after its death)
+        # counts for itself only, and one that answers is healthy, with its slots.
+        used = 0
+        for node in list(self.redis.get_primaries()):
+            if not self.health.due(node.name):
+                continue
+            try:
+                info = await self.redis.execute_command("INFO", "memory", target_nodes=node)
+            except self._redis_errors as exc:
+                await self._outage(exc, node.name, self._slots_of(node.name))
+                continue
+            self.health.ok(node.name, self._slots_of(node.name))
+            used = max(used, used_memory_of(info))
+        self.full = used >= self.max_bytes
 
 
 def used_memory_of(info: Any) -> int:
@@ -514,3 +725,15 @@ def used_memory_of(info: Any) -> int:
     if "used_memory" in info:
         return int(info["used_memory"])
     return max((used_memory_of(node) for node in info.values()), default=0)
+
+
+def _raise_unreached(appends: Sequence[Append], results: Sequence[Any], refused: set[str]) -> None:
+    """``Unreached`` when some of ``appends`` found their node down (result: ``refused``)."""
+    unreached = [
+        (a.request_id, r)
+        for a, r in zip(appends, results, strict=True)
+        if isinstance(r, StoreUnavailable)
+    ]
+    if unreached:
+        pending = {request_id for request_id, _r in unreached}
+        raise Unreached(str(unreached[0][1]), pending, refused)

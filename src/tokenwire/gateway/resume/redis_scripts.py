@@ -1,4 +1,4 @@
-"""Redis's side of ``RedisStore``: its Lua scripts, reply parsing, and its health.
+"""Redis's side of ``RedisStore``: its Lua scripts, commands' keys, reply parsing.
 
 A replica that lost its lease (a long pause) must never write past an end that a
 reader appended for it. Entry IDs are ``0-<seq+1>`` and Redis refuses an ID that
@@ -10,14 +10,13 @@ reader's error) fails; a refused commit stops that stream's recording for good.
 from __future__ import annotations
 
 import hashlib
-import logging
-import time
+from collections.abc import Sequence
 from types import ModuleType
 from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
 from ... import events as ev
-from .store import Entry, StoreUnavailable, log
+from .store import Entry
 
 #: KEYS meta, lease. ARGV owner, model, created, lease_ms, idle_ms, token digest,
 #: credential digest.
@@ -164,6 +163,23 @@ def redacted(url: str) -> str:
     return urlunsplit(parts._replace(netloc=user + host))
 
 
+def key_of(command: Sequence[Any]) -> str | None:
+    """The key a command touches (on Cluster: its slot's), ``None`` for one without.
+
+    ``EVALSHA sha numkeys key...``, ``XREAD ... STREAMS key id``, ``PUBLISH channel``
+    (a channel hashes like a key) and the one-key commands the store sends.
+    """
+    name = str(command[0]).upper()
+    if name == "EVALSHA":
+        return str(command[3]) if int(command[2]) > 0 else None
+    if name == "XREAD":
+        streams = [str(part).upper() for part in command].index("STREAMS")
+        return str(command[streams + 1])
+    if name in ("INFO", "PING", "SCRIPT", "SCRIPT LOAD") or len(command) < 2:
+        return None
+    return str(command[1])
+
+
 def seq_of(entry_id: bytes | str) -> int:
     text = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
     return int(text.partition("-")[2]) - 1
@@ -224,49 +240,3 @@ def text_of(value: Any) -> str | None:
     if value is None:
         return None
     return value.decode() if isinstance(value, bytes) else str(value)
-
-
-class Health:
-    """Whether Redis answers, logged once when it stops and once when it is back.
-
-    After a failure, calls fail fast for ``retry_s`` instead of each waiting on
-    a dead connection: a stream start must not pay a connect timeout.
-    """
-
-    def __init__(self, where: str, retry_s: float = 1.0) -> None:
-        self.where = where
-        self.retry_s = retry_s
-        self.down_since: float | None = None
-        self.retry_at = 0.0
-        self.error = ""
-
-    def check(self) -> None:
-        if self.down_since is not None and time.monotonic() < self.retry_at:
-            raise StoreUnavailable(f"redis at {self.where} is unavailable: {self.error}")
-
-    def failed(self, exc: BaseException) -> StoreUnavailable:
-        now = time.monotonic()
-        self.retry_at = now + self.retry_s
-        self.error = f"{type(exc).__name__}: {exc}"
-        if self.down_since is None:
-            self.down_since = now
-            log(
-                logging.WARNING,
-                "resume_store_unavailable",
-                backend="redis",
-                url=self.where,
-                error=self.error,
-                effect="streams are served live; resume is off until Redis answers again",
-            )
-        return StoreUnavailable(f"redis at {self.where} is unavailable: {self.error}")
-
-    def ok(self) -> None:
-        if self.down_since is not None:
-            log(
-                logging.WARNING,
-                "resume_store_available",
-                backend="redis",
-                url=self.where,
-                down_s=round(time.monotonic() - self.down_since, 3),
-            )
-            self.down_since = None

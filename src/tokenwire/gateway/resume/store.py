@@ -54,6 +54,10 @@ REPLAY_TAIL: Final = 64
 #: After a commit found the store unreachable, the pause before the next try (its
 #: events wait in the session, bounded by ``max_events_per_stream``).
 COMMIT_RETRY_S: Final = 0.25
+#: Lease renewals per ``lease_s``. A lease lives ``lease_s`` past the renewal after
+#: its last one, so a renewal an outage held up (retried every ``TICK_S``) comes
+#: in time when the outage was shorter than ``lease_s``.
+RENEWALS_PER_LEASE: Final = 3
 #: How often the manager checks grace periods and escalates slow cancellations.
 TICK_S: Final = 0.25
 #: How often the store's own housekeeping runs (expiry; Redis memory check).
@@ -84,6 +88,18 @@ class ResumeStoreError(TokenwireError):
 
 class StoreUnavailable(ResumeStoreError):
     """The store cannot be reached (Redis down): streams go on, resume does not (503)."""
+
+
+class Unreached(StoreUnavailable):
+    """Some of a batch (a commit, a heartbeat) could not reach Redis: the streams
+    in ``pending`` live on a node that is down. The others were done, and
+    ``result`` is what the method returns for them. On Redis Cluster one dead
+    primary holds up only the streams in its slots."""
+
+    def __init__(self, message: str, pending: set[str], result: Any) -> None:
+        super().__init__(message)
+        self.pending = pending
+        self.result = result
 
 
 class StoreRefused(ResumeStoreError):
@@ -201,7 +217,8 @@ class Store(Protocol):
 
     async def commit(self, appends: Sequence[Append]) -> set[str]:
         """Apply ``appends`` in order. Returns the request_ids whose append was refused
-        (the stream is gone, ended, or no longer this owner's)."""
+        (the stream is gone, ended, or no longer this owner's). Raises ``Unreached``
+        when some could not be written (their ``result``: the refused of the rest)."""
         ...
 
     async def open_reader(self, request_id: str, after: int) -> StoreReader:
@@ -233,7 +250,9 @@ class Store(Protocol):
         ...
 
     async def heartbeat(self, request_ids: Sequence[str]) -> tuple[set[str], set[str]]:
-        """Renew this owner's leases. Returns (cancel requested, no longer ours)."""
+        """Renew this owner's leases. Returns (cancel requested, no longer ours).
+        Raises ``Unreached`` when some could not be renewed (``result``: the pair
+        for the rest)."""
         ...
 
     async def close_orphan(self, request_id: str, code: str, message: str, seen: int = -1) -> bool:
