@@ -3,17 +3,29 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-# `make run` needs only the gateway and the CLI (~100 MB, ~20 s); `make test`
+# `make run` needs only the gateway and the CLI (~60 MB, ~20 s, measured by
+# tests/install/test_make_run.py); `make test`
 # adds the test toolchain, the vendor SDKs and the protocol peers (the full STAMP).
 RUN_STAMP := $(VENV)/.installed-run
 PIP    := $(BIN)/python -m pip install -q --disable-pip-version-check
 
 .PHONY: run test lint typecheck unit bench fuzz flaky clean
 
+# A new venv's own ensurepip takes ~14 s of a first `make run` on a loaded 2-core
+# machine; when this Python's pip can install into another interpreter (--python,
+# pip >= 22.3), the venv is made without it and that pip installs pip with the rest.
+# --no-compile: compiling every installed module up front took ~10 s more; Python
+# compiles the modules `serve` imports when it first imports them.
 # (Re)install whenever the project's metadata changes.
 $(RUN_STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP) -e '.[server,cli]'
+	if test -x $(BIN)/python; then :; \
+	elif $(PYTHON) -m pip install --help 2>/dev/null | grep -q -e '--python'; then \
+		$(PYTHON) -m venv --without-pip $(VENV); \
+	else $(PYTHON) -m venv $(VENV); fi
+	if $(BIN)/python -m pip --version >/dev/null 2>&1; then \
+		$(PIP) --no-compile -e '.[server,cli]'; \
+	else $(PYTHON) -m pip --python $(BIN)/python install -q --disable-pip-version-check \
+		--no-compile pip -e '.[server,cli]'; fi
 	touch $(RUN_STAMP)
 
 $(STAMP): pyproject.toml

@@ -1,6 +1,6 @@
 """The same tiny SSE app for each serving path ``bench/serving.py`` compares.
 
-``asgi_app`` (granian ASGI, uvicorn, tokenwire's own ``_h1server``) and
+``asgi_app`` (granian ASGI, uvicorn, tokenwire's own ``tokenwire.server.http1``) and
 ``rsgi_app`` (granian RSGI) answer alike:
 
 - ``GET /healthz``: ``200`` ``{"status":"ok"}``;
@@ -8,7 +8,7 @@
   ``text/event-stream`` with N events of ~100 bytes, each in its own send,
   ``P`` ms apart (0: back to back).
 
-Run as a script it serves ``asgi_app`` on ``_h1server`` (uvloop):
+Run as a script it serves ``asgi_app`` on ``tokenwire.server.http1`` (uvloop):
 ``python bench/_serving_apps.py PORT``.
 """
 

@@ -294,7 +294,7 @@ def gateway_process(name: str, upstream: str, workdir: Path) -> tb.ServedProcess
         "paced": {"provider": "openai", "base_url": upstream + "/v1", "upstream_model": "paced"},
         "demo": {"provider": "demo"},
     }
-    server = {"engine": "h1"} if "h1" in name else {}
+    server = {"engine": "h1" if "h1" in name else "granian"}  # named: the default is h1
     config = workdir / f"gw-{len(list(workdir.iterdir()))}.toml"
     config.write_text(tb.gateway_config(models, server))
     port = tb.free_port()

@@ -73,7 +73,9 @@ export interface ClientOptions {
   /**
    * Ask for a resumable stream (`"tokenwire:resumable": true` unless the
    * request says otherwise) and reconnect with `Last-Event-ID` after a drop.
-   * Default true.
+   * Default false, as in the Python client: without it the request says
+   * `"tokenwire:resumable": false`, so a hang-up cancels the generation even
+   * on a gateway whose streams are resumable by default.
    */
   resume?: boolean;
   /** §8.2: asked before a `tokenwire:side_effects` tool call is delivered. */
@@ -115,14 +117,15 @@ function newRequestId(): string {
 /**
  * The request as it is sent: `version` and `stream` set, a
  * `metadata.request_id` (a uuid) added when there is none (§4.6: it is
- * echoed, and it names the stream for a resume), and with `resume` the
- * `tokenwire:resumable` extension unless the request sets it itself.
+ * echoed, and it names the stream for a resume), and the
+ * `tokenwire:resumable` extension (`resume`: true or false) unless the
+ * request sets it itself.
  * @throws {@link SchemaError} (naming `tools[i].parameters...`) for a tool
  *   schema that cannot be used ({@link checkSchema}), and
  *   {@link TokenwireError} for a malformed `tokenwire:side_effects`: both
  *   before anything is sent.
  */
-export function prepareRequest(input: RequestInput, { resume = true } = {}): Request {
+export function prepareRequest(input: RequestInput, { resume = false } = {}): Request {
   const request: Request = {
     ...input,
     version: input.version ?? VERSION,
@@ -132,8 +135,8 @@ export function prepareRequest(input: RequestInput, { resume = true } = {}): Req
   if (typeof request.metadata!.request_id !== "string") {
     request.metadata!.request_id = newRequestId();
   }
-  if (resume && request.extensions?.[EXTENSIONS.resumable] === undefined) {
-    request.extensions = { ...(request.extensions ?? {}), [EXTENSIONS.resumable]: true };
+  if (request.extensions?.[EXTENSIONS.resumable] === undefined) {
+    request.extensions = { ...(request.extensions ?? {}), [EXTENSIONS.resumable]: resume };
   }
   // §4.4 / §8.2: a tool schema that cannot be used is refused before sending, as
   // the Python core refuses it when it parses the request.
@@ -191,7 +194,7 @@ export class Client {
       this.query = "";
     }
     this.headers = { ...(options.headers ?? {}) };
-    this.resume = options.resume ?? true;
+    this.resume = options.resume ?? false;
     this.confirm = options.confirm ?? null;
     this.maxEventBytes = options.maxEventBytes ?? 1 << 20;
     this.resumePath = options.resumePath ?? "/v1/streams/{request_id}";

@@ -137,7 +137,7 @@ describe("the AI SDK against tokenwire serve (demo)", needsGateway, () => {
       token ??= response.headers.get("tokenwire-resume-token");
       return response;
     };
-    const tokenwire = createTokenwire({ baseURL: GATEWAY, fetch: capture });
+    const tokenwire = createTokenwire({ baseURL: GATEWAY, fetch: capture, resume: true });
     const controller = new AbortController();
     const result = streamText({
       model: tokenwire("demo"),

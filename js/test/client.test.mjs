@@ -66,7 +66,9 @@ describe("prepareRequest", () => {
     assert.equal(r.version, "1.0");
     assert.equal(r.stream, true);
     assert.match(r.metadata.request_id, /^[0-9a-f-]{36}$/);
-    assert.equal(r.extensions["tokenwire:resumable"], true);
+    // Not resumable unless asked, as in the Python client, and said explicitly.
+    assert.equal(r.extensions["tokenwire:resumable"], false);
+    assert.equal(prepareRequest(REQUEST, { resume: true }).extensions["tokenwire:resumable"], true);
     assert.equal(REQUEST.metadata, undefined, "the caller's object is not changed");
   });
 
@@ -78,7 +80,11 @@ describe("prepareRequest", () => {
     });
     assert.equal(r.metadata.request_id, "r-7");
     assert.equal(r.extensions["tokenwire:resumable"], false);
-    assert.equal(prepareRequest(REQUEST, { resume: false }).extensions, undefined);
+    const kept = prepareRequest(
+      { ...REQUEST, extensions: { "tokenwire:resumable": false } },
+      { resume: true },
+    );
+    assert.equal(kept.extensions["tokenwire:resumable"], false);
   });
 
   test("a malformed tokenwire:side_effects is refused before sending", () => {
@@ -113,7 +119,7 @@ describe("errors by status", () => {
     test(`${status} is ${cls.name}`, async () => {
       const methods = [];
       const fetch = async (url, init) => (methods.push(init.method), answer(status, error)());
-      const client = new Client({ baseURL: BASE, fetch });
+      const client = new Client({ baseURL: BASE, fetch, resume: true });
       await assert.rejects(drain(client.stream(REQUEST)), (exc) => {
         assert.ok(exc instanceof cls, exc.name);
         assert.ok(exc instanceof HTTPStatusError);
@@ -131,7 +137,7 @@ describe("errors by status", () => {
     const fetch = async () =>
       new Response("{}", { headers: { "content-type": "application/json" } });
     await assert.rejects(
-      drain(new Client({ baseURL: BASE, fetch }).stream(REQUEST)),
+      drain(new Client({ baseURL: BASE, fetch, resume: true }).stream(REQUEST)),
       ProtocolError,
     );
   });
@@ -183,7 +189,7 @@ describe("delivery, resume and cancel (fetch stand-in)", () => {
       // The resume answers from seq 1 on: 1 and 2 are duplicates and must be dropped.
       return sse(body(story(rid).slice(1)));
     };
-    const stream = new Client({ baseURL: BASE, fetch }).stream(REQUEST);
+    const stream = new Client({ baseURL: BASE, fetch, resume: true }).stream(REQUEST);
     const seqs = [];
     for await (const event of stream) seqs.push(event.seq);
     assert.deepEqual(seqs, [0, 1, 2, 3, 4, 5, 6]);
@@ -211,7 +217,7 @@ describe("delivery, resume and cancel (fetch stand-in)", () => {
       (exc) => exc instanceof StreamTruncatedError && exc.lastSeq === 2,
     );
     assert.deepEqual(seqs, [0, 1, 2]);
-    assert.equal(sent.extensions, undefined);
+    assert.deepEqual(sent.extensions, { "tokenwire:resumable": false });
   });
 
   test("resume attempts that bring nothing new end in StreamTruncatedError", async () => {
@@ -222,7 +228,7 @@ describe("delivery, resume and cancel (fetch stand-in)", () => {
       const frames = init.method === "POST" ? story("r").slice(0, 2) : [];
       return sse(body(frames, { then: "fail" }));
     };
-    const stream = new Client({ baseURL: BASE, fetch }).stream(REQUEST);
+    const stream = new Client({ baseURL: BASE, fetch, resume: true }).stream(REQUEST);
     await assert.rejects(async () => {
       for await (const _ of stream);
     }, StreamTruncatedError);
@@ -240,7 +246,7 @@ describe("delivery, resume and cancel (fetch stand-in)", () => {
       });
     };
     const controller = new AbortController();
-    const stream = new Client({ baseURL: BASE, fetch }).stream(REQUEST, {
+    const stream = new Client({ baseURL: BASE, fetch, resume: true }).stream(REQUEST, {
       signal: controller.signal,
     });
     const seen = [];
@@ -268,7 +274,7 @@ describe("delivery, resume and cancel (fetch stand-in)", () => {
       if (init.method === "DELETE") return new Response(null, { status: 204 });
       return sse(body(story("r")));
     };
-    const client = new Client({ baseURL: BASE, fetch });
+    const client = new Client({ baseURL: BASE, fetch, resume: true });
     for await (const _ of client.stream(REQUEST)) break;
     assert.deepEqual(methods, ["POST", "DELETE"]);
     methods.length = 0;
@@ -403,7 +409,7 @@ describe(
     test("abort cancels the generation on the server (error cancelled, stream.end)", async () => {
       const rid = `js-abort-${Date.now()}`;
       const controller = new AbortController();
-      const stream = new Client({ baseURL: GATEWAY }).stream(slow(rid), {
+      const stream = new Client({ baseURL: GATEWAY, resume: true }).stream(slow(rid), {
         signal: controller.signal,
       });
       let deltas = 0;
@@ -458,7 +464,9 @@ describe(
         parameters: { max_tokens: 40 },
         extensions: { "tokenwire:demo": { delay_ms: 5 } },
       };
-      const stream = new Client({ baseURL: GATEWAY, fetch: dropping }).stream(request);
+      const stream = new Client({ baseURL: GATEWAY, fetch: dropping, resume: true }).stream(
+        request,
+      );
       const seqs = [];
       let text = "";
       for await (const event of stream) {

@@ -24,6 +24,7 @@ import msgspec
 from . import events as ev
 from . import sse
 from ._secrets import SECRET_HEADERS, SECRET_PARAMS
+from ._suggest import connection_hint
 from .errors import EventDecodeError, FramingError
 from .lifecycle import RULES, Validator, Violation
 from .request import MEDIA_TYPE, Request
@@ -38,6 +39,7 @@ __all__ = [
     "Target",
     "redact_headers",
     "redact_url",
+    "misdirected",
     "reachable",
     "run",
 ]
@@ -227,7 +229,8 @@ def _transport_error(exc: httpx.HTTPError) -> str:
         url = ""
     if url:
         text = text.replace(url, redact_url(url))
-    return f"{type(exc).__name__}: {text}"
+    text = f"{type(exc).__name__}: {text}"
+    return text + connection_hint(text, redact_url(url)) if url else text
 
 
 def _framing(exc: FramingError) -> Violation:
@@ -321,7 +324,7 @@ def _http_problem(s: _Stream) -> str | None:
     if s.exchange.error and s.status is None:
         return s.exchange.error
     if s.status != 200:
-        hint = _refusal_hint(s.status)
+        hint = _refusal_hint(s.status, s.exchange.response_body)
         return f"HTTP {s.status}{hint}: {s.exchange.response_body[:200]!r}"
     if not s.content_type.startswith("text/event-stream"):
         return f"Content-Type is {s.content_type!r}, not text/event-stream"
@@ -561,9 +564,11 @@ def probe_hang_up(ctx: _Ctx) -> ProbeResult:
 _ENVELOPE_REFUSALS: Final = frozenset({400, 413, 422})
 
 
-def _refusal_hint(status: int | None) -> str:
+def _refusal_hint(status: int | None, body: str = "") -> str:
+    if status == 404 and _MODEL_NOT_FOUND in body:
+        return " (the endpoint does not serve this model: pass --model with one it serves)"
     if status in (404, 405):
-        return " (the URL does not serve POST: is it the stream URL?)"
+        return " (the URL does not serve POST: pass the gateway's base URL or its /v1/stream URL)"
     if status == 415:
         return " (the standard's media type is refused)"
     return ""
@@ -607,6 +612,45 @@ def reachable(target: Target, *, client: httpx.Client | None = None) -> str | No
     finally:
         if own:
             http.close()
+    return None
+
+
+#: The ``code`` of a 404 that names the model, not the URL, as unknown.
+_MODEL_NOT_FOUND: Final = '"model_not_found"'
+
+
+def misdirected(target: Target, *, client: httpx.Client | None = None) -> str | None:
+    """Why every probe would fail the same way, when one request shows it, else ``None``:
+    a 404 ``model_not_found`` (the URL is right, the model is not served) or a
+    404 or 405 for anything else (the URL serves no LLM-Stream). One sentence
+    that ends with what to pass instead."""
+    own = client is None
+    http = client or httpx.Client(timeout=httpx.Timeout(target.timeout_s))
+    try:
+        ctx = _Ctx(target, http)
+        s = ctx.post(ctx.body(), read_events=1)
+    finally:
+        if own:
+            http.close()
+    body = s.exchange.response_body
+    url = redact_url(target.url)
+    if s.status == 404 and _MODEL_NOT_FOUND in body:
+        try:
+            said = str(msgspec.json.decode(body)["error"]["message"])
+        except (msgspec.DecodeError, KeyError, TypeError):
+            said = body[:200]
+        return (
+            f"{url} does not serve model {target.model!r} ({said}); "
+            "pass --model with a model it serves"
+        )
+    if s.status in (404, 405):
+        parts = urlsplit(url)
+        origin = f"{parts.scheme}://{parts.netloc}"
+        return (
+            f"{url} answers HTTP {s.status} to a POST: it is no LLM-Stream endpoint; pass "
+            f"the gateway's base URL or its stream URL (for a gateway at {origin}: "
+            f"{origin} or {origin}/v1/stream)"
+        )
     return None
 
 

@@ -6,6 +6,7 @@
     ├── ProtocolError                 something broke the LLM-Stream protocol
     │   ├── LocalProtocolError        we were asked to build something illegal
     │   │                             (an SSE field with CR/LF, an event after stream.end)
+    │   │   └── CycleMisuse           server.http1: an ASGI app sent out of order
     │   └── RemoteProtocolError       a peer or upstream sent something illegal
     │       ├── FramingError          SSE / envelope framing (size limits, truncation); has .offset
     │       ├── EventDecodeError      one SSE event whose JSON is not a valid envelope; has .rule

@@ -13,6 +13,7 @@ character offset of the first byte they could not read.
 
 from __future__ import annotations
 
+import functools
 from typing import Final
 
 import msgspec
@@ -197,6 +198,24 @@ def _media_type(reader: _Reader, *, in_list: bool) -> MediaType:
 
 def parse(value: str | bytes) -> MediaType:
     """One ``Content-Type`` value. Raises ``MediaTypeError`` naming the offset."""
+    if len(value) <= _CACHED_LENGTH:
+        # A request's Content-Type is read by the guard and again by the route,
+        # and clients send the same few values: each is parsed once per process.
+        return _parse_cached(value)
+    return _parse(value)
+
+
+#: Values up to this long are remembered (``parse``); the cache holds ``_CACHED`` of them.
+_CACHED_LENGTH: Final = 256
+_CACHED: Final = 256
+
+
+@functools.lru_cache(maxsize=_CACHED)
+def _parse_cached(value: str | bytes) -> MediaType:
+    return _parse(value)  # MediaType is frozen: one instance may be shared
+
+
+def _parse(value: str | bytes) -> MediaType:
     text = _decode(value)
     _check_size(text)
     reader = _Reader(text)

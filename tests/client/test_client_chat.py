@@ -45,7 +45,8 @@ TOKENWIRE = str(Path(sys.executable).parent / "tokenwire")
 ANSI = re.compile(
     rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[=>()][0-9A-Za-z]?"
 )
-STATS = re.compile(r"(\d+) in / (\d+) out tokens · TTFT \d+ ms · [\d.]+ tokens/s")
+# The rate is shown only for a stream long enough to measure (cli.chat.rate).
+STATS = re.compile(r"(\d+) in / (\d+) out tokens · TTFT \d+ ms · (?:[\d.]+ tokens/s · )?[\d.]+ s")
 
 
 class Terminal:

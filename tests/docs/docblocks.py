@@ -53,8 +53,8 @@ class Block:
 
 
 def doc_files() -> list[Path]:
-    """README.md and every docs/*.md, in a stable order."""
-    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    """README.md, CONTRIBUTING.md and every Markdown file under docs/, in a stable order."""
+    return [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 
 def blocks(path: Path) -> list[Block]:

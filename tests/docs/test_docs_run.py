@@ -158,10 +158,14 @@ def logical_lines(text: str) -> list[str]:
 
 
 def shell_script(block: Block, gateway_port: int) -> tuple[str, list[str]]:
-    """The block as bash runs it, and the ``make`` targets it names (checked, not run)."""
+    """The block as bash runs it, and the ``make`` targets it names (checked, not run).
+
+    Each ``tokenwire serve`` line gets a free port of its own, and the docs' address
+    of every gateway the block started (its ``--port``, else 8080) is rewritten to
+    it, so a block can start several (replicas) and talk to each."""
     makes: list[str] = []
     lines: list[str] = []
-    doc_port, port = DOC_PORT, gateway_port
+    ports = {DOC_PORT: gateway_port}
     for line in logical_lines(block.text):
         stripped = line.strip()
         make = _MAKE.match(stripped)
@@ -174,8 +178,7 @@ def shell_script(block: Block, gateway_port: int) -> tuple[str, list[str]]:
             # The block's own gateway, on a free port, for the rest of the block.
             command = re.sub(r"\s+#.*$", "", stripped)
             found = re.search(r"--port[ =](\d+)", command)
-            doc_port = int(found.group(1)) if found else DOC_PORT
-            port = free_port()
+            port = ports[int(found.group(1)) if found else DOC_PORT] = free_port()
             command = re.sub(r"\s*--port[ =]\d+", "", command)
             command = re.sub(r"\s*--host[ =]\S+", "", command)
             log = f"serve-{port}.log"
@@ -183,7 +186,9 @@ def shell_script(block: Block, gateway_port: int) -> tuple[str, list[str]]:
             lines.append("__tw_pids+=($!)")
             lines.append(f"__tw_wait http://127.0.0.1:{port} {log}")
             continue
-        lines.append(rewrite_port(line, doc_port, port))
+        for doc_port, port in ports.items():
+            line = rewrite_port(line, doc_port, port)
+        lines.append(line)
     return PRELUDE + "\n".join(lines) + "\n", makes
 
 
@@ -311,9 +316,28 @@ def test_inline_commands_exist(path: Path) -> None:
     assert not problems, "\n".join(problems)
 
 
-def test_every_doc_is_linked_from_the_readme() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_every_doc_is_linked_from_the_start_page() -> None:
+    # README -> docs/README.md ("start here") -> every other doc, by its relative path.
+    assert "(docs/README.md)" in (ROOT / "README.md").read_text()
+    start = (ROOT / "docs" / "README.md").read_text()
     unlinked = [
-        p.name for p in sorted((ROOT / "docs").glob("*.md")) if f"(docs/{p.name})" not in readme
+        str(rel)
+        for p in sorted((ROOT / "docs").rglob("*"))
+        if p.suffix in (".md", ".txt")
+        and (rel := p.relative_to(ROOT / "docs")) != Path("README.md")
+        if f"]({rel.as_posix()})" not in start
     ]
-    assert not unlinked, f"README.md links no [..](docs/NAME) for: {unlinked}"
+    assert not unlinked, f"docs/README.md links no [..](PATH) for: {unlinked}"
+
+
+def test_every_relative_link_points_at_a_file_in_the_repository() -> None:
+    problems = []
+    for path in doc_files():
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", line):
+                if re.match(r"^[a-z]+:", target):
+                    continue  # a URL, not a file
+                found = (path.parent / target).resolve()
+                if not found.is_relative_to(ROOT) or not found.exists():
+                    problems.append(f"{path.relative_to(ROOT)}:{n}: {target}")
+    assert not problems, "links to nothing in the repository:\n" + "\n".join(problems)

@@ -25,7 +25,7 @@ from tokenwire.server import StreamRecord
 from tokenwire.server.exchange import Exchange as RequestExchange
 
 ROOT = Path(__file__).resolve().parents[2]
-DOC = ROOT / "docs" / "gateway.md"
+DOC = ROOT / "docs" / "reference" / "config.md"
 
 
 # --- config ----------------------------------------------------------------------------
@@ -145,7 +145,10 @@ def test_missing_api_key_answers_an_error_without_calling_upstream(
 
     (event,) = asyncio.run(collect())
     assert isinstance(event, ev.ErrorEvent) and event.code == "internal_error"
-    assert "TOKENWIRE_TEST" not in event.message  # configuration names stay server-side
+    # The variable's name (never a value) says what to set; the 401 is what vendor
+    # routes answer (tests/test_cli_next_steps.py: the SDKs do not retry it).
+    assert event.message.startswith("the gateway answers HTTP 401: ")
+    assert "set TOKENWIRE_TEST_SURELY_UNSET in the gateway's environment" in event.message
 
 
 @pytest.mark.parametrize(

@@ -33,6 +33,7 @@ CUSTOM_TOOL: dict[str, Any] = {
     "format": {"type": "text"},
 }
 APPLY_PATCH: dict[str, Any] = {"type": "apply_patch"}
+CODE_INTERPRETER: dict[str, Any] = {"type": "code_interpreter", "container": {"type": "auto"}}
 
 
 #: The SDK clients of this module, made once (closed by ``_close_clients``).
@@ -181,10 +182,10 @@ def test_a_cut_mid_stream_ends_in_the_responses_error_event(gateway: ServedProce
 @pytest.mark.parametrize(
     ("extra", "path"),
     [
-        ({"tools": [MCP_TOOL]}, "tools[0].type"),
+        ({"tools": [MCP_TOOL]}, "tools[0]"),
         (
-            {"tools": [{"type": "function", "name": "f", "parameters": {}}, APPLY_PATCH]},
-            "tools[1].type",
+            {"tools": [{"type": "function", "name": "f", "parameters": {}}, CODE_INTERPRETER]},
+            "tools[1]",
         ),
         ({"previous_response_id": "resp_123"}, "previous_response_id"),
         (

@@ -9,7 +9,10 @@ headless Chromium through a short session:
 * ``playground-streaming.png``: a tool loop done, a second answer mid-stream;
 * ``playground-inspector.png``: the inspector at the end of a stream, one
   envelope opened, the verdict;
-* ``playground-replay.png``: a replayed standard capture with a seq gap.
+* ``playground-replay.png``: a replayed standard capture with a seq gap;
+* ``playground-first-run-1280.png``, ``playground-first-run-390.png``: a first
+  visit (nothing set, one prompt at the default pace) on a laptop and a phone,
+  as ``test_first_run.py`` checks it.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from tests.playground.first_run import first_run  # noqa: E402
 from tests.playground.servers import chromium_context, playground_server  # noqa: E402
 
 VIEWPORT = {"width": 1440, "height": 900}
@@ -84,6 +88,18 @@ def main() -> None:
             page.wait_for_selector("#verdict[data-verdict=violations]")
             page.screenshot(path=str(out / "playground-replay.png"))
             print("wrote", out / "playground-replay.png")
+
+        for width in (1280, 390):
+            with chromium_context(
+                viewport={"width": width, "height": 844},
+                color_scheme=args.scheme,
+                device_scale_factor=1,
+            ) as ctx:
+                page = ctx.new_page()
+                first_run(page, server.url)
+                shot = out / f"playground-first-run-{width}.png"
+                page.screenshot(path=str(shot), full_page=width < 600)
+                print("wrote", shot)
 
 
 if __name__ == "__main__":

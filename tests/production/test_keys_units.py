@@ -105,9 +105,11 @@ def test_binding_beyond_loopback_without_keys_warns_once(monkeypatch: pytest.Mon
     from granian.server import Server
 
     from tokenwire.cli import _one_process
+    from tokenwire.cli import serve as serve_command
 
     monkeypatch.setattr(Server, "serve", lambda self: None)  # --workers N
-    monkeypatch.setattr(_one_process, "serve_one_process", lambda *a, **k: 0)  # --workers 1
+    monkeypatch.setattr(_one_process, "serve_one_process", lambda *a, **k: 0)  # granian, one
+    monkeypatch.setattr(serve_command, "_serve_h1", lambda *a, **k: 0)  # the h1 engine
     result = CliRunner().invoke(main, ["serve", "--host", "0.0.0.0", "--port", "0"])
     assert result.exit_code == 0, result.output
     warnings = [line for line in result.output.splitlines() if line.startswith("warning:")]

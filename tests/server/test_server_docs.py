@@ -1,4 +1,4 @@
-"""docs/gateway.md's provider example runs as printed."""
+"""docs/reference/config.md's provider example runs as printed."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from tests.server.server_asgi import Exchange
 
 import tokenwire
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "gateway.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "reference" / "config.md"
 
 
 def _example(name: str) -> str:

@@ -1,4 +1,5 @@
-"""The toolkit alone on a real server: docs/gateway.md's example under granian.
+"""The toolkit alone on a real server: the provider example of docs/reference/config.md
+under granian.
 
 ``StreamEndpoint`` needs no gateway: the printed example, saved as a module and
 served by ``granian --interface asgi``, streams incrementally, answers lifespan,

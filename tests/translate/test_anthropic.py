@@ -1257,7 +1257,7 @@ def test_request_from_vendor_document_text_source() -> None:
         ({"messages": USER}, "model"),
         ({"model": " ", "messages": USER}, "model"),
         ({"model": "m", "messages": []}, "messages"),
-        ({"model": "m", "messages": [{"role": "system", "content": "x"}]}, "messages[0].role"),
+        ({"model": "m", "messages": [{"role": "tool", "content": "x"}]}, "messages[0].role"),
         ({"model": "m", "messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
         ({"model": "m", "messages": [{"role": "user", "content": [7]}]}, "messages[0].content[0]"),
         (
@@ -1527,7 +1527,7 @@ def test_event_encoder_ignores_what_follows_the_end() -> None:
         ("tool_use", "tool_use"),
         ("refusal", "content_filter"),
         ("pause_turn", "end_turn"),
-        ("something_new", "end_turn"),
+        ("something_new", "content_filter"),  # never a clean stop
     ],
 )
 def test_stop_reason_table(vendor: str, standard: str) -> None:

@@ -4,6 +4,7 @@ the request side, the fake upstream and the real google-genai SDK against it."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from tokenwire.testing.upstream import (
     Script,
     ScriptedToolCall,
 )
+from tokenwire.translate import _extensions as x
 from tokenwire.translate import translator, vendor_request
 from tokenwire.translate.gemini import (
     FINISH_ERRORS,
@@ -262,9 +264,19 @@ def test_finish_errors(reason: str, code: str) -> None:
     assert (err.code, reason in err.message, "bad call" in err.message) == (code, True, True)
 
 
-def test_unknown_finish_reason_is_end_turn_and_stop_after_a_call_is_tool_use() -> None:
-    other = chunk({"content": {"parts": [{"text": "x"}]}, "finishReason": "SOMETHING_NEW"})
-    assert summarize(translate_pieces(VENDOR, [other])).stops == {0: "end_turn"}
+@pytest.mark.parametrize("reason", ["SOMETHING_NEW", "OTHER", "FINISH_REASON_UNSPECIFIED"])
+def test_an_unnamed_finish_reason_is_never_a_clean_stop(reason: str) -> None:
+    # The endpoint ended the answer for a reason the standard has no name for:
+    # content_filter (the endpoint, not the model, stopped), the raw value beside it.
+    other = chunk({"content": {"parts": [{"text": "x"}]}, "finishReason": reason})
+    events = translate_pieces(VENDOR, [other])
+    assert summarize(events).stops == {0: "content_filter"}
+    raw = [e for e in events if e.type == "tokenwire.stop"]
+    fields = x.fields(raw[0]) if raw else None
+    assert fields is not None and fields[x.RAW_STOP_REASON] == reason
+
+
+def test_stop_after_a_call_is_tool_use() -> None:
     call = {"functionCall": {"name": "f", "args": {"a": 1}}}
     body = chunk({"content": {"parts": [{"text": "Hi"}, call]}}) + chunk({"finishReason": "STOP"})
     assert summarize(translate_pieces(VENDOR, [body])).stops == {0: "tool_use", 1: "tool_use"}
@@ -276,8 +288,12 @@ def test_generated_ids_are_stable_and_unique() -> None:
     body = chunk({"content": {"parts": calls}, "finishReason": "STOP"})
     first = summarize(translate_pieces(VENDOR, [body], request_id=None)).tool_calls
     again = summarize(translate_pieces(VENDOR, [body], request_id=None)).tool_calls
-    assert first == again
-    assert [c[1] for c in first] == ["call_0", "call_1", "call_2"]
+    # Without a request id, each stream's ids are its own: a client keeps the ids
+    # of a whole conversation, and turn 2's first call must not be turn 1's.
+    assert [c[1] for c in first][1] == "call_1" and len({c[1] for c in first}) == 3
+    fresh = [c[1] for c in first if c[1] != "call_1"]
+    assert not set(fresh) & {c[1] for c in again}
+    assert all(re.fullmatch(r"call_[0-9a-f]{12}_[02]", i) for i in fresh)
     assert [c[1] for c in summarize(translate_pieces(VENDOR, [body])).tool_calls] == [
         "call_req-1_0", "call_1", "call_req-1_2",
     ]  # fmt: skip

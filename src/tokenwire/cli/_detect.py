@@ -128,14 +128,14 @@ def detect(head: bytes) -> Detected:
     if framing is None:
         if not head.removeprefix(b"\xef\xbb\xbf").strip():
             raise UnknownFormat(f"the input is empty ({_size(head)}): nothing to convert")
-        raise UnknownFormat(f"cannot tell the format of {_show(head)}: expected {EXPECTED}")
+        raise UnknownFormat(f"cannot tell the format of {show_input(head)}: expected {EXPECTED}")
     payloads = _sse_payloads(head) if framing == "sse" else _json_lines(head)
     found = _vendor(payloads)
     if found is None:
         shown = f"{len(payloads)} JSON payload(s) of no known vendor shape"
         raise UnknownFormat(
             f"cannot tell the vendor of this {framing.upper()} capture ({shown}, starting "
-            f"with {_show(head)}): expected {EXPECTED}"
+            f"with {show_input(head)}): expected {EXPECTED}"
         )
     vendor, reason = found
     return Detected(vendor, framing, {}, reason)
@@ -145,7 +145,7 @@ def _size(head: bytes) -> str:
     return "no bytes" if not head else f"{len(head)} byte{'s' * (len(head) != 1)} of whitespace"
 
 
-def _show(head: bytes) -> str:
+def show_input(head: bytes) -> str:
     """The input for a message: its first characters when it is text, a hex dump when not.
 
     Raw bytes of a binary file (control characters, escapes) never reach the terminal.

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -101,9 +102,29 @@ def _load_tools(path: str) -> ToolBox:
         for i, tool in enumerate(box.tools):
             if not isinstance(tool.get("name"), str):
                 raise msgspec.ValidationError(f"tools[{i}].name: a string is required")
-    except (OSError, msgspec.DecodeError) as exc:
-        raise click.BadParameter(str(exc), param_hint="--tools") from None
+    except OSError as exc:
+        raise click.BadParameter(f"{path}: {exc.strerror or exc}", param_hint="--tools") from None
+    except msgspec.DecodeError as exc:
+        where = _position(raw, str(exc))
+        raise click.BadParameter(
+            f'{path}{where}: {exc}; fix the file (a JSON object with a "tools" list)',
+            param_hint="--tools",
+        ) from None
     return box
+
+
+_BYTE = re.compile(r"\(byte (\d+)\)")
+
+
+def _position(raw: bytes, message: str) -> str:
+    """``", line L column C"`` of the byte offset msgspec names in ``message``, or ``""``."""
+    found = _BYTE.search(message)
+    if found is None:
+        return ""
+    offset = min(int(found.group(1)), len(raw))
+    line = raw.count(b"\n", 0, offset) + 1
+    column = offset - (raw.rfind(b"\n", 0, offset) + 1) + 1
+    return f", line {line} column {column}"
 
 
 class Chat:
@@ -248,14 +269,29 @@ class Chat:
                 if usage is not None
                 else sum(isinstance(e, ev.ContentDelta) for e in response.events)
             )
-            if ended > first and produced:
-                parts.append(f"{produced / (ended - first):.1f} tokens/s")
+            shown = rate(produced, ended - first)
+            if shown is not None:
+                parts.append(shown)
         parts.append(f"{ended - started:.2f} s")
         if response.stop_reason:
             parts.append(response.stop_reason)
         self.err.print(Text(" · ".join(parts), "dim"))
         for violation in response.violations:
             self.err.print(Text(f"  ! {violation}", "yellow"), soft_wrap=True)
+
+
+#: The shortest stretch of streaming a rate is given for: below it the figure
+#: measures the terminal and the clock more than the model (an answer that arrives
+#: at once would read as tens of thousands of tokens a second).
+MIN_RATE_S: Final = 0.25
+
+
+def rate(tokens: int, seconds: float) -> str | None:
+    """``"N tokens/s"`` for ``tokens`` streamed over ``seconds`` after the first one,
+    or ``None`` when that is too short (``MIN_RATE_S``) or too few tokens to say."""
+    if tokens < 2 or seconds < MIN_RATE_S:
+        return None
+    return f"{tokens / seconds:.1f} tokens/s"
 
 
 class _LiveView:

@@ -22,7 +22,15 @@ from rich.text import Text
 
 from ..client import stream_url
 from ..client._flow import with_api_key
-from ..conformance import PROBES, ProbeResult, Target, reachable, redact_url, run
+from ..conformance import (
+    PROBES,
+    ProbeResult,
+    Target,
+    misdirected,
+    reachable,
+    redact_url,
+    run,
+)
 from ._headers import parse_header
 
 _STYLE = {"pass": "green", "fail": "bold red", "warn": "yellow", "not-exercised": "dim"}
@@ -65,7 +73,8 @@ def command(
 
     URL is a base URL (http://127.0.0.1:8080) or the stream URL
     (http://127.0.0.1:8080/v1/stream). Exits 1 when a MUST fails (or, with
-    --strict, a SHOULD), 2 when nothing answers at URL, else 0.
+    --strict, a SHOULD), 2 when nothing answers at URL, it is no LLM-Stream
+    endpoint (404, 405) or it does not serve the model, else 0.
     """
     try:
         url = stream_url(url)
@@ -77,6 +86,11 @@ def command(
     if unreachable is not None:
         # One line instead of a table of identical failures.
         click.echo(f"tokenwire check: cannot reach {redact_url(url)}: {unreachable}", err=True)
+        sys.exit(2)
+    wrong = misdirected(target)
+    if wrong is not None:
+        # A wrong URL or an unknown model: one line, not a table of identical failures.
+        click.echo(f"tokenwire check: {wrong}", err=True)
         sys.exit(2)
     url = redact_url(url)  # as shown in the table and the JUnit suite name
     console = Console(stderr=False)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,7 @@ from ..gateway.config import (
     load,
 )
 from ..gateway.config.production import bind_warning
+from ..gateway.telemetry.logs import LOG_FORMAT_ENV, LOG_FORMATS
 from ._limits import concurrent_requests, raise_open_files
 from ._ports import claim_port
 
@@ -52,8 +54,9 @@ ENGINE_ENV = "TOKENWIRE_SERVER_ENGINE"
     "--config",
     "config_path",
     type=click.Path(exists=True, dir_okay=False),
-    help="TOML config (docs/gateway.md): [server], [[models]] (with their routing keys), "
-    "[resume], [[keys]], [limits], [metrics] and [telemetry]. Default: demo only.",
+    help="TOML config (docs/reference/config.md): [server], [[models]] (with their routing "
+    "keys), [resume], [[keys]], [limits], [metrics], [telemetry] and [translate]. "
+    "Default: demo only.",
 )
 @click.option("--host", help="Address to bind. [default: config, else 127.0.0.1]")
 @click.option(
@@ -73,6 +76,14 @@ ENGINE_ENV = "TOKENWIRE_SERVER_ENGINE"
     is_flag=True,
     default=False,
     help="Log prompts and completions (redacted by default, §8.1).",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(LOG_FORMATS),
+    default="auto",
+    show_default=True,
+    help="Request log lines: text for a person, json one object a line; auto is text "
+    "on a terminal, json otherwise.",
 )
 @click.option(
     "--log-level",
@@ -110,6 +121,7 @@ def command(
     certfile: str | None,
     keyfile: str | None,
     log_content: bool,
+    log_format: str,
     log_level: str,
     header_timeout: float | None,
     body_timeout: float | None,
@@ -119,7 +131,7 @@ def command(
     """Run the gateway: the built-in demo model, or the models of a config file.
 
     Prints the URL, then serves until interrupted. Request logs go to stderr,
-    one JSON line per request.
+    one line per request: for a person on a terminal, JSON otherwise (--log-format).
     """
     # granian's allocator (jemalloc) keeps freed pages (10 s decay, purged only
     # when it is busy): after a storm of stalled clients the workers would stay
@@ -164,16 +176,19 @@ def command(
         raise click.ClickException(f"{ENGINE_ENV}: unknown engine {engine!r} (known: granian, h1)")
     own_h1 = engine == "h1" and certfile is None and not settings.cleartext_http2
     if own_h1 and workers != 1:
-        # h1 is one process; several workers are granian's supervisor and its workers.
-        click.echo(
-            f'server.engine = "h1" serves one process: {workers} workers run on granian', err=True
-        )
+        # h1 is one process; several workers are granian's supervisor and its workers
+        # (documented; said here only to whoever asked for h1 by name in the environment).
+        if os.environ.get(ENGINE_ENV) == "h1":
+            click.echo(
+                f'{ENGINE_ENV}="h1" serves one process: {workers} workers run on granian', err=True
+            )
         own_h1 = False
 
     # Workers are separate processes: they rebuild the app from these (and
     # with one process, app_from_env reads them here).
     os.environ[CONFIG_ENV] = os.path.abspath(config_path) if config_path else ""
     os.environ[LOG_CONTENT_ENV] = "1" if (log_content or settings.log_content) else "0"
+    os.environ[LOG_FORMAT_ENV] = log_format
     for key, value in _timeout_env(settings).items():
         os.environ[key] = value
 
@@ -285,15 +300,35 @@ def _serve_h1(app: Guard, drain: Drain, settings: ServerConfig, host: str, port:
 
 
 def _announce(config: Config, host: str, port: int, certfile: str | None) -> None:
-    """The URL line (and the production bind warning) on stdout, before serving."""
-    scheme = "https" if certfile else "http"
-    shown = f"[{host}]" if ":" in host else host
-    names = ", ".join(config.model_names)
-    click.echo(f"tokenwire gateway on {scheme}://{shown}:{port}  (models: {names})")
+    """The URL line, the playground's address and a line per model whose key is
+    not set, on stdout, before serving (then the production bind warning)."""
+    for line in banner(config, host, port, certfile, os.environ):
+        click.echo(line)
     warning = bind_warning(config.production, host)  # production: docs/gateway.md
     if warning is not None:
         click.echo(warning, err=True)
     sys.stdout.flush()
+
+
+def banner(
+    config: Config, host: str, port: int, certfile: str | None, environ: Mapping[str, str]
+) -> list[str]:
+    """What ``serve`` prints before serving: where it listens, where a browser goes,
+    and each model that will refuse (401) because its key variable is not set."""
+    scheme = "https" if certfile else "http"
+    shown = f"[{host}]" if ":" in host else host
+    names = ", ".join(config.model_names)
+    lines = [f"tokenwire gateway on {scheme}://{shown}:{port}  (models: {names})"]
+    # A wildcard bind is reached by a browser on this machine at the loopback.
+    local = {"0.0.0.0": "127.0.0.1", "::": "[::1]"}.get(host, shown)
+    lines.append(f"  playground: {scheme}://{local}:{port}/  (open it in a browser)")
+    for model in config.models:
+        if model.api_key_env and model.api_key(environ) is None:
+            lines.append(
+                f"  model {model.name!r} has no key: set {model.api_key_env} and restart "
+                "the gateway (until then it answers 401)"
+            )
+    return lines
 
 
 _JEMALLOC_CONF = "background_thread:true,dirty_decay_ms:0,muzzy_decay_ms:0,retain:false"

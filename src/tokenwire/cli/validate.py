@@ -1,7 +1,9 @@
 """``tokenwire validate [FILE] [--request REQ.json] [--json] [--strict]``.
 
-A stream that fails and looks like a vendor capture (``_detect.detect``) gets
-one more line on stderr: the ``tokenwire convert --from VENDOR`` to run first.
+A stream that fails and is no LLM-Stream gets a line on stderr first, before
+the violations: for a vendor capture (``_detect.detect``) the ``tokenwire
+convert --from VENDOR`` to run, for a request body the gateway to send it to,
+for anything else what the input looks like.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from ..errors import InvalidRequest
 from ..lifecycle import Report, validate
 from ..request import Request
 from ..request import parse as parse_request
-from ._detect import HEAD_BYTES, UnknownFormat, detect
+from ._detect import HEAD_BYTES, UnknownFormat, detect, show_input
 
 _CHUNK = 64 * 1024
 
@@ -103,30 +105,54 @@ def command(
         payload=payload,
     )
     failed = not report.ok or (strict and bool(report.warnings))
+    # What to do comes first: a vendor capture or an input that is no stream at all
+    # breaks every rule, and the rules it breaks say less than what it is.
+    hint = None if report.ok else input_hint(bytes(head), getattr(file, "name", "-"), report)
+    if hint is not None and not as_json:
+        click.echo(hint, err=True)
     if as_json:
         sys.stdout.write(msgspec.json.encode(report).decode() + "\n")
     else:
         _print(report, empty=not head)
-    if not report.ok:
-        _suggest_convert(bytes(head), getattr(file, "name", "-"))
+    if hint is not None and as_json:
+        click.echo(hint, err=True)
     sys.exit(1 if failed else 0)
 
 
-def _suggest_convert(head: bytes, name: str) -> None:
-    """A vendor capture is no LLM-Stream: say which ``convert`` turns it into one."""
+def input_hint(head: bytes, name: str, report: Report) -> str | None:
+    """What a failing input is when it is no LLM-Stream, and what to do with it:
+    the ``convert`` to run for a vendor capture, the gateway to send a request
+    body to, or what else the input looks like. ``None`` for a stream that is one."""
+    source = "" if name in ("-", "<stdin>") else f" {name}"
     try:
         found = detect(head)
     except UnknownFormat:
-        return
-    if found.vendor == "standard":
-        return
-    source = "" if name in ("-", "<stdin>") else f" {name}"
-    click.echo(
-        f"tokenwire validate: this is a vendor capture ({found.vendor}: {found.reason}), "
-        f"not an LLM-Stream; convert it first: tokenwire convert --from {found.vendor}"
-        f"{source} | tokenwire validate",
-        err=True,
+        found = None
+    if found is not None and found.vendor != "standard":
+        return (
+            f"tokenwire validate: this is a vendor capture ({found.vendor}: {found.reason}), "
+            f"not an LLM-Stream; convert it first: tokenwire convert --from {found.vendor}"
+            f"{source} | tokenwire validate"
+        )
+    if report.events or not head.strip():
+        return None  # a stream with broken rules (the lines say which), or empty input
+    if _is_request_body(head):
+        return (
+            'tokenwire validate: this is a request body (JSON with "messages"), not a '
+            "stream; send it to a gateway and validate the answer: curl -sN "
+            "http://127.0.0.1:8080/v1/stream -H 'Content-Type: application/llm-request+json' "
+            f"-d @{source.strip() or 'request.json'} | tokenwire validate"
+        )
+    return (
+        f"tokenwire validate: the input is {show_input(head)}, not a stream; validate takes "
+        "the body of an LLM-Stream answer (lines 'event: TYPE' and 'data: {...}'), "
+        "e.g. curl -sN http://127.0.0.1:8080/v1/stream ... | tokenwire validate"
     )
+
+
+def _is_request_body(head: bytes) -> bool:
+    text = head.removeprefix(b"\xef\xbb\xbf").lstrip()
+    return text.startswith(b"{") and b'"messages"' in text
 
 
 def _print(report: Report, *, empty: bool) -> None:

@@ -15,6 +15,7 @@ import msgspec
 
 from .. import binary, errors
 from .. import events as ev
+from .._suggest import connection_hint
 from ..request import MEDIA_TYPE, Request, build
 from ._receiver import Receiver, side_effect_tools
 from ._url import STREAM_PATH, endpoint
@@ -331,7 +332,8 @@ def send_error(exc: httpx.HTTPError, url: str, *, phase: str) -> errors.Tokenwir
         return errors.TimeoutError(f"connecting to {url} timed out", phase="connect")
     if isinstance(exc, httpx.TimeoutException):
         return errors.TimeoutError(f"no answer from {url} in time ({phase})", phase=phase)
-    return errors.TransportError(f"{url}: {type(exc).__name__}: {exc}")
+    text = f"{type(exc).__name__}: {exc}"
+    return errors.TransportError(f"{url}: {text}{connection_hint(text, url)}")
 
 
 class EventTranslator(Protocol):

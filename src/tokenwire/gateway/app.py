@@ -323,7 +323,7 @@ def app_from_env() -> Starlette:
     ``TOKENWIRE_GATEWAY_CONFIG`` is the config file's path (unset: ``demo``
     only); ``TOKENWIRE_LOG_CONTENT=1`` logs prompts and completions.
     """
-    logs.configure()
+    logs.configure(fmt=os.environ.get(logs.LOG_FORMAT_ENV) or "json")
     path = os.environ.get(CONFIG_ENV) or None
     log_content = os.environ.get(LOG_CONTENT_ENV) == "1"
     return build_app(load(path), log_content=log_content or None)

@@ -33,8 +33,16 @@ from ..errors import InvalidRequest, RequestTooLarge
 from ..request import DEFAULT_MAX_DEPTH, Request
 from ..server import Encode, Exchange, Ingress
 from ..server.asgi import json_error
-from ..translate import VendorFormat, VendorIngress
-from .answers import ChunkArray, HeldStream, WholeAnswer
+from ..translate import VendorFormat, VendorIngress, adapt
+from ..translate.adapt import signatures
+from .answers import (
+    ChunkArray,
+    HeldStream,
+    WholeAnswer,
+    minted,
+    minted_aggregate,
+    with_headers,
+)
 from .providers import passthrough
 
 __all__ = [
@@ -148,21 +156,63 @@ class FormatIngress(Ingress):
                 offer = exchange.offer = passthrough.Offer.make(self.name, body, obj, exchange)
                 request, encode = passthrough.lenient(self.name, body, obj, self._ingress.parse)
                 return request, passthrough.Encoder(offer, encode)
-            if routes.known(obj.get("model")):
-                passthrough.refuse_uncarried(self.name, obj)
-        request, encode = self._ingress.parse(obj)
+        adapted = None
+        model = obj.get("model")
+        targets = routes.targets(model) if routes is not None else frozenset()
+        if routes is not None and targets - {self.name}:
+            # Served by another format: the adaptation table decides what the
+            # standard does not carry (translate/adapt), every map and drop reported.
+            adapted = adapt.adapt(self.name, obj, targets, strict=routes.strict(model))
+        request, encode = self._ingress.parse(obj if adapted is None else adapted.body)
+        minter = None
+        if adapted is not None and routes is not None:
+            # Earlier turns' reasoning sealed by the gateway goes back bound to its
+            # upstream (before finish: Anthropic thinking depends on it); when no
+            # upstream speaks the client's format, this turn's is sealed in the
+            # client format's own field.
+            request = signatures.rebind(request, self.name, routes.signing_key)
+            request = adapt.finish(adapted, request)
+            if self.name not in targets:
+                minter = signatures.Minter(self.name, routes.signing_key)
+        answer = self._answer(
+            obj, request, encode, streaming, adapt.report_of(request), exchange, minter
+        )
+        return request, answer
+
+    def _answer(
+        self,
+        obj: dict[str, Any],
+        request: Request,
+        encode: Encode,
+        streaming: bool,
+        report: list[tuple[str, str, str]],
+        exchange: Exchange,
+        minter: signatures.Minter | None = None,
+    ) -> Encode:
+        """How to answer: a vendor stream whose head waits, a whole answer, or (a
+        format without an aggregator) the encoder itself. The head names what was
+        adapted (``tokenwire-adapted``)."""
+        headers = [(adapt.HEADER.encode(), adapt.header_value(report).encode())] if report else []
         aggregate = self._ingress.aggregate
+        if minter is not None:
+            encode = minted(encode, minter)
+            if aggregate is not None:
+                aggregate = minted_aggregate(aggregate, minter)
         if aggregate is None:
             if not streaming:
                 raise InvalidRequest(
                     'only streaming is served here: set "stream": true', path="stream"
                 )
-            return request, encode
+            return with_headers(encode, headers)
+        answer: WholeAnswer | ChunkArray | HeldStream
         if not streaming:
-            return request, WholeAnswer(aggregate(obj, request))
-        if names and exchange.query.get("alt") != "sse":
-            return request, ChunkArray(encode)
-        return request, HeldStream(encode, lambda: aggregate(obj, request))
+            answer = WholeAnswer(aggregate(obj, request))
+        elif self._ingress.path_params and exchange.query.get("alt") != "sse":
+            answer = ChunkArray(encode)
+        else:
+            answer = HeldStream(encode, lambda: aggregate(obj, request))
+        answer.extra_headers = headers
+        return answer
 
 
 class OpenAIChatIngress(FormatIngress):

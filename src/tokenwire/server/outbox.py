@@ -19,6 +19,8 @@ DEFAULT_STREAM_BUDGET: Final = 4 << 20
 _UNBOUNDED: Final = 1 << 62
 #: A backlog is handed to the server in sends of about this size (``Outbox.take``).
 SEND_SLICE: Final = 32 * 1024
+#: A backlog's frames are kept in buffers of about this many bytes (``Outbox.push``).
+COALESCE: Final = 8 * 1024
 #: The high-water mark while the process is over its memory budget: every
 #: stream still flows, but none may queue more than this.
 LOW_WATER: Final = 16 * 1024
@@ -103,7 +105,7 @@ class Outbox:
     )
 
     def __init__(self, now: float, account: StreamAccount | None = None) -> None:
-        self.chunks: list[bytes] = []
+        self.chunks: list[bytes | bytearray] = []
         self.size = 0  # bytes in chunks
         self.closed = False
         self.last_sent = now
@@ -142,7 +144,21 @@ class Outbox:
                 self._account.overflowed = True
             self.close(drop=True)
             return
-        self.chunks.append(data)
+        chunks = self.chunks
+        if not chunks:
+            chunks.append(data)  # the common case: the sender takes it as is
+        else:
+            # A backlog (a client reading slower than the model writes): frames
+            # go into a few buffers of about COALESCE bytes, not one small bytes
+            # object each. Thousands of small objects per stalled stream fill
+            # the allocator's arenas; when the streams end, a few long-lived
+            # objects allocated among them keep those arenas, and the process's
+            # memory, from coming back (bench/RESULTS.md, "storm").
+            tail = chunks[-1]
+            if type(tail) is bytearray and len(tail) < COALESCE:
+                tail += data
+            else:
+                chunks.append(bytearray(data))
         self.size += size
         BUDGET.queued += size
         if self._waiter is not None:
@@ -193,7 +209,7 @@ class Outbox:
             self.size = 0
         if self._drained is not None and self.size <= self.high_water():
             self._release()
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        return bytes(chunks[0]) if len(chunks) == 1 else b"".join(chunks)
 
     def high_water(self) -> int:
         """Queued bytes past which the producer should wait (``drained``).

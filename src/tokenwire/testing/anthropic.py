@@ -46,6 +46,7 @@ from typing import Any, Final
 import msgspec
 
 from ..translate.anthropic import ERROR_TYPES, VENDOR_STOP_REASONS
+from . import loops
 from .upstream import (
     RecordedRequest,
     Script,
@@ -173,8 +174,9 @@ def reasoning_blocks(script: Script) -> list[dict[str, Any]]:
     return blocks
 
 
-def _check_reasoning(messages: list[Any]) -> str | None:
-    """Anthropic's next-turn rules for thinking blocks (see the module docstring)."""
+def _check_reasoning(messages: list[Any], *, thinking: bool = True) -> str | None:
+    """Anthropic's next-turn rules for thinking blocks (see the module docstring): a
+    signed call's turn must start with its thinking only while thinking is on."""
     for i, message in enumerate(messages):
         content = message.get("content")
         if message.get("role") != "assistant" or not isinstance(content, list):
@@ -196,6 +198,8 @@ def _check_reasoning(messages: list[Any]) -> str | None:
             match = _SIGNED_CALL.fullmatch(str(block.get("id", "")))
             if match is None:
                 continue
+            if not lead and not thinking:
+                continue  # thinking off: earlier turns may go without it
             if not lead:
                 found = content[0].get("type") if isinstance(content[0], dict) else None
                 return (
@@ -621,14 +625,15 @@ def check_request(request: RecordedRequest) -> str | None:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         return "messages: a non-empty array is required"
-    for i, message in enumerate(messages):
-        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
-            return f"messages.{i}.role: must be user or assistant"
+    beta = request.headers.get("anthropic-beta", "")
+    problem = loops.anthropic_roles(messages, beta) or loops.anthropic_results(messages)
+    if problem is not None:
+        return problem
     if body.get("stream") is not True:
         return "the fake only streams: stream must be true"
     return (
         _check_agent_fields(body, request.headers)
-        or _check_reasoning(messages)
+        or _check_reasoning(messages, thinking=loops.anthropic_thinking(body))
         or _check_lossless(body, messages)
     )
 

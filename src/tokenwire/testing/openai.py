@@ -20,6 +20,7 @@ from typing import Any, Final
 
 import msgspec
 
+from . import loops
 from .upstream import (
     RecordedRequest,
     Script,
@@ -108,7 +109,7 @@ def check_request(request: RecordedRequest) -> str | None:
         return "messages: a non-empty array is required"
     if body.get("stream") not in (None, True, False):
         return "stream: must be a boolean"
-    return None
+    return loops.chat_results(body["messages"])
 
 
 def wants_whole(request: RecordedRequest) -> bool:

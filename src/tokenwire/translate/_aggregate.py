@@ -27,6 +27,7 @@ from .. import events as ev
 from .. import sse
 
 __all__ = [
+    "GATEWAY_REFUSES",
     "MAX_ANSWER_BYTES",
     "Aggregator",
     "FrameAggregator",
@@ -38,8 +39,14 @@ __all__ = [
 #: are bounded one by one by the decoder, the answer as a whole by this).
 MAX_ANSWER_BYTES: Final = 64 << 20
 
-#: What every ``http_error`` mapping writes first (``_contract.status_error``).
-_UPSTREAM_STATUS: Final = re.compile(r"^upstream answered HTTP (\d{3})\b")
+#: What every ``http_error`` mapping writes first (``_contract.status_error``), or
+#: what the gateway writes when it refuses a request itself before calling the
+#: upstream (``GATEWAY_REFUSES``: a model whose key is not set).
+_UPSTREAM_STATUS: Final = re.compile(r"^(?:upstream answered|the gateway answers) HTTP (\d{3})\b")
+
+#: The start of an ``error`` message the gateway writes for a refusal of its own,
+#: followed by the status: the vendor routes answer with that status.
+GATEWAY_REFUSES: Final = "the gateway answers HTTP"
 
 
 def upstream_status(message: str) -> int | None:

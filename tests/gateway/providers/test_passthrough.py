@@ -18,7 +18,6 @@ from tokenwire.gateway.providers.passthrough import (
     Offer,
     OfferState,
     lenient,
-    refuse_uncarried,
     rename_model,
 )
 from tokenwire.translate.anthropic import error_frame as anthropic_error_frame
@@ -95,16 +94,6 @@ def test_a_top_level_refusal_is_still_raised() -> None:
     with pytest.raises(InvalidRequest) as caught:
         lenient("anthropic", raw, msgspec.json.decode(raw), _anthropic_parse)
     assert caught.value.path == "model"
-
-
-def test_refuse_uncarried_names_the_field() -> None:
-    with pytest.raises(InvalidRequest) as caught:
-        refuse_uncarried("anthropic", {"model": "m", "mcp_servers": []})
-    assert caught.value.path == "mcp_servers"
-    with pytest.raises(InvalidRequest) as caught:
-        refuse_uncarried("openai-responses", {"tools": [{"type": "function"}, {"type": "mcp"}]})
-    assert caught.value.path == "tools[1].type"
-    refuse_uncarried("openai-responses", {"tools": [{"type": "function", "name": "f"}]})
 
 
 _START = ev.StreamStart(v=ev.VERSION, seq=0, model="m", created="2026-01-01T00:00:00Z")

@@ -58,6 +58,7 @@ __all__ = [
     "RESUME_BACKENDS",
     "ResumeConfig",
     "ServerConfig",
+    "TranslateConfig",
     "drain_problem",
     "load",
     "parse",
@@ -181,9 +182,12 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
     http2_max_concurrent_streams: int = DEFAULT_HTTP2_MAX_STREAMS
 
-    #: What serves cleartext HTTP/1.1 (``SERVER_ENGINES``): "granian", or "h1"
-    #: (``tokenwire.server.http1``, one process; TLS and h2c stay on granian).
-    engine: str = "granian"
+    #: What serves cleartext HTTP/1.1 (``SERVER_ENGINES``): "h1"
+    #: (``tokenwire.server.http1``, one process; TLS and h2c stay on granian), or
+    #: "granian". h1 is the default: it passes the serving hardening suite, which
+    #: granian does not (it serves some ambiguous framings), and it is the faster
+    #: path (bench/RESULTS.md, "serving").
+    engine: str = "h1"
 
 
 #: ``[server] engine`` values (bench/RESULTS.md, "serving").
@@ -211,6 +215,23 @@ class MetricsConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
         return host.strip("[]"), int(port)
 
 
+class TranslateConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[translate]`` (and a model's ``translate``): how a vendor body crosses to
+    an upstream of another format (docs/translation.md, "Adaptation").
+
+    ``strict``: refuse, with a 400 naming the JSON path, every field the
+    adaptation table would map or drop; by default they are adapted and
+    reported (the ``tokenwire-adapted`` header, the log line, a metric).
+    ``signing_key_env`` is read from the file's ``[translate]`` only.
+    """
+
+    strict: bool = False
+    #: The environment variable holding the key of the reasoning signatures the
+    #: gateway mints for another vendor's reasoning (``None``: a random key per
+    #: process, so replicas and restarts do not recognise each other's).
+    signing_key_env: str | None = None
+
+
 class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """One ``[[models]]`` entry: a model name and the provider that serves it.
 
@@ -218,10 +239,10 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
       ``api_key_env``, ``upstream_model``, ``timeout_s`` (idle read timeout),
       ``connect_timeout_s``, ``reasoning`` (carry reasoning text, §extension),
       ``http`` (``"1.1"``: the gateway's HTTP/1.1 client, the default; ``"2"``:
-      httpx, HTTP/2 where the upstream offers it; docs/gateway.md, "Upstream connections");
+      httpx, HTTP/2 where the upstream offers it; docs/reference/config.md, "Upstream connections");
     - ``demo``: ``delay_ms``;
     - ``python``: ``factory = "module:callable"``, called with ``options`` as
-      keyword arguments, returning a provider (docs/gateway.md, "Plugins");
+      keyword arguments, returning a provider (docs/reference/config.md, "Plugins");
     - ``signalr``: ``hub_url`` (required), ``method``, ``mapping``, ``negotiate``,
       ``api_key_env`` (the Bearer access token), ``server_timeout_s``,
       ``keepalive_s``, ``connect_timeout_s``, ``headers``, ``reasoning``,
@@ -267,6 +288,8 @@ class ModelConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     compression: str | None = None
     max_message_bytes: int | None = None
     headers: dict[str, str] = {}
+    #: This model's ``[translate]`` settings; ``None``: the file's ``[translate]``.
+    translate: TranslateConfig | None = None
 
     def api_key(self, environ: Mapping[str, str] = os.environ) -> str | None:
         """The key from the environment variable ``api_key_env`` names, or ``None``."""
@@ -308,6 +331,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     models: list[ModelConfig] = []
     resume: ResumeConfig = ResumeConfig()
     metrics: MetricsConfig = MetricsConfig()
+    translate: TranslateConfig = TranslateConfig()
     #: [[keys]], [limits], [telemetry], routing keys, [server] drain_s (config_prod).
     production: config_prod.ProductionConfig = config_prod.ProductionConfig()
 
@@ -317,6 +341,12 @@ class Config(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
             if model.name == name:
                 return model
         return None
+
+    def strict_translation(self, name: str) -> bool:
+        """Whether model ``name`` refuses every adaptation (its ``translate``, else the file's)."""
+        model = self.model(name)
+        own = model.translate if model is not None else None
+        return (own or self.translate).strict
 
     @property
     def model_names(self) -> list[str]:
@@ -466,7 +496,7 @@ _VENDOR_KEYS: Final[dict[str, frozenset[str]]] = {
     "send_reasoning": frozenset({"openai"}),
     "http": HTTP_VENDORS,
 }
-#: ``http``: which client talks to the upstream (docs/gateway.md, "Upstream connections").
+#: ``http``: which client talks to the upstream (docs/reference/config.md, "Upstream connections").
 HTTP_VERSIONS: Final = ("1.1", "2")
 
 
@@ -657,6 +687,7 @@ def _known_keys(table: str) -> list[str]:
         "server": fields(ServerConfig) + ["drain_s"],
         "models": fields(ModelConfig) + fields(config_prod.RoutingConfig) + list(BINDING_KEYS),
         "resume": fields(ResumeConfig),
+        "translate": fields(TranslateConfig),
         "keys": fields(config_prod.KeyConfig),
         "limits": fields(config_prod.LimitsConfig),
         "telemetry": fields(config_prod.TelemetryConfig),

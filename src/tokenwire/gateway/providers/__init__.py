@@ -67,7 +67,7 @@ def _http_provider(model: ModelConfig, clients: UpstreamClients, fmt: VendorForm
             model.name,
             model.api_key_env,
         )
-    # docs/gateway.md, "Upstream connections": http = "2" keeps httpx (HTTP/2).
+    # docs/reference/config.md, "Upstream connections": http = "2" keeps httpx (HTTP/2).
     over_httpx = model.http == "2"
     return HTTPProvider(
         fmt,

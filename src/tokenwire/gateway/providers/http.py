@@ -1,7 +1,7 @@
 """Vendor upstreams over HTTP: ``HTTPProvider`` and the connections it shares.
 
 Upstream failures become ``error`` events with a §5.3.6 code, decided here
-where the upstream's details are known (docs/gateway.md, "Errors"):
+where the upstream's details are known (docs/reference/errors.md, "Errors"):
 
 ==============================================  ==================================
 upstream answered 429                           ``rate_limited``
@@ -28,10 +28,11 @@ from typing import TYPE_CHECKING, Any
 
 from ... import events as ev
 from ... import translate
-from ...request import Request
+from ...request import Request, echo
 from ...server import Exchange, Provider
 from ...server.hooks import CountRefused
 from ...translate import VendorFormat
+from ...translate._aggregate import GATEWAY_REFUSES
 from ..upstream import Pool, UpstreamError
 from ._wire import IDENTITY, report_unknown, trace_headers
 from .passthrough import Offer
@@ -47,6 +48,16 @@ _log = logging.getLogger("tokenwire.gateway")
 
 def _error(code: str, message: str, status: int | None = None) -> ev.ErrorEvent:
     return ev.ErrorEvent(v=ev.VERSION, seq=0, code=code, message=message, upstream_status=status)
+
+
+def missing_key_message(model: str, env: str) -> str:
+    """The refusal of a model whose upstream key is not set: a 401, which no SDK
+    retries (a 500 would be retried, and fail the same way each time), naming
+    the variable to set where the gateway runs, not where the client does."""
+    return (
+        f"{GATEWAY_REFUSES} 401: model {echo(model)} has no upstream key; set {env} in the "
+        "gateway's environment and restart it"
+    )
 
 
 def new_client() -> httpx.AsyncClient:
@@ -187,7 +198,7 @@ class HTTPProvider(Provider):
         ``exchange`` goes upstream, and its passthrough offer, when it has one for
         this format, sends the client's own body and taps the upstream's bytes."""
         if self.missing_key is not None:
-            yield _error("internal_error", "the gateway has no upstream credentials for this model")
+            yield _error("internal_error", missing_key_message(request.model, self.missing_key))
             return
         fmt = self.format
         built = fmt.build_request(request, **self._options())

@@ -30,18 +30,18 @@ the chunk is kept (``Offer.push``), the translator parses it, and the first
 event the chunk produces carries the chunk's complete SSE events out
 (``Offer.take``); the vendor encoder is never run (bench/passthrough.py).
 
-The request side (``Routes``, ``rename_model``, ``lenient``, ``refuse_uncarried``)
-is ``passthrough_request``; this module is the stream side. The provider's
-path is ``http.HTTPProvider.serve``'s one loop, which the offer taps.
+The request side (``Routes``, ``rename_model``, ``lenient``) is
+``passthrough_request``; this module is the stream side. The provider's path is
+``http.HTTPProvider.serve``'s one loop, which the offer taps.
 
 An offer's life is a state table (``TRANSITIONS``, as h11's ``_state.py``
 keeps its): each side's step is an input, and what the encoder and the
 provider ask of it (``taken``, ``covered``, ``closed``, ``whole``) is read
 off the state.
 
-Across vendors nothing changes (the ingress translates as it always did), but
-a field that cannot be carried is refused with a 400 naming its JSON path
-(``refuse_uncarried``), never dropped.
+Across vendors the ingress translates, and what the standard does not carry is
+adapted by one table (``translate.adapt``): mapped, dropped or refused, every
+map and drop reported.
 """
 
 from __future__ import annotations
@@ -59,7 +59,6 @@ from .passthrough_request import (
     Routes,
     eligible,
     lenient,
-    refuse_uncarried,
     rename_model,
 )
 
@@ -72,7 +71,6 @@ __all__ = [
     "Routes",
     "eligible",
     "lenient",
-    "refuse_uncarried",
     "rename_model",
 ]
 

@@ -1,6 +1,6 @@
 """The request side of same-vendor passthrough (``passthrough.py``): which models
-pass through, the body sent upstream, the standard's view of it, and what
-cannot be carried to another vendor format.
+pass through (and which formats serve the others), the body sent upstream, and
+the standard's view of it.
 
 Pure functions and one lookup table built from the config; no I/O.
 """
@@ -8,7 +8,9 @@ Pure functions and one lookup table built from the config; no I/O.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
+import secrets
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
@@ -19,7 +21,7 @@ from ...errors import InvalidRequest
 if TYPE_CHECKING:
     from ..config import Config
 
-__all__ = ["FORMATS", "Routes", "eligible", "lenient", "refuse_uncarried", "rename_model"]
+__all__ = ["FORMATS", "Routes", "eligible", "lenient", "rename_model"]
 
 _decode = msgspec.json.decode
 _encode = msgspec.json.encode
@@ -64,12 +66,6 @@ _ANTHROPIC_BLOCKS: Final = frozenset(
 _RESPONSES_ITEMS: Final = frozenset(
     {"message", "reasoning", "function_call", "function_call_output"}
 )
-#: Top-level fields that only that vendor can act on: refused across vendors.
-_VENDOR_ONLY_FIELDS: Final[Mapping[str, tuple[str, ...]]] = {
-    "anthropic": ("container", "mcp_servers", "context_management"),
-    "openai-responses": ("previous_response_id", "conversation", "background", "prompt"),
-    "openai": (),
-}
 #: How many refusals ``lenient`` may strip one by one after the known ones.
 _MAX_STRIPS: Final = 64
 _STEPS: Final = re.compile(r"[^.\[\]]+|\[\d+\]")
@@ -155,30 +151,6 @@ def lenient(
     return parse(view)
 
 
-def refuse_uncarried(fmt: str, obj: Mapping[str, Any]) -> None:
-    """Raise ``InvalidRequest`` naming the first field of ``obj`` (a body of format
-    ``fmt`` going to an upstream of another format) that no other format can carry:
-    the vendor-only top-level fields, and (Responses) hosted tools.
-    """
-    for name in _VENDOR_ONLY_FIELDS.get(fmt, ()):
-        if obj.get(name) is not None:
-            raise InvalidRequest(
-                f"{name}: only an upstream of the same vendor format can carry it "
-                "(this model is served by another one)",
-                path=name,
-            )
-    if fmt == "openai-responses":
-        tools = obj.get("tools")
-        for i, tool in enumerate(tools if isinstance(tools, list) else ()):
-            kind = tool.get("type") if isinstance(tool, dict) else None
-            if kind != "function":
-                raise InvalidRequest(
-                    f"tools[{i}]: hosted tool {kind!r} runs only at an OpenAI Responses "
-                    "upstream (this model is served by another one)",
-                    path=f"tools[{i}].type",
-                )
-
-
 # --- which models pass through --------------------------------------------------------
 
 
@@ -195,20 +167,31 @@ class Routes:
 
         production = config.production
         own: dict[str, set[str | None]] = {}
+        providers: dict[str, set[str]] = {}
         for model in config.models:
             formats: set[str | None] = set()
             for entry, _weight in deployment_models(model, production.routing_for(model.name)):
                 provider = entry.provider
+                providers.setdefault(model.name, set()).add(provider)
                 fmt = translate.registry.get(provider) if provider in translate.registry else None
                 ok = fmt is not None and fmt.transport == "http-sse" and provider in FORMATS
                 formats.add(provider if ok else None)
             own[model.name] = formats
         self._format: dict[str, str] = {}
         self._models = frozenset(own)
+        self._targets: dict[str, frozenset[str]] = {}
+        self._strict = frozenset(m.name for m in config.models if config.strict_translation(m.name))
+        named = config.translate.signing_key_env
+        given = os.environ.get(named) if named else None
+        #: The key of the reasoning signatures the gateway mints (translate/adapt/signatures.py).
+        self.signing_key = given.encode() if given else secrets.token_bytes(32)
         for model in config.models:
             formats = set(own[model.name])
+            targets = set(providers.get(model.name, ()))
             for fallback in production.routing_for(model.name).fallbacks:
                 formats |= own.get(fallback, {None})
+                targets |= providers.get(fallback, set())
+            self._targets[model.name] = frozenset(targets)
             if len(formats) == 1:
                 (only,) = formats
                 if only is not None:
@@ -217,6 +200,15 @@ class Routes:
     def known(self, model: object) -> bool:
         """Whether ``model`` is a configured model."""
         return isinstance(model, str) and model in self._models
+
+    def targets(self, model: object) -> frozenset[str]:
+        """The provider of every deployment and fallback of ``model`` (format names,
+        ``demo``, ``python``...): the formats its requests may be served in."""
+        return self._targets.get(model, frozenset()) if isinstance(model, str) else frozenset()
+
+    def strict(self, model: object) -> bool:
+        """Whether ``model`` refuses every adaptation (``[translate] strict``)."""
+        return isinstance(model, str) and model in self._strict
 
     def format_of(self, model: object) -> str | None:
         """The format every upstream of ``model`` speaks, or ``None`` (mixed, not HTTP...)."""

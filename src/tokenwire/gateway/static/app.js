@@ -755,7 +755,7 @@ function resetChat() {
 // Replay of a captured body
 // ---------------------------------------------------------------------------
 
-/** A best guess at a capture's format from its first bytes. */
+/** A best guess at a capture's format from its first bytes; null when it is none of them. */
 function sniffFormat(text) {
   const head = text.slice(0, 65536);
   if (/event:\s*stream\.start|"type"\s*:\s*"stream\.start"/.test(head)) return "standard";
@@ -765,7 +765,12 @@ function sniffFormat(text) {
   if (/"type"\s*:\s*"(message-start|content-delta|stream-start)"/.test(head)) return "cohere";
   if (/"candidates"\s*:/.test(head)) return "gemini";
   if (/"choices"\s*:|chat\.completion\.chunk/.test(head)) return "openai";
-  return "standard";
+  return null;
+}
+
+/** The formats the capture list offers, for the "not recognised" note. */
+function captureFormats() {
+  return [...$("capture-format").options].map((o) => o.value).filter((v) => v !== "auto");
 }
 
 async function replay(file) {
@@ -773,6 +778,20 @@ async function replay(file) {
   const bytes = await file.arrayBuffer();
   let format = $("capture-format").value;
   if (format === "auto") format = sniffFormat(new TextDecoder().decode(bytes.slice(0, 65536)));
+  if (format === null) {
+    // Replaying it as a standard stream would show an empty answer, not what is wrong.
+    const view = addAssistantBubble(`replay · ${file.name}`);
+    view.bubble.classList.add("replay");
+    view.bubble.classList.remove("streaming");
+    addNote(
+      view,
+      "error",
+      h("b", {}, "format not recognised"),
+      `: ${file.name} is no standard stream and no capture of ${captureFormats().join(", ")}` +
+        "; pick its format in the list next to the button if you know it",
+    );
+    return;
+  }
   const view = addAssistantBubble(`replay · ${file.name} · ${format}`);
   view.bubble.classList.add("replay");
   startRun();

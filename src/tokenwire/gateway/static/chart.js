@@ -72,7 +72,9 @@ export function drawChart(container, { points, ttft, end }) {
   }
   const stepT = niceStep(maxT, Math.max(2, Math.floor(WIDTH / 110)));
   for (let t = 0; t <= maxT + 1e-9; t += stepT) {
-    const anchor = t === 0 ? "start" : "middle";
+    // The first label starts at the axis and one near the right edge ends there:
+    // centred, either would be cut off by the edge of the chart.
+    const anchor = t === 0 ? "start" : x(t) > WIDTH - PAD.right - 30 ? "end" : "middle";
     svg.append(
       el(
         "text",

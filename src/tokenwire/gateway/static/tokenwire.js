@@ -1703,7 +1703,7 @@ function newRequestId() {
   if (c?.randomUUID) return c.randomUUID();
   return `tw-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 12)}`;
 }
-function prepareRequest(input, { resume = true } = {}) {
+function prepareRequest(input, { resume = false } = {}) {
   const request = {
     ...input,
     version: input.version ?? VERSION,
@@ -1713,8 +1713,8 @@ function prepareRequest(input, { resume = true } = {}) {
   if (typeof request.metadata.request_id !== "string") {
     request.metadata.request_id = newRequestId();
   }
-  if (resume && request.extensions?.[EXTENSIONS.resumable] === void 0) {
-    request.extensions = { ...request.extensions ?? {}, [EXTENSIONS.resumable]: true };
+  if (request.extensions?.[EXTENSIONS.resumable] === void 0) {
+    request.extensions = { ...request.extensions ?? {}, [EXTENSIONS.resumable]: resume };
   }
   const tools = request.tools;
   if (tools !== void 0) {
@@ -1754,7 +1754,7 @@ var Client = class {
       this.query = "";
     }
     this.headers = { ...options.headers ?? {} };
-    this.resume = options.resume ?? true;
+    this.resume = options.resume ?? false;
     this.confirm = options.confirm ?? null;
     this.maxEventBytes = options.maxEventBytes ?? 1 << 20;
     this.resumePath = options.resumePath ?? "/v1/streams/{request_id}";

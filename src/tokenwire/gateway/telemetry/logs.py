@@ -1,4 +1,5 @@
-"""Structured request logs: one JSON line per request, at its end.
+"""Structured request logs: one JSON line per request, at its end (on a terminal, or
+with ``--log-format text``, one line for a person instead: ``human``).
 
 §8.1: prompts may hold highly sensitive data, so the line carries what an
 operator needs (route, model, status, event count, timings, error code, the
@@ -34,9 +35,12 @@ import msgspec
 
 from ... import events as ev
 from ...server import StreamRecord, Tee
+from ...translate.adapt import report_of
 
 __all__ = [
     "LOGGER_NAME",
+    "LOG_FORMATS",
+    "LOG_FORMAT_ENV",
     "MAX_FIELD_CHARS",
     "RequestLog",
     "bounded",
@@ -87,15 +91,71 @@ class _JSONLineFormatter(logging.Formatter):
         return record.getMessage()
 
 
-def configure(stream: Any = None, level: int = logging.INFO) -> logging.Logger:
-    """Send the gateway's log lines to ``stream`` (stderr by default), once.
+#: ``tokenwire serve --log-format``: ``auto`` is ``text`` on a terminal, ``json`` elsewhere.
+LOG_FORMATS: Final = ("auto", "text", "json")
+#: The environment variable that carries ``--log-format`` to the workers.
+LOG_FORMAT_ENV: Final = "TOKENWIRE_LOG_FORMAT"
+_TEXT_SKIPPED: Final = frozenset({"ts", "msg"})
+
+
+def human(line: Mapping[str, Any]) -> str:
+    """One log line's fields as a person reads them on a terminal: the time, then for a
+    request its status, route, model and timings, for anything else its message and
+    ``key=value`` pairs."""
+    ts = line.get("ts")
+    # A line without a time (written at start-up) gets the current one.
+    when = time.strftime("%H:%M:%S", time.localtime(ts if isinstance(ts, int | float) else None))
+    if line.get("msg") == "request":
+        parts = [f"{when} {line.get('status')} {line.get('route')} {line.get('model') or '-'}"]
+        if line.get("events"):
+            parts.append(f"{line['events']} events")
+        if line.get("ttfe_ms") is not None:
+            parts.append(f"first event {line['ttfe_ms']:.0f} ms")
+        if line.get("duration_ms") is not None:
+            parts.append(f"{line['duration_ms']:.0f} ms")
+        if line.get("error_code"):
+            parts.append(f"error {line['error_code']}")
+        if line.get("disconnected"):
+            parts.append("client left")
+        return " · ".join(parts)
+    rest = " ".join(
+        f"{key}={value}" for key, value in line.items() if key not in _TEXT_SKIPPED and value
+    )
+    return f"{when} {line.get('msg', '')}" + (f": {rest}" if rest else "")
+
+
+class _TextFormatter(logging.Formatter):
+    """The JSON line, rewritten for a person (``human``); a message that is no JSON
+    object is written as it is."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        try:
+            line = msgspec.json.decode(message)
+        except msgspec.DecodeError:
+            return message
+        return human(line) if isinstance(line, dict) else message
+
+
+def _is_text(fmt: str, stream: Any) -> bool:
+    if fmt == "auto":
+        isatty = getattr(stream, "isatty", None)
+        return bool(isatty is not None and isatty())
+    return fmt == "text"
+
+
+def configure(stream: Any = None, level: int = logging.INFO, fmt: str = "json") -> logging.Logger:
+    """Send the gateway's log lines to ``stream`` (stderr by default), once, as JSON
+    lines or (``fmt``: ``text``, or ``auto`` on a terminal) as lines for a person.
 
     Returns the logger. Idempotent: a second call changes nothing.
     """
     logger = logging.getLogger(LOGGER_NAME)
     if not any(getattr(h, "_tokenwire", False) for h in logger.handlers):
-        handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
-        handler.setFormatter(_JSONLineFormatter())
+        stream = stream if stream is not None else sys.stderr
+        handler = logging.StreamHandler(stream)
+        text = _is_text(fmt, stream)
+        handler.setFormatter(_TextFormatter() if text else _JSONLineFormatter())
         handler._tokenwire = True  # type: ignore[attr-defined]
         logger.addHandler(handler)
         logger.propagate = False
@@ -193,6 +253,11 @@ class RequestLog:
             "error_path": record.error_path,
             "disconnected": record.disconnected,
         }
+        adapted = report_of(record.request)
+        if adapted:
+            # What crossed to another vendor format changed (translate/adapt):
+            # JSON paths of the client's body, never its values.
+            line["adapted"] = [f"{path}={outcome}@{target}" for path, target, outcome in adapted]
         exc = record.exception
         if exc is not None:
             line["exception"] = type(exc).__qualname__

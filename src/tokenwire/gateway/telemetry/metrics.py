@@ -45,6 +45,7 @@ from prometheus_client.registry import Collector
 
 from ... import events as ev
 from ...server import StreamRecord, Tee
+from ...translate.adapt import report_of
 
 __all__ = [
     "CONTENT_TYPE",
@@ -176,6 +177,12 @@ class Metrics:
             ["model", "code"],
             registry=r,
         )
+        self.adaptations = Counter(
+            "tokenwire_adaptations",
+            "Fields of vendor bodies adapted for an upstream of another format, by outcome.",
+            ["source", "target", "outcome"],
+            registry=r,
+        )
         self.rejected = Counter(
             "tokenwire_requests_rejected",
             "Requests answered with an error status, by status and code.",
@@ -216,6 +223,8 @@ class Metrics:
 
     def closed(self, record: StreamRecord) -> None:
         """A request ended: count the stream's totals, or the rejection."""
+        for _path, target, outcome in report_of(record.request):
+            self.adaptations.labels(record.format, target, outcome).inc()
         if record.status != 200:
             if record.status >= 400 and record.status != 499:
                 self.rejected.labels(str(record.status), record.error_code or "").inc()

@@ -6,7 +6,7 @@ pool_timeout=...)`` is an async context manager yielding a ``Response`` whose
 Every failure is an ``UpstreamError``: ``timeout`` and ``phase`` for timeouts,
 ``reason`` naming what went wrong. Chosen by measurement over httpx, aiohttp
 and h11 (``bench/upstream.py``, bench/RESULTS.md "## upstream"); HTTP/2
-upstreams keep httpx (docs/gateway.md, "Upstream connections").
+upstreams keep httpx (docs/reference/config.md, "Upstream connections").
 
 May import: the core, and of the gateway ``config`` and ``context``; never
 ``telemetry``, ``policy``, ``providers``, ``resume`` or the app.

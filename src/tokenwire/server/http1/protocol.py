@@ -26,6 +26,15 @@ from .settings import (
     WRITE_HIGH_WATER,
     Settings,
 )
+from .states import (
+    CycleMisuse,
+    Request,
+    RequestEvent,
+    Response,
+    ResponseEvent,
+    next_request,
+    next_response,
+)
 
 _log = logging.getLogger("tokenwire.h1server")
 
@@ -102,44 +111,75 @@ class Host(Protocol):
 
 
 class _Cycle:
-    """One request and its response: what the app's ``receive`` and ``send`` work on."""
+    """One request and its response: what the app's ``receive`` and ``send`` work on.
+
+    Its progress is two states (``states``: the request body toward the app, the
+    response from it), moved only by their tables' rows; the flags the protocol
+    reads (``complete``, ``done``...) are derived from them. ``chunked``,
+    ``keep_alive`` and ``head_only`` are not progress but the framing chosen.
+    """
 
     __slots__ = (
         "conn",
         "scope",
         "chunks",
         "body_size",
-        "complete",
-        "final_sent",
+        "request",
+        "response",
         "waiter",
-        "expect_continue",
-        "started",
         "status",
         "headers",
-        "head_sent",
         "chunked",
-        "done",
         "keep_alive",
         "head_only",
     )
 
-    def __init__(self, conn: Connection, scope: Scope, keep_alive: bool) -> None:
+    def __init__(
+        self, conn: Connection, scope: Scope, keep_alive: bool, expect_continue: bool = False
+    ) -> None:
         self.conn = conn
         self.scope = scope
         self.chunks: list[bytes] = []
         self.body_size = 0
-        self.complete = False  # the whole request body is in
-        self.final_sent = False  # the app got the body's last message
+        self.request = Request.AWAITING_CONTINUE if expect_continue else Request.RECEIVING
+        self.response = Response.IDLE
         self.waiter: asyncio.Future[Message] | None = None
-        self.expect_continue = False
-        self.started = False
         self.status = 200
         self.headers: list[tuple[bytes, bytes]] = []
-        self.head_sent = False
         self.chunked = False
-        self.done = False  # the response's last byte was written
         self.keep_alive = keep_alive
         self.head_only = scope["method"] == "HEAD"
+
+    # -- derived from the two states -------------------------------------------------
+
+    @property
+    def complete(self) -> bool:
+        """The whole request body is in."""
+        return self.request is Request.COMPLETE or self.request is Request.DELIVERED
+
+    @property
+    def started(self) -> bool:
+        """``http.response.start`` came."""
+        return self.response is not Response.IDLE
+
+    @property
+    def head_sent(self) -> bool:
+        return self.response is Response.SENDING or self.response is Response.DONE
+
+    @property
+    def done(self) -> bool:
+        """The response's last byte was written."""
+        return self.response is Response.DONE
+
+    # -- the request side --------------------------------------------------------------
+
+    def body_arrived(self, body: bytes) -> None:
+        self.request = next_request(self.request, RequestEvent.BODY)
+        self.chunks.append(body)
+        self.body_size += len(body)
+
+    def body_ended(self) -> None:
+        self.request = next_request(self.request, RequestEvent.ENDED)
 
     # -- receive -------------------------------------------------------------------
 
@@ -151,9 +191,9 @@ class _Cycle:
         if message is not None:
             future.set_result(message)
         else:
-            if self.expect_continue:
+            if self.request is Request.AWAITING_CONTINUE:
                 # RFC 9110 §10.1.1: the client waits for this before it sends the body.
-                self.expect_continue = False
+                self.request = next_request(self.request, RequestEvent.CONTINUE_SENT)
                 if conn.transport is not None and not conn.lost:
                     conn.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
             self.waiter = future
@@ -165,14 +205,14 @@ class _Cycle:
             self.chunks = []
             self.body_size = 0
             self.conn.body_taken()
-            more = not self.complete
+            more = self.request is not Request.COMPLETE
             if not more:
-                self.final_sent = True
+                self.request = next_request(self.request, RequestEvent.LAST_GIVEN)
             return {"type": "http.request", "body": body, "more_body": more}
-        if self.complete and not self.final_sent:
-            self.final_sent = True
+        if self.request is Request.COMPLETE:
+            self.request = next_request(self.request, RequestEvent.LAST_GIVEN)
             return {"type": "http.request", "body": b"", "more_body": False}
-        if self.conn.lost or (self.final_sent and self.done):
+        if self.conn.lost or (self.request is Request.DELIVERED and self.response is Response.DONE):
             return {"type": "http.disconnect"}
         return None
 
@@ -191,27 +231,23 @@ class _Cycle:
         kind = message["type"]
         conn = self.conn
         if kind == "http.response.start":
-            if self.started:
-                raise RuntimeError("http.response.start sent twice")
-            self.started = True
+            self.response = next_response(self.response, ResponseEvent.START)
+            # Answered without (all of) the body: no 100 is due any more.
+            self.request = next_request(self.request, RequestEvent.RESPONSE_STARTED)
             self.status = int(message["status"])
             self.headers = list(message.get("headers", ()))
             # Held back: the head leaves with the first body message, in one write.
             return
         if kind != "http.response.body":
-            raise RuntimeError(f"unexpected ASGI message {kind!r}")
-        if not self.started:
-            raise RuntimeError("http.response.body before http.response.start")
-        if self.done:
-            raise RuntimeError("the response is already complete")
-        if conn.lost or conn.transport is None:
-            raise OSError("the client went away")
-        body: bytes = message.get("body", b"")
+            raise CycleMisuse(f"unexpected ASGI message {kind!r}")
         more: bool = message.get("more_body", False)
-        if not self.head_sent:
-            data = self._head(body, more)
-        else:
-            data = b""
+        before = self.response
+        after = next_response(before, ResponseEvent.MORE if more else ResponseEvent.LAST)
+        if conn.lost or conn.transport is None:
+            raise OSError("the client went away")  # nothing written: the state stays
+        self.response = after
+        body: bytes = message.get("body", b"")
+        data = self._head(body, more) if before is Response.HELD else b""
         if self.head_only or self.status in _NO_BODY:
             pass
         elif self.chunked:
@@ -226,13 +262,11 @@ class _Cycle:
         if not more:
             # The last bytes are the transport's to deliver: no wait for them (a
             # hang-up watcher woken by ``response_done`` must find the sender done).
-            self.done = True
             conn.response_done(self)
         elif conn.write_paused:
             await conn.drained()
 
     def _head(self, body: bytes, more: bool) -> bytes:
-        self.head_sent = True
         status = self.status
         lines = [b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b""))]
         has_length = False
@@ -511,8 +545,7 @@ class Connection(asyncio.Protocol):
         if server.state:
             scope["state"] = server.state.copy()
         keep_alive = parser.should_keep_alive() and not server.closing
-        cycle = _Cycle(self, scope, keep_alive)
-        cycle.expect_continue = expect
+        cycle = _Cycle(self, scope, keep_alive, expect)
         self.parsing = cycle
         if self.cycle is None:
             self._disarm()
@@ -529,8 +562,9 @@ class Connection(asyncio.Protocol):
         self.body_seen += len(body)
         if cycle is None:
             return
-        cycle.chunks.append(body)
-        cycle.body_size += len(body)
+        # A client may send its body without waiting for a 100 (RFC 9110 §10.1.1):
+        # then none is due (``states``), least of all one written into the response.
+        cycle.body_arrived(body)
         if cycle.body_size > BODY_HIGH_WATER:
             self._pause_reading()
         cycle.wake()
@@ -543,7 +577,7 @@ class Connection(asyncio.Protocol):
         cycle = self.parsing
         self.parsing = None
         if cycle is not None:
-            cycle.complete = True
+            cycle.body_ended()
             cycle.wake()
 
     # -- cycles ----------------------------------------------------------------------
@@ -577,15 +611,30 @@ class Connection(asyncio.Protocol):
             return
         if self.queued:
             self._start(self.queued.popleft())
+            if not self.queued:
+                # Reading stopped when this request was queued behind the one
+                # that just ended; its body may still be on the way (a client
+                # that sent the head before it read the whole previous
+                # response): read on, or the body never comes (a 408 later).
+                self.body_taken()
         else:
             self._resume_reading()
             if self.server.closing:
                 self.transport.close()
+            elif self.in_head:
+                # The next head began before this app returned: its own deadline.
+                self._arm(self.server.settings.header_timeout_s)
             else:
-                self._arm(self.server.settings.idle_timeout_s)
+                self._arm(self.server.settings.idle_timeout_s, idle=True)
 
     def body_taken(self) -> None:
-        if self.reading_paused and not self.queued:
+        """Read again once nothing is queued and the body being parsed is under the mark."""
+        parsing = self.parsing
+        if (
+            self.reading_paused
+            and not self.queued
+            and (parsing is None or parsing.body_size <= BODY_HIGH_WATER)
+        ):
             self._resume_reading()
 
     def _pause_reading(self) -> None:
@@ -598,17 +647,22 @@ class Connection(asyncio.Protocol):
             self.reading_paused = False
             self.transport.resume_reading()
 
-    def _arm(self, seconds: float) -> None:
+    def _arm(self, seconds: float, idle: bool = False) -> None:
         self._disarm()
-        self.timer = self.loop.call_later(seconds, self._timed_out)
+        self.timer = self.loop.call_later(seconds, self._timed_out, idle)
 
     def _disarm(self) -> None:
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
 
-    def _timed_out(self) -> None:
+    def _timed_out(self, idle: bool) -> None:
         # A head that never completes (slowloris), or an idle keep-alive connection.
+        if idle and (self.in_head or self.parsing is not None or self.cycle is not None):
+            # Run in the same loop turn as the next request's first bytes, which
+            # came first (its cancel came too late): that request is the client's
+            # and has a deadline of its own, the head's, now in ``timer``.
+            return
         self.timer = None
         if self.cycle is None and self.transport is not None:
             self.transport.close()

@@ -69,11 +69,13 @@ def stop_reason(vendor_reason: str | None, *, has_tool_calls: bool = False) -> s
     """The §5.3.3 stop reason for an Anthropic ``stop_reason``.
 
     ``None`` (no ``message_delta`` said) gives ``tool_use`` when the message
-    made tool calls, else ``end_turn``; an unknown value gives ``end_turn``.
+    made tool calls, else ``end_turn``; an unknown value gives ``content_filter``:
+    the endpoint ended the answer for a reason the standard has no name for, and
+    a cut answer must never look complete (the raw value goes in ``tokenwire.stop``).
     """
     if vendor_reason is None:
         return "tool_use" if has_tool_calls else "end_turn"
-    return STOP_REASONS.get(vendor_reason, "end_turn")
+    return STOP_REASONS.get(vendor_reason, "content_filter")
 
 
 def error_code(error_type: str, message: str = "") -> str:

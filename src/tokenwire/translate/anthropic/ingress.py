@@ -174,11 +174,18 @@ def _vendor_message(
     if not isinstance(message, dict):
         raise InvalidRequest(f"a message must be an object, got {json_kind(message)}", path=path)
     role = message.get("role")
+    if role == "system":
+        # A system message in mid-conversation (Claude Code sends them to models
+        # it does not know): the standard's system message, where it stands.
+        said = _vendor_content(message.get("content"), f"{path}.content")
+        if any(part["type"] != "text" for part in said):
+            raise InvalidRequest("a system message takes text blocks only", path=f"{path}.content")
+        return [{"role": "system", "content": _plain(said)}]
     if role not in ("user", "assistant"):
         raise InvalidRequest(
-            f'must be "user" or "assistant", got {role!r}'
+            f'must be "user", "assistant" or "system", got {role!r}'
             if isinstance(role, str)
-            else f'must be "user" or "assistant", got {json_kind(role)}',
+            else f'must be "user", "assistant" or "system", got {json_kind(role)}',
             path=f"{path}.role",
         )
     content = message.get("content")
@@ -545,8 +552,12 @@ class EventEncoder:
         kind = event.type
         if kind == x.USAGE:
             read, creation = body.get(x.CACHE_READ), body.get(x.CACHE_CREATION)
-            if isinstance(read, int) and isinstance(creation, int):
-                self._cache = (read, creation)
+            # Chat, Responses and Gemini report cache reads only: a missing count is 0.
+            if isinstance(read, int) or isinstance(creation, int):
+                self._cache = (
+                    read if isinstance(read, int) else 0,
+                    creation if isinstance(creation, int) else 0,
+                )
             return b""
         if kind == x.STOP:
             raw = body.get(x.RAW_STOP_REASON)

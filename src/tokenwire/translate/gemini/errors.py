@@ -10,9 +10,11 @@ import msgspec
 from .._aggregate import error_status
 
 #: ``finishReason`` -> standard stop reason (§5.3.3). ``STOP`` on a candidate
-#: that called a tool becomes ``tool_use``. Anything not listed here or in
-#: ``FINISH_ERRORS`` (``OTHER``, ``FINISH_REASON_UNSPECIFIED``, a future
-#: value) is taken as ``end_turn``.
+#: that called a tool becomes ``tool_use``. ``OTHER``, ``FINISH_REASON_UNSPECIFIED``
+#: and any value not listed here or in ``FINISH_ERRORS`` (a future one) become
+#: ``content_filter`` (``UNNAMED_STOP``): the endpoint, not the model, ended the
+#: answer, and a cut answer must never look complete. The raw value travels
+#: beside it (``tokenwire:raw_stop_reason``).
 FINISH_REASONS: Final[dict[str, str]] = {
     "STOP": "end_turn",
     "MAX_TOKENS": "max_tokens",
@@ -25,7 +27,12 @@ FINISH_REASONS: Final[dict[str, str]] = {
     "IMAGE_SAFETY": "content_filter",
     "IMAGE_PROHIBITED_CONTENT": "content_filter",
     "IMAGE_RECITATION": "content_filter",
+    "OTHER": "content_filter",
+    "FINISH_REASON_UNSPECIFIED": "content_filter",
 }
+
+#: The stop reason of a ``finishReason`` that names no reason the standard has.
+UNNAMED_STOP: Final = "content_filter"
 
 #: ``finishReason`` values that mean the model's output is unusable: an
 #: ``error`` event with this code (§5.3.6), not a stop reason. The model

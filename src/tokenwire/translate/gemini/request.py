@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Final
 from urllib.parse import quote
 
 import msgspec
@@ -30,6 +30,8 @@ from .._request import merge_extensions, reasoning_history, sse_headers
 
 #: Extension keys merged into the body, in this order (§4.7).
 EXTENSION_KEYS = ("vendor:google", "vendor:gemini")
+#: Gemini's documented stand-in signature for a function call it did not sign.
+UNSIGNED_CALL: Final = "skip_thought_signature_validator"
 
 _encode = msgspec.json.Encoder().encode
 _VENDOR = "gemini"
@@ -146,6 +148,11 @@ def _contents(
     system: list[dict[str, Any]] = []
     contents: list[dict[str, Any]] = []
     names: dict[str, str] = {}  # tool call id -> function name, from assistant turns
+    # Gemini pairs functionResponse parts with the turn's functionCall parts by
+    # order, not id: each result's place is its call's place (a Chat client may
+    # answer [Paris, Vienna] as [Vienna, Paris]).
+    places: dict[int, int] = {}  # id(functionResponse part) -> its call's place
+    calls: dict[str, int] = {}  # the last assistant turn's call ids -> their places
     for i, message in enumerate(messages):
         path = f"messages[{i}]"
         if message.role == "system":
@@ -158,6 +165,7 @@ def _contents(
         elif message.role == "user":
             contents.append({"role": "user", "parts": _parts(message, path) or [{"text": ""}]})
         elif message.role == "assistant":
+            calls = {call.id: k for k, call in enumerate(message.tool_calls or ())}
             parts = _model_parts(message, path, names, reasoning.get(i))
             contents.append({"role": "model", "parts": parts or [{"text": ""}]})
         else:  # tool
@@ -176,6 +184,7 @@ def _contents(
                     "response": response if response is not None else {"result": text},
                 }
             }
+            places[id(part)] = calls.get(call_id, len(calls))
             last = contents[-1] if contents else None
             # Parallel results go back in one turn, as Gemini expects.
             if (
@@ -186,6 +195,10 @@ def _contents(
                 last["parts"].append(part)
             else:
                 contents.append({"role": "user", "parts": [part]})
+    for content in contents:
+        parts = content["parts"]
+        if content["role"] == "user" and len(parts) > 1 and id(parts[0]) in places:
+            parts.sort(key=lambda p: places.get(id(p), len(parts)))  # stable for equals
     return system, contents
 
 

@@ -19,8 +19,10 @@ mapping decisions (published in ``docs/translation.md``, "Gemini"):
   thought part's signature follows the thought (dropped without ``reasoning``);
 * ``functionCall`` parts are whole calls (``args`` absent -> ``{}``); the
   Vertex ``partialArgs``/``willContinue`` form is accumulated until the closing
-  part. Gemini gives no id, so one is generated: ``call_{n}`` (``n`` counts
-  calls in the stream), prefixed by the request id when there is one;
+  part. Gemini gives no id, so one is generated: ``call_{rid}_{n}`` (``n``
+  counts calls in the stream, ``rid`` is the request id, or a random token
+  when there is none: a client keeps ids across the turns of a conversation,
+  and a second turn's first call must not reuse the first turn's id);
 * server-side tools, shown but never executed: ``executableCode`` and
   ``codeExecutionResult`` parts, and a candidate's ``groundingMetadata``
   (without its supports), are ``tokenwire.block`` events with
@@ -48,6 +50,7 @@ mapping decisions (published in ``docs/translation.md``, "Gemini"):
 
 from __future__ import annotations
 
+import secrets
 from collections import Counter
 from typing import Any, ClassVar, Final
 
@@ -63,6 +66,7 @@ from .errors import (
     FINISH_REASONS,
     KNOWN_FINISH_REASONS,
     REFUSAL_REASONS,
+    UNNAMED_STOP,
     error_code,
 )
 
@@ -235,6 +239,7 @@ class Translator(SSETranslator):
         self._streamed_signature: dict[int, str] = {}  # candidate -> its call's signature
         self._calls = 0
         self._ids: set[str] = set()
+        self._token = secrets.token_hex(6)  # this stream's call ids, without a request id
         self._usage_raw: msgspec.Raw | None = None
         self._usage_read: _UsageMetadata | None = None
         self._details_sent = False
@@ -274,8 +279,8 @@ class Translator(SSETranslator):
         if given and given not in self._ids:
             call_id = given
         else:
-            rid = self.writer.request_id
-            call_id = f"call_{rid}_{n}" if rid else f"call_{n}"
+            rid = self.writer.request_id or self._token
+            call_id = f"call_{rid}_{n}"
             while call_id in self._ids:
                 call_id += "_"
         self._ids.add(call_id)
@@ -702,7 +707,7 @@ class Translator(SSETranslator):
             message = f": {cand.finishMessage}" if cand.finishMessage else ""
             self._fail(FINISH_ERRORS[reason], f"gemini: {reason}{message}")
             return
-        stop_reason = FINISH_REASONS.get(reason, "end_turn")
+        stop_reason = FINISH_REASONS.get(reason, UNNAMED_STOP)
         if stop_reason == "end_turn" and c in self._called:
             stop_reason = "tool_use"  # Gemini says STOP while calling tools
         self._finish[c] = stop_reason

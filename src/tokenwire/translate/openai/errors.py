@@ -15,6 +15,8 @@ from .._aggregate import error_status
 FINISH_REASONS: Final[dict[str, str]] = {
     "stop": "end_turn",
     "eos": "end_turn",
+    "eos_token": "end_turn",  # Hugging Face TGI
+    "stop_sequence": "end_turn",  # Hugging Face TGI
     "end_turn": "end_turn",
     "length": "max_tokens",
     "model_length": "max_tokens",

@@ -403,7 +403,9 @@ class Translator(SSETranslator):
         if finish_reason is None:  # [DONE] came first: see docs/translation.md
             stop = "tool_use" if state.calls else "end_turn"
         else:
-            stop = FINISH_REASONS.get(finish_reason, "end_turn")
+            # A reason the standard has no name for: the endpoint ended the answer,
+            # which must never look complete (the raw value goes in tokenwire.stop).
+            stop = FINISH_REASONS.get(finish_reason, "content_filter")
         if state.refused:
             stop = "content_filter"
         if finish_reason is not None and state.index == 0:

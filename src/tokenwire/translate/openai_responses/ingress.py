@@ -19,7 +19,16 @@ from .. import _extensions as x
 from .. import _lossless
 from .._contract import EncodeEvent
 from .._ingress import want
-from .items import CLIENT_CALLS, CLIENT_TOOLS, KEPT_ITEMS, client_call, kept_part, tools_11
+from .items import (
+    CLIENT_CALLS,
+    CLIENT_TOOLS,
+    KEPT_ITEMS,
+    client_call,
+    flat_name,
+    kept_part,
+    namespaces,
+    tools_11,
+)
 from .request import VENDOR
 from .resource import response_fields
 
@@ -179,14 +188,19 @@ def _messages_11(
                 answer["reason"] = want(item["reason"], str, f"{path}.reason", "a string")
             answers.append(answer)
             continue
-        if kind in ("reasoning", "function_call", *KEPT_ITEMS, *CLIENT_CALLS):
+        foreign = _foreign_server_tool(kind)
+        if foreign or kind in ("reasoning", "function_call", *KEPT_ITEMS, *CLIENT_CALLS):
             if open_turn is None or (
                 kind not in ("function_call", *CLIENT_CALLS) and open_turn["tool_calls"]
             ):
                 open_turn = {"role": "assistant", "content": "", "tool_calls": []}
                 messages.append(open_turn)
             at = len(messages) - 1
-            if kind in KEPT_ITEMS:
+            if foreign:
+                # Another vendor's server tool step, shown as it came (an Anthropic
+                # web search run for this client): it goes back to that vendor whole.
+                keep(at, {"type": x.SERVER_TOOL, x.SERVER_TOOL: item})
+            elif kind in KEPT_ITEMS:
                 keep(at, kept_part(item, path))
             elif kind in CLIENT_CALLS:
                 call, part = client_call(item, path)
@@ -199,10 +213,14 @@ def _messages_11(
                 else:
                     history.append({"message": at, "parts": [part]})
             else:
+                name = want(item.get("name"), str, f"{path}.name", "a string")
+                namespace = item.get("namespace")
+                if isinstance(namespace, str) and namespace:
+                    name = flat_name(namespace, name)  # as the tool was declared
                 open_turn["tool_calls"].append(
                     {
                         "id": want(item.get("call_id"), str, f"{path}.call_id", "a string"),
-                        "name": want(item.get("name"), str, f"{path}.name", "a string"),
+                        "name": name,
                         "arguments": want(
                             item.get("arguments", "{}"), str, f"{path}.arguments", "a JSON text"
                         ),
@@ -227,6 +245,12 @@ def _messages_11(
         if message.get("tool_calls") == []:
             del message["tool_calls"]
     return messages, history, blocks, answers
+
+
+def _foreign_server_tool(kind: Any) -> bool:
+    """An item the encoder showed from another vendor's server tool (Anthropic's
+    ``server_tool_use`` and ``*_tool_result`` blocks), sent back as it came."""
+    return isinstance(kind, str) and (kind == "server_tool_use" or kind.endswith("_tool_result"))
 
 
 def request_from_vendor(body: Any) -> rq.Request:
@@ -348,6 +372,8 @@ class ResponsesEncoder:
         self.created = created
         #: The response object's request-given fields (``response_fields``).
         self.fields = fields if fields is not None else response_fields({})
+        #: Flat tool name -> (namespace, name): the request's namespace tools.
+        self._namespaces = namespaces(self.fields.get("tools"))
         self._seq = 0
         self._items: dict[int, _Out] = {}  # standard block -> its item
         self._output: list[_Out] = []
@@ -627,6 +653,10 @@ class ResponsesEncoder:
             "call_id": event.id,
             "name": event.name,
         }
+        owner = self._namespaces.get(event.name)
+        if owner is not None:
+            # A namespace's function, declared flat: the client sees its own names.
+            item["namespace"], item["name"] = owner
         out = _Out(item, index, "function_call")
         out.done = True
         self._output.append(out)

@@ -9,16 +9,27 @@ calls (``tool_calls`` and a ``tokenwire:tool_kind`` part), and the items kept wh
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any, Final
 
 import msgspec
 
+from ...errors import InvalidRequest
 from .. import _extensions as x
 from .. import _lossless
 from .._ingress import tool_from_function, want
 from .request import VENDOR
 
-__all__ = ["CLIENT_CALLS", "CLIENT_TOOLS", "KEPT_ITEMS", "client_call", "kept_part", "tools_11"]
+__all__ = [
+    "CLIENT_CALLS",
+    "CLIENT_TOOLS",
+    "KEPT_ITEMS",
+    "client_call",
+    "flat_name",
+    "kept_part",
+    "namespaces",
+    "tools_11",
+]
 
 _encode = msgspec.json.Encoder().encode
 
@@ -60,6 +71,39 @@ def client_call(item: dict[str, Any], path: str) -> tuple[dict[str, Any], dict[s
         part[x.ITEM_ID] = item["id"]
     part[x.VENDOR] = VENDOR
     return call, part
+
+
+#: The longest tool name every vendor takes (OpenAI, Anthropic: 64 characters).
+_MAX_NAME: Final = 64
+
+
+def flat_name(namespace: str, name: str) -> str:
+    """The one tool name a namespace's function is declared under to another format:
+    ``<namespace>__<name>`` (no second ``__`` after a namespace ending in ``_``),
+    shortened with a hash of the whole when it is over 64 characters."""
+    flat = f"{namespace}{'' if namespace.endswith('_') else '__'}{name}"
+    if len(flat) <= _MAX_NAME:
+        return flat
+    digest = hashlib.sha256(flat.encode()).hexdigest()[:10]
+    return f"{flat[: _MAX_NAME - 11]}_{digest}"
+
+
+def namespaces(tools: Any) -> dict[str, tuple[str, str]]:
+    """Flat tool name -> ``(namespace, function name)`` for a Responses ``tools`` list's
+    ``namespace`` tools (Codex groups MCP tools so); ``{}`` when there are none."""
+    out: dict[str, tuple[str, str]] = {}
+    for tool in tools if isinstance(tools, list) else ():
+        if not isinstance(tool, dict) or tool.get("type") != "namespace":
+            continue
+        namespace = tool.get("name")
+        children = tool.get("tools")
+        if not isinstance(namespace, str):
+            continue
+        for child in children if isinstance(children, list) else ():
+            name = child.get("name") if isinstance(child, dict) else None
+            if isinstance(name, str):
+                out[flat_name(namespace, name)] = (namespace, name)
+    return out
 
 
 CLIENT_CALLS: Final = ("custom_tool_call", "apply_patch_call")
@@ -104,5 +148,28 @@ def tools_11(tools: Any) -> tuple[list[dict[str, Any]] | None, dict[str, Any]]:
             kinds["apply_patch"] = {"kind": "apply_patch"}
         elif kind == "function":
             out.append(tool_from_function(tool, path))
+        elif kind == "namespace":
+            out.extend(_namespace_tools(tool, path))
         # else: a hosted tool, see request_from_vendor
     return out, kinds
+
+
+def _namespace_tools(tool: dict[str, Any], path: str) -> list[dict[str, Any]]:
+    """A ``namespace`` tool's functions as standard tools under their flat names:
+    only a Responses upstream knows namespaces (the encoder names calls back)."""
+    namespace = want(tool.get("name"), str, f"{path}.name", "a string")
+    children = want(tool.get("tools"), list, f"{path}.tools", "an array of function tools")
+    out = []
+    for k, child in enumerate(children):
+        where = f"{path}.tools[{k}]"
+        want(child, dict, where, "a tool object")
+        if child.get("type", "function") != "function":
+            raise InvalidRequest(
+                f"a namespace's {child.get('type')!r} tool cannot be declared to another "
+                "vendor format: only its function tools can",
+                path=f"{where}.type",
+            )
+        declared = tool_from_function(child, where)
+        declared["name"] = flat_name(namespace, declared["name"])
+        out.append(declared)
+    return out
