@@ -1,4 +1,4 @@
-"""CPU per chunk: same-vendor passthrough next to translation (issue 23 item 4).
+"""CPU per chunk: same-vendor passthrough next to translation.
 
 A vendor route in front of an upstream of the same vendor does, per upstream
 chunk, either
@@ -94,9 +94,9 @@ def passthrough(vendor: str, pieces: list[bytes]) -> bytes:
     translator = fmt.new_translator(model="bench")
     writer = Writer(model="bench", estimate_usage=True)
     out = [encode(e) for e in writer.start()]
-    offer.reset()  # what the provider does when it takes the offer
+    offer.attempt()  # what the provider does when it takes the offer
     add, feed, push = writer.add, translator.feed, offer.push
-    offer.covered = True  # as the provider's read loop
+    offer.reading()  # as the provider's read loop
     for piece in pieces:
         push(piece)
         for event in feed(piece):
@@ -104,7 +104,7 @@ def passthrough(vendor: str, pieces: list[bytes]) -> bytes:
                 continue
             batch = add(event)
             out.append(encode(batch[0]) if len(batch) == 1 else b"".join(map(encode, batch)))
-    offer.covered = False
+    offer.stopped(ended=translator.done)
     for event in translator.close() if not writer.ended else ():
         out += [encode(e) for e in add(event)]
     if not writer.ended:

@@ -57,13 +57,14 @@ SERVER_LAYERS: dict[str, int] = {
     "negotiate": 0,
     "outbox": 0,
     "encoders": 0,
-    "hooks": 1,
-    "guard": 1,
-    "http1": 1,
-    "frames": 1,
-    "stream": 2,
-    "endpoint": 3,
-    "__init__": 4,
+    "exchange": 1,
+    "hooks": 2,
+    "guard": 2,
+    "http1": 2,
+    "frames": 2,
+    "stream": 3,
+    "endpoint": 4,
+    "__init__": 5,
 }
 
 

@@ -28,6 +28,8 @@
         ├── ConfigError               gateway.config: a bad config, naming the key
         │   (ConfigProblem, gateway.config.production, for the production keys)
         ├── ResumeConflict            server: a resumable request_id already stored (409)
+        ├── CountRefused              server: an upstream's counting endpoint answered an
+        │                             error (its status, the standard's code and message)
         ├── Refusal                   server.http1: a request our HTTP/1.1 server refuses
         │                             before the app sees it (a 4xx and Connection: close)
         ├── ResumeStoreError          gateway.resume.store: the store failed

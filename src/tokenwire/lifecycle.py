@@ -206,7 +206,7 @@ class Validator:
     def _report(self, rule: str, seq: int | None, message: str) -> Violation:
         r = RULES[rule]
         # One rendering of the citation: a decoder's "§5.2: ..." already sits in
-        # ``section``, so ``str(v)`` is "type-mismatch (§5.2, MUST): ..." (issue 25).
+        # ``section``, so ``str(v)`` is "type-mismatch (§5.2, MUST): ...".
         message = message.removeprefix(f"§{r.section}: ")
         v = Violation(rule=rule, seq=seq, section=r.section, level=r.level, message=message)
         self.violations.append(v)

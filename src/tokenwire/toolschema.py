@@ -2,7 +2,7 @@
 
 A tool's ``parameters`` is a JSON Schema chosen by whoever sent the request,
 and §8.2 has clients check every ``tool.call`` against it. Used as is, such a
-schema is an attack surface (issue 16, docs/conformance.md ruling 15):
+schema is an attack surface (docs/conformance.md ruling 15):
 
 * a ``$ref`` to ``http:``/``file:`` makes jsonschema's default registry fetch
   it. Here every reference must be local (``#...``), ``check_schema`` refuses
@@ -291,6 +291,10 @@ class _OverBudget(TokenwireError):
     """A check used its MAX_STEPS keyword evaluations (internal)."""
 
 
+#: The steps left to the check under way. The one context variable of the package, kept
+#: because nothing else reaches jsonschema's keyword callbacks: they get only
+#: ``(validator, value, instance, schema)``, and the validator is cached per schema
+#: and copied as it descends, so it cannot carry one check's count.
 _BUDGET: contextvars.ContextVar[list[int]] = contextvars.ContextVar("tokenwire_schema_budget")
 
 

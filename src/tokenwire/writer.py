@@ -75,7 +75,7 @@ class Writer:
         self.errored = False
         # Small and rarely changed (a few blocks a stream): frozensets, replaced on
         # change, so that a stream holds no set of its own until it needs one
-        # (issue 14: memory per open stream; an empty set is 216 bytes).
+        # (memory per open stream; an empty set is 216 bytes).
         self._open: frozenset[int] = _NONE
         self._stopped: frozenset[int] = _NONE
         self._tool_ids: frozenset[str] = _NO_IDS

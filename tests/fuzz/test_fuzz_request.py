@@ -13,6 +13,7 @@ from tests.fuzz.fuzz_inputs import FUZZ, json_values, mutated
 from tokenwire import request as rq
 from tokenwire.errors import InvalidRequest
 from tokenwire.gateway.ingress import AnthropicMessagesIngress, OpenAIChatIngress
+from tokenwire.server import Exchange
 
 #: A valid request using every part of §4: content parts, tools, tool calls, parameters.
 VALID: dict[str, Any] = {
@@ -133,7 +134,7 @@ def test_request_structures_give_a_request_or_invalid_request(body: bytes) -> No
 @given(body=st.one_of(_edited(OPENAI), mutated(json.dumps(OPENAI).encode(), max_ops=2)))
 def test_openai_bodies_give_a_request_or_invalid_request(body: bytes) -> None:
     try:
-        req, encode = OpenAIChatIngress().parse(body)
+        req, encode = OpenAIChatIngress().parse(body, Exchange())
     except InvalidRequest:
         return
     assert isinstance(req, rq.Request) and callable(encode)
@@ -143,7 +144,7 @@ def test_openai_bodies_give_a_request_or_invalid_request(body: bytes) -> None:
 @given(body=st.one_of(_edited(ANTHROPIC), mutated(json.dumps(ANTHROPIC).encode(), max_ops=2)))
 def test_anthropic_bodies_give_a_request_or_invalid_request(body: bytes) -> None:
     try:
-        req, encode = AnthropicMessagesIngress().parse(body)
+        req, encode = AnthropicMessagesIngress().parse(body, Exchange())
     except InvalidRequest:
         return
     assert isinstance(req, rq.Request) and callable(encode)

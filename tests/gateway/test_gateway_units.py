@@ -22,6 +22,7 @@ from tokenwire.gateway import ingress, providers
 from tokenwire.gateway.telemetry import logs
 from tokenwire.gateway.telemetry.metrics import Metrics
 from tokenwire.server import StreamRecord
+from tokenwire.server.exchange import Exchange as RequestExchange
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "reference" / "config.md"
@@ -296,10 +297,12 @@ def test_ingress_streams_or_answers_whole() -> None:
 
     body = b'{"model": "demo", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]'
     for parser in (ingress.OpenAIChatIngress(), ingress.AnthropicMessagesIngress()):
-        assert isinstance(parser.parse(body + b"}")[1], WholeAnswer)
-        assert isinstance(parser.parse(body + b', "stream": true}')[1], HeldStream)
+        assert isinstance(parser.parse(body + b"}", RequestExchange())[1], WholeAnswer)
+        assert isinstance(
+            parser.parse(body + b', "stream": true}', RequestExchange())[1], HeldStream
+        )
         with pytest.raises(InvalidRequest) as info:
-            parser.parse(body + b', "stream": "yes"}')
+            parser.parse(body + b', "stream": "yes"}', RequestExchange())
         assert info.value.path == "stream"
 
 
@@ -310,7 +313,9 @@ def test_openai_ingress_include_usage() -> None:
         "stream_options": {"include_usage": True},
         "messages": [{"role": "user", "content": "hi"}],
     }
-    request, encode = ingress.OpenAIChatIngress().parse(msgspec.json.encode(body))
+    request, encode = ingress.OpenAIChatIngress().parse(
+        msgspec.json.encode(body), RequestExchange()
+    )
     assert request.model == "demo" and request.messages[0].text == "hi"
     encode(ev.StreamStart(v="1.0", seq=0, model="demo", created=1))
     encode(ev.Usage(v="1.0", seq=1, input_tokens=2, output_tokens=3))

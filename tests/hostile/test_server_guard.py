@@ -239,11 +239,8 @@ def test_the_documented_limits_are_the_defaults() -> None:
 
 
 def test_over_the_memory_budget_every_stream_gets_the_low_water_mark() -> None:
-    token = _outbox.ACCOUNT.set(_outbox.StreamAccount(memory_budget=64 * 1024))
-    try:
-        hog, other = _outbox.Outbox(0.0), _outbox.Outbox(0.0)
-    finally:
-        _outbox.ACCOUNT.reset(token)
+    account = _outbox.StreamAccount(memory_budget=64 * 1024)
+    hog, other = _outbox.Outbox(0.0, account), _outbox.Outbox(0.0, account)
     other.push(b"x" * (_outbox.LOW_WATER + 1))
     assert other.high_water() == _outbox.OUTBOX_HIGH_WATER and not other.full()
     hog.push(b"y" * (100 * 1024))  # the process is now over its 64 KiB budget

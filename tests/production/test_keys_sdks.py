@@ -109,6 +109,23 @@ def test_openai_sdk_authenticates_and_is_refused_like_openai(gateway: Gateway) -
     assert int(limited.value.response.headers["retry-after"]) >= 1
 
 
+def test_a_route_the_gateway_lacks_answers_the_sdk_in_its_shape_with_or_without_a_key(
+    gateway: Gateway,
+) -> None:
+    import openai
+
+    # The gateway serves no embeddings: the refused key and the missing route are
+    # both OpenAI errors, each the exception the SDK raises for its status.
+    with _openai(gateway, new_key()) as client, pytest.raises(openai.AuthenticationError) as bad:
+        client.embeddings.create(model="demo", input="hi")
+    assert bad.value.code == "invalid_api_key"
+    with _openai(gateway, GOOD) as client, pytest.raises(openai.NotFoundError) as missing:
+        client.embeddings.create(model="demo", input="hi")
+    assert missing.value.code == "not_found"
+    assert missing.value.type == "invalid_request_error"  # OpenAI's shape, not the standard's
+    assert "/v1/embeddings" in missing.value.message
+
+
 def test_anthropic_sdk_authenticates_and_is_refused_like_anthropic(gateway: Gateway) -> None:
     import anthropic
 

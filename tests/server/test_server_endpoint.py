@@ -128,6 +128,24 @@ def test_content_length_over_the_limit_reads_nothing() -> None:
     assert x.received == 0
 
 
+@pytest.mark.parametrize(
+    ("lengths", "message"),
+    [
+        (["12x"], "Content-Length is not a number"),
+        (["-1"], "Content-Length is not a number"),
+        (["5", "6"], "Content-Length is given twice, differently"),
+    ],
+)
+def test_an_unreadable_content_length_is_400_and_reads_nothing(
+    lengths: list[str], message: str
+) -> None:
+    x = Exchange(_body(), content_length=False)
+    x.scope["headers"] = [*x.scope["headers"], *((b"content-length", n.encode()) for n in lengths)]
+    x.run(StreamEndpoint(Script([])))
+    assert x.status == 400 and _error(x)["message"] == message
+    assert x.received == 0
+
+
 def test_body_over_the_limit_stops_reading() -> None:
     # No Content-Length (chunked): the limit is checked chunk by chunk.
     x = Exchange([b"x" * 1024] * 64, content_length=False)
@@ -373,13 +391,13 @@ def test_rejections_reach_observers() -> None:
 # --- dual-format ingress ------------------------------------------------------------------
 
 
-class Upper:
+class Upper(server.Ingress):
     """A toy vendor format: ``{"ask": "..."}`` in, ``TEXT:...`` lines out."""
 
     name = "toy"
     media_types = frozenset({"application/json"})
 
-    def parse(self, body: bytes) -> tuple[rq.Request, server.Encode]:
+    def parse(self, body: bytes, exchange: server.Exchange) -> tuple[rq.Request, server.Encode]:
         obj = msgspec.json.decode(body)
         request = rq.build(model="m", messages=obj["ask"])
 

@@ -174,7 +174,7 @@ _Payload = tuple[str | None, Any]  # (SSE event name, decoded JSON)
 
 
 #: Nesting deeper than this is no vendor's chunk: it is not decoded at all, so
-#: detection never recurses with the input (no RecursionError, issue 25).
+#: detection never recurses with the input (no RecursionError).
 MAX_DEPTH: Final = 64
 _QUOTE, _BACKSLASH = 0x22, 0x5C
 _OPEN: Final = frozenset(b"[{")

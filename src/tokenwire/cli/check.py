@@ -177,7 +177,7 @@ def _check(
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     # A table where it fits; below WIDE columns one block per probe, so that
-    # nothing is broken mid-word (issue 25: an 80-column table folded names).
+    # nothing is broken mid-word (an 80-column table folded names).
     wide = console.width >= WIDE
     console.print(_table(url, results) if wide else _blocks(url, results, console.width))
     if save_dir:

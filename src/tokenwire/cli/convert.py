@@ -145,7 +145,7 @@ def command(
             vendor,
             model=model
             or (request.model if request is not None else None)
-            or capture_model(head)  # the capture's own (issue 25)
+            or capture_model(head)  # the capture's own
             or "unknown",
             request_id=request_id or (request.request_id if request is not None else None),
             **options,

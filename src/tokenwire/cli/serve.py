@@ -210,7 +210,7 @@ def command(
         log_level=LogLevels(log_level),
         log_access=False,
         # A request head that never completes closes its connection (slowloris).
-        # A head over max_header_bytes is refused (431), on both protocols (issue 30).
+        # A head over max_header_bytes is refused (431), on both protocols.
         http1_settings=HTTP1Settings(
             header_read_timeout=_ms(settings.header_timeout_s),
             max_buffer_size=settings.max_header_bytes,

@@ -1,4 +1,4 @@
-"""How a vendor route answers (issue 23): a whole JSON object, or a stream whose head waits.
+"""How a vendor route answers: a whole JSON object, or a stream whose head waits.
 
 ``tokenwire.server`` sends a ``HeldAnswer``'s response head only once the
 answer decides it:

@@ -42,6 +42,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from .. import translate
 from ..server import StreamEndpoint
 from ..server.asgi import HTTP_ERROR_CODES, json_error
 from ..server.frames.connect import CONNECT_PATH, ConnectStream
@@ -59,7 +60,7 @@ from .production import Production, ProductionMiddleware  # production (docs/gat
 from .providers import UpstreamClients, build_providers, passthrough
 from .responses_ws import ResponsesOverWebSocket
 from .resume import ResumeEndpoint, ResumeManager, build_manager
-from .routes import GEMINI_ROUTES, vendor_error, vendor_routes  # issue 23
+from .routes import GEMINI_ROUTES, vendor_routes
 from .telemetry import logs
 from .telemetry.metrics import CONTENT_TYPE, Metrics
 from .telemetry.metrics_listener import MetricsListener
@@ -91,17 +92,14 @@ class Gateway:
         self.config = config
         # httpx (~6 MB with h2) loads only when a model asks for HTTP/2 (UpstreamClients).
         self.upstreams = UpstreamClients(client)
-        self.upstreams.on_http2(Production.install_client_hooks)
-        self.providers = build_providers(config, self.upstreams)
         #: The providers themselves (no routing): the counting routes ask their upstream.
-        self.count_providers = self.providers
-        self.metrics = Metrics(self.providers)
+        self.upstream_providers = build_providers(config, self.upstreams)
+        self.metrics = Metrics(self.upstream_providers)
         content = config.server.log_content if log_content is None else log_content
-        # -- production: keys, limits, routing, drain, telemetry (production.py) --
+        # Keys, limits, routing, drain, telemetry (production.py).
         self.production = Production(config, log_content=content, registry=self.metrics.registry)
-        self.providers = self.production.wrap_providers(self.providers, self.upstreams)
+        self.providers = self.production.wrap_providers(self.upstream_providers, self.upstreams)
         self.log = self.production.request_log(log_content=content)
-        # -- end production --
         self.resume = (
             resume
             if resume is not None
@@ -121,8 +119,8 @@ class Gateway:
             "keepalive_s": config.server.keepalive_s,
             "observers": (self.metrics, self.log, self.production.observer),
             "resumption": self.resume,
-            # The key's models and limits, checked on the parsed request (issue 30).
-            "admission": self.production.admission,
+            # The key's models and limits, checked on the parsed request.
+            "admission": self.production,
         }
         self.stream = StreamEndpoint(self.providers, route="/v1/stream", **limits)
         self.chat_completions = StreamEndpoint(
@@ -143,7 +141,7 @@ class Gateway:
         routes = passthrough.Routes(config)
         for endpoint in (self.chat_completions, self.messages, self.responses, self.gemini):
             cast(FormatIngress, endpoint.ingress).passthrough = routes
-        # issue 23: Gemini's whole answer (:generateContent), every API version.
+        # Gemini's whole answer (:generateContent), every API version.
         whole = GeminiIngress(streaming=False)
         whole.passthrough = routes
         self.gemini_whole = StreamEndpoint(
@@ -162,7 +160,7 @@ class Gateway:
         data = [
             {"id": m.name, "object": "model", "created": 0, "owned_by": m.provider}
             for m in self.config.models
-            if self.production.may_use(m.name)  # only the key's models (issue 30)
+            if self.production.may_use(request.scope, m.name)  # only the key's models
         ]
         return JSONResponse({"object": "list", "data": data})
 
@@ -215,10 +213,9 @@ class Gateway:
         # POSTs also have a short way past its stack (see _GatewayApp).
         streams: dict[str, ASGIApp] = {
             "/v1/stream": self.stream,
-            # The vendor headers a passthrough forwards (providers/passthrough.py).
-            "/v1/chat/completions": passthrough.ForwardHeaders(self.chat_completions),
-            "/v1/messages": passthrough.ForwardHeaders(self.messages),
-            "/v1/responses": passthrough.ForwardHeaders(self.responses),
+            "/v1/chat/completions": self.chat_completions,
+            "/v1/messages": self.messages,
+            "/v1/responses": self.responses,
         }
         ws = self.ws = FramesOverWebSocket()
         # The Responses API's WebSocket mode: each turn through the routes above.
@@ -231,7 +228,12 @@ class Gateway:
         metrics_here = self.production.metrics_here
         routes = [
             *(Route(path, endpoint, methods=["POST"]) for path, endpoint in streams.items()),
-            *vendor_routes(self),
+            *vendor_routes(
+                self.gemini,
+                self.gemini_whole,
+                self.upstream_providers,
+                max_body_bytes=self.config.server.max_body_bytes,
+            ),
             Route("/v1/streams/{request_id}", self.streams, methods=["GET", "DELETE"]),
             # docs/binary.md 6.2: the binary binding over WebSocket, each stream through
             # the routes above (so keys, limits and logs apply as over HTTP).
@@ -259,7 +261,9 @@ class Gateway:
             for path, endpoint in streams.items()
         }
         app.body_decoding = BodyDecoding(
-            app.serve, max_body_bytes=self.config.server.max_body_bytes, vendor_error=vendor_error
+            app.serve,
+            max_body_bytes=self.config.server.max_body_bytes,
+            vendor_error=translate.error_body_for,
         )
         return app
 
@@ -270,7 +274,7 @@ class _GatewayApp(Starlette):
     A ``POST`` to a stream route with a fixed path goes straight to its
     endpoint behind the production middleware: the same middleware, endpoint
     and answers as through Starlette, without its error and exception
-    middleware, router and their per-``send`` wrappers (issue 14: the gateway's
+    middleware, router and their per-``send`` wrappers (the gateway's
     own share of the first token and of every chunk). Anything else (other
     methods, paths with parameters, the lifespan) takes Starlette's way. An
     exception escaping the endpoint is answered 500 as Starlette's error
@@ -320,7 +324,8 @@ async def _http_error(request: HTTPRequest, exc: Exception) -> Response:
     code = HTTP_ERROR_CODES.get(exc.status_code, "http_error")
     text = message.get(exc.status_code, exc.detail)
     return Response(
-        vendor_error(request.url.path, exc.status_code, code, text) or json_error(code, text),
+        translate.error_body_for(request.url.path, exc.status_code, code, text)
+        or json_error(code, text),
         status_code=exc.status_code,
         headers=exc.headers,
         media_type="application/json",

@@ -43,7 +43,7 @@ from ..server.asgi import (
 )
 
 #: ``(path, status, code, message)`` -> the error body in the route's vendor shape,
-#: or ``None`` for the standard's (``routes.vendor_error``).
+#: or ``None`` for the standard's (``translate.error_body_for``).
 VendorError = Callable[[str, int, str, str], bytes | None]
 
 __all__ = [

@@ -1,21 +1,20 @@
-"""What the production layers know about one request, shared through a ``ContextVar``.
+"""What the production layers know about one request.
 
-The middleware (``production.ProductionMiddleware``) sets a fresh
-``RequestContext`` for each request before the endpoint runs. The stream's
-producer task is created inside that request, so it sees the same object:
-the routing wrapper appends its attempts there, the usage tee reads the key,
-the upstream client's request hook reads the trace context, and the request
-log adds the key id and the attempts to its line.
+The middleware (``production.ProductionMiddleware``) makes a fresh
+``RequestContext`` for each request and leaves it in the ASGI scope
+(``server.exchange.CONTEXT_KEY``); the endpoint's ``Exchange`` carries it on,
+as a parameter: the routing wrapper appends its attempts there, the usage tee
+reads the key, the upstream request takes the trace context from it, and the
+request log adds the key id and the attempts to its line.
 
 May import: the core only; of the gateway nothing (only ``config`` sits lower).
 """
 
 from __future__ import annotations
 
-from contextvars import ContextVar
 from typing import Any
 
-__all__ = ["CURRENT", "Attempt", "RequestContext", "current"]
+__all__ = ["Attempt", "RequestContext"]
 
 
 class Attempt:
@@ -56,7 +55,7 @@ class RequestContext:
 
     def __init__(self) -> None:
         self.key: Any = None
-        #: The one resolved model of the request (issue 30): the parsed request's
+        #: The one resolved model of the request: the parsed request's
         #: ``model``, the very one the route serves, once the key may use it and
         #: its limits admitted it. ``None`` until then.
         self.admitted: str | None = None
@@ -71,11 +70,3 @@ class RequestContext:
         self.span: Any = None
         #: The deployment that served the stream (``gen_ai.response.model`` source).
         self.served_by: str | None = None
-
-
-CURRENT: ContextVar[RequestContext | None] = ContextVar("tokenwire_request", default=None)
-
-
-def current() -> RequestContext | None:
-    """This request's context, or ``None`` outside a request."""
-    return CURRENT.get()

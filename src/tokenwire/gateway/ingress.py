@@ -14,29 +14,24 @@ passes through when it streams (``providers/passthrough.py``): the client's body
 upstream and the upstream's bytes come back, the translator reading them alongside.
 
 A body with ``"stream": true`` is answered as a stream, any other as one JSON
-object (issue 23), built by the format's aggregator from the same events
+object, built by the format's aggregator from the same events
 (``answers``); a route that streams or not by its path (Gemini's
 ``:streamGenerateContent`` and ``:generateContent``) says so with
-``streaming``, and ``WithPathParams`` hands its path parameters (``{model}``)
-and query (``alt``) to the parser. Errors are in the vendor's own shape
+``streaming``, and reads its path parameters (``{model}``) and query
+(``alt``) from the request's ``Exchange``. Errors are in the vendor's own shape
 (``error_body``).
 """
 
 from __future__ import annotations
 
-import urllib.parse
-from collections.abc import Mapping
-from contextvars import ContextVar
-from types import MappingProxyType
 from typing import Any
 
 import msgspec
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .. import translate
 from ..errors import InvalidRequest, RequestTooLarge
 from ..request import DEFAULT_MAX_DEPTH, Request
-from ..server import Encode
+from ..server import Encode, Exchange, Ingress
 from ..server.asgi import json_error
 from ..translate import VendorFormat, VendorIngress, adapt
 from ..translate.adapt import signatures
@@ -55,20 +50,10 @@ __all__ = [
     "FormatIngress",
     "GeminiIngress",
     "OpenAIChatIngress",
-    "WithPathParams",
     "decode_json_body",
-    "ingresses",
 ]
 
 _decode = msgspec.json.Decoder().decode
-#: The path parameters of the request being parsed (set by ``WithPathParams``).
-_PATH_PARAMS: ContextVar[Mapping[str, str]] = ContextVar(
-    "tokenwire_ingress_path_params", default=MappingProxyType({})
-)
-#: The query parameters of that request (Gemini's ``alt=sse``).
-_QUERY: ContextVar[Mapping[str, str]] = ContextVar(
-    "tokenwire_ingress_query", default=MappingProxyType({})
-)
 
 
 def _too_deep(value: Any, max_depth: int) -> bool:
@@ -121,7 +106,7 @@ def _wants_stream(body: dict[str, Any]) -> bool:
     return stream
 
 
-class FormatIngress:
+class FormatIngress(Ingress):
     """One vendor's request bodies, answered in that vendor's format, streamed or whole.
 
     ``streaming``: ``None`` when the body's ``stream`` decides, else whether
@@ -149,13 +134,14 @@ class FormatIngress:
             return json_error(code, message, path)
         return shape(status, code, message, path)
 
-    def parse(self, body: bytes) -> tuple[Request, Encode]:
+    def parse(self, body: bytes, exchange: Exchange) -> tuple[Request, Encode]:
         """The standard request and how to answer it: a vendor stream whose head
-        waits for the first event, or a whole answer. Raises ``InvalidRequest``."""
+        waits for the first event, or a whole answer; a body that passes through
+        leaves its offer on ``exchange``. Raises ``InvalidRequest``."""
         obj = decode_json_body(body)
         names = self._ingress.path_params
         if names:
-            given = _PATH_PARAMS.get()
+            given = exchange.path_params
             obj.update({name: given[name] for name in names if name in given})
         streaming = self.streaming if self.streaming is not None else _wants_stream(obj)
         routes = self.passthrough
@@ -167,10 +153,9 @@ class FormatIngress:
                 and routes.format_of(obj.get("model")) == self.name
                 and passthrough.eligible(self.name, obj)
             ):
-                offer = passthrough.Offer.make(self.name, body, obj)
+                offer = exchange.offer = passthrough.Offer.make(self.name, body, obj, exchange)
                 request, encode = passthrough.lenient(self.name, body, obj, self._ingress.parse)
                 return request, passthrough.Encoder(offer, encode)
-            passthrough.clear()
         adapted = None
         model = obj.get("model")
         targets = routes.targets(model) if routes is not None else frozenset()
@@ -189,7 +174,9 @@ class FormatIngress:
             request = adapt.finish(adapted, request)
             if self.name not in targets:
                 minter = signatures.Minter(self.name, routes.signing_key)
-        answer = self._answer(obj, request, encode, streaming, adapt.report_of(request), minter)
+        answer = self._answer(
+            obj, request, encode, streaming, adapt.report_of(request), exchange, minter
+        )
         return request, answer
 
     def _answer(
@@ -199,6 +186,7 @@ class FormatIngress:
         encode: Encode,
         streaming: bool,
         report: list[tuple[str, str, str]],
+        exchange: Exchange,
         minter: signatures.Minter | None = None,
     ) -> Encode:
         """How to answer: a vendor stream whose head waits, a whole answer, or (a
@@ -219,31 +207,12 @@ class FormatIngress:
         answer: WholeAnswer | ChunkArray | HeldStream
         if not streaming:
             answer = WholeAnswer(aggregate(obj, request))
-        elif self._ingress.path_params and _QUERY.get().get("alt") != "sse":
+        elif self._ingress.path_params and exchange.query.get("alt") != "sse":
             answer = ChunkArray(encode)
         else:
             answer = HeldStream(encode, lambda: aggregate(obj, request))
         answer.extra_headers = headers
         return answer
-
-
-class WithPathParams:
-    """An ASGI app that hands its route's path parameters and query to ``FormatIngress.parse``."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        token = _PATH_PARAMS.set(dict(scope.get("path_params") or {}))
-        query = scope.get("query_string") or b""
-        # Bounded: a query is only looked at, never kept.
-        params = dict(urllib.parse.parse_qsl(query.decode("latin-1")[:4096]))
-        query_token = _QUERY.set(params)
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            _QUERY.reset(query_token)
-            _PATH_PARAMS.reset(token)
 
 
 class OpenAIChatIngress(FormatIngress):
@@ -266,8 +235,3 @@ class GeminiIngress(FormatIngress):
 
     def __init__(self, *, streaming: bool = True) -> None:
         super().__init__("gemini", streaming=streaming)
-
-
-def ingresses() -> list[FormatIngress]:
-    """One ``FormatIngress`` per vendor format that has an ingress, in registry order."""
-    return [FormatIngress(fmt) for fmt in translate.formats() if fmt.ingress is not None]

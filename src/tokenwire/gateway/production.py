@@ -6,12 +6,13 @@ and uses four seams, each a few lines there:
 - ``wrap_providers``: every model's provider becomes a ``RoutedProvider``
   (deployments, retries, fallbacks, breakers; the drain's hook);
 - ``ProductionMiddleware``: an ASGI middleware that gives each request its
-  ``RequestContext``, refuses while draining, and checks the inbound key
-  before the endpoint reads the request;
-- ``admission`` (``StreamEndpoint``'s hook, ``server.Admission``): once the
+  ``RequestContext`` (in the scope, for the endpoint's ``Exchange``), refuses
+  while draining, and checks the inbound key before the endpoint reads the
+  request;
+- ``admit`` (``Production`` is ``StreamEndpoint``'s ``server.Admission``): once the
   endpoint has parsed the request, checks the key's models and its limits
-  against that request's ``model``, the very one the route serves (issue 30:
-  one resolution per request, never a second peek at the body or the path),
+  against that request's ``model``, the very one the route serves (one
+  resolution per request, never a second peek at the body or the path),
   and reserves its tokens (``policy.metering``);
 - ``observer``: a stream ``Observer`` ending the request's span, and giving
   back the tokens of a request whose stream never started;
@@ -29,16 +30,18 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 import msgspec
 
 from .. import events as ev
+from .. import translate
 from ..request import Request
-from ..server import Provider, StreamRecord, Tee
-from ..server.asgi import Receive, Scope, Send
+from ..server import Exchange, Provider, StreamRecord, Tee
+from ..server.asgi import Receive, Scope, Send, json_error
+from ..server.exchange import CONTEXT_KEY
 from .config import Config, deployment_models
-from .context import CURRENT, RequestContext, current
+from .context import RequestContext
 from .policy import auth
 from .policy.drain import Drain
 from .policy.keys import KeyRing, credential
@@ -48,8 +51,6 @@ from .policy.routing import CircuitBreaker, Deployment, RetryPolicy, RoutedProvi
 from .telemetry import logs
 
 if TYPE_CHECKING:
-    import httpx  # only the upstream client's type: httpx loads with the first model that uses it
-
     from .providers import UpstreamClients
 
 __all__ = ["Production", "ProductionMiddleware", "ProductionRequestLog"]
@@ -100,7 +101,7 @@ class ProductionRequestLog(logs.RequestLog):
 
     def line(self, record: StreamRecord, transcript: Any = None) -> dict[str, Any]:
         line = super().line(record, transcript)
-        ctx = current()
+        ctx = _context_of(record)
         if ctx is not None:
             if ctx.key is not None:
                 line["key_id"] = ctx.key.id
@@ -112,6 +113,12 @@ class ProductionRequestLog(logs.RequestLog):
                 if ledger.estimated:
                     line["charge_estimated"] = True
         return line
+
+
+def _context_of(record: StreamRecord) -> RequestContext | None:
+    """The request's context, when the production middleware gave it one."""
+    exchange = record.exchange
+    return None if exchange is None else cast(RequestContext | None, exchange.context)
 
 
 class Production:
@@ -184,8 +191,6 @@ class Production:
                 registry=registry,
             )
         self.observer = _Observer(self)
-        #: ``StreamEndpoint(admission=...)``: the key's models and limits (``admit_request``).
-        self.admission = _Admission(self)
 
     # -- providers -------------------------------------------------------------
 
@@ -247,28 +252,6 @@ class Production:
                 out[name] = MeteredProvider(provider, self.limits, self.spawn, self._admit_inline)
         return out
 
-    @staticmethod
-    def install_client_hooks(client: httpx.AsyncClient) -> None:
-        """Send the W3C trace context upstream: the stream's span, else the client's own."""
-
-        async def add_traceparent(request: httpx.Request) -> None:
-            ctx = current()
-            if ctx is None:
-                return
-            value = ctx.traceparent
-            if ctx.span is not None:
-                from .telemetry.otel import traceparent_of
-
-                value = traceparent_of(ctx.span) or value
-            if value:
-                request.headers["traceparent"] = value
-                if ctx.tracestate:
-                    request.headers["tracestate"] = ctx.tracestate
-
-        hooks = client.event_hooks
-        hooks["request"] = [*hooks.get("request", []), add_traceparent]
-        client.event_hooks = hooks
-
     def request_log(self, *, log_content: bool) -> logs.RequestLog:
         """The request log with the production fields."""
         return ProductionRequestLog(log_content=log_content)
@@ -300,12 +283,10 @@ class Production:
 
     # -- the request hook --------------------------------------------------------
 
-    async def admit(
-        self, scope: Scope, receive: Receive, ctx: RequestContext
-    ) -> tuple[auth.Refusal | None, Receive]:
+    def check_key(self, scope: Scope, ctx: RequestContext) -> auth.Refusal | None:
         """The middleware's check, before the body is read: a valid key (else 401).
 
-        The key's models and limits wait for the parsed request (``admit_request``).
+        The key's models and limits wait for the parsed request (``admit``).
         """
         key = self.keys.find(
             credential(scope.get("headers", ()), scope.get("query_string", b"")) or ""
@@ -314,13 +295,14 @@ class Production:
             return auth.Refusal(
                 401,
                 "a valid API key is required (Authorization: Bearer, x-api-key or x-goog-api-key)",
-            ), receive
+            )
         ctx.key = key
-        return None, receive
+        return None
 
-    def may_use(self, model: str) -> bool:
-        """Whether this request's key may use ``model`` (``True`` without keys)."""
-        ctx = current()
+    @staticmethod
+    def may_use(scope: Scope, model: str) -> bool:
+        """Whether the key of the request in ``scope`` may use ``model`` (``True`` without keys)."""
+        ctx: RequestContext | None = scope.get(CONTEXT_KEY)
         return ctx is None or ctx.key is None or ctx.key.allows(model)
 
     def _metrics_refusal(self, scope: Scope) -> auth.Refusal | None:
@@ -362,11 +344,12 @@ class Production:
         ctx.admitted = model
         return None
 
-    async def admit_request(
-        self, scope: Scope, request: Request, send: Send, record: StreamRecord
+    async def admit(
+        self, exchange: Exchange, request: Request, send: Send, record: StreamRecord
     ) -> bool:
-        """``server.Admission``: the key's models and limits for the parsed request."""
-        ctx = current()
+        """``server.Admission`` (``StreamEndpoint(admission=production)``): the key's
+        models and limits for the parsed request."""
+        ctx: RequestContext | None = exchange.context
         if ctx is None or ctx.key is None:
             return True  # no keys configured, or an unprotected route
         refusal = await self._decide(request, ctx)
@@ -374,34 +357,33 @@ class Production:
             return True
         record.status = refusal.status
         record.error_code = refusal.code or auth.standard_code(refusal.status)
-        await self.refuse(scope, send, refusal, ctx)
+        await self.refuse(exchange.path, send, refusal, ctx)
         return False
 
-    async def _admit_inline(self, request: Request) -> str | None:
+    async def _admit_inline(self, request: Request, ctx: RequestContext | None) -> str | None:
         """``MeteredProvider``'s admission (a route without the hook): the refusal's message."""
-        ctx = current()
         if ctx is None or ctx.key is None:
             return None
         refusal = await self._decide(request, ctx)
         return None if refusal is None else refusal.message
 
     async def refuse(
-        self, scope: Scope, send: Send, refusal: auth.Refusal, ctx: RequestContext
+        self, path: str, send: Send, refusal: auth.Refusal, ctx: RequestContext
     ) -> None:
         """Answer ``refusal`` in the route's vendor error shape, count it and log it."""
-        path: str = scope.get("path", "")
         code = refusal.code or auth.standard_code(refusal.status)
         if self._refused is not None:
             self._refused.labels(str(refusal.status), code).inc()
-        ingress = auth.ingress_of(path)
+        body = translate.error_body_for(path, refusal.status, code, refusal.message)
         await send(
             {
                 "type": "http.response.start",
                 "status": refusal.status,
-                "headers": auth.headers_for(ingress, refusal),
+                "headers": auth.headers_for(refusal),
             }
         )
-        await send({"type": "http.response.body", "body": auth.error_body(ingress, refusal)})
+        body = body if body is not None else json_error(code, refusal.message, None)
+        await send({"type": "http.response.body", "body": body})
         _log.info(
             msgspec.json.encode(
                 logs.bounded(
@@ -420,7 +402,7 @@ class Production:
 def _query_key_as_header(scope: Scope) -> Scope:
     """A ``?key=`` credential (older Gemini clients) as ``x-goog-api-key``, when no
     header carries one: the routes behind bind it like any other credential
-    (a resumable stream's owner, issue 30)."""
+    (a resumable stream's owner)."""
     headers = scope.get("headers", ())
     if credential(headers) is not None:
         return scope
@@ -438,13 +420,6 @@ def _limit_refusal(decision: Decision) -> auth.Refusal:
     return auth.Refusal(429, refusal_of(decision), retry_after=retry_after_header(decision))
 
 
-class _Admission:
-    """``server.Admission`` of the gateway's stream endpoints."""
-
-    def __init__(self, production: Production) -> None:
-        self.admit = production.admit_request
-
-
 class _Observer:
     """The stream observer: the usage tee (limits, span) of each stream."""
 
@@ -452,7 +427,7 @@ class _Observer:
         self.production = production
 
     def opened(self, record: StreamRecord) -> Tee | None:
-        ctx = current()
+        ctx = _context_of(record)
         if ctx is None:
             return None
         production = self.production
@@ -462,7 +437,7 @@ class _Observer:
         return _UsageTee(production, record, ctx)
 
     def closed(self, record: StreamRecord) -> None:
-        ctx = current()
+        ctx = _context_of(record)
         if ctx is not None:
             # A grant whose stream never started (a 404, a 409...) goes back.
             release(ctx.ledger, self.production.limits, self.production.spawn)
@@ -488,32 +463,31 @@ class ProductionMiddleware:
                 ctx.traceparent = value.decode("latin-1")
             elif name == b"tracestate":
                 ctx.tracestate = value.decode("latin-1")
-        token = CURRENT.set(ctx)
-        try:
-            path: str = scope.get("path", "")
-            protected = path.startswith(_PROTECTED) and path not in _OPEN
-            if protected and b"key=" in scope.get("query_string", b""):
-                scope = _query_key_as_header(scope)
-            refusal: auth.Refusal | None = None
-            production = self.production
-            if protected and production.drain.draining:
-                refusal = auth.Refusal(
-                    503, "the gateway is shutting down; retry", retry_after="1", code="draining"
-                )
-                # Read the body first: the HTTP server closes a connection whose
-                # request body was left unread, and a kept-alive one must stay open
-                # for the next request's 503, until the drain ends.
-                await _discard_body(receive, production.config.server.max_body_bytes)
-            elif protected and self.guarded:
-                refusal, receive = await production.admit(scope, receive, ctx)
-            elif path == "/metrics" and production.metrics_keys is not None:
-                refusal = production._metrics_refusal(scope)
-            if refusal is not None:
-                await production.refuse(scope, send, refusal, ctx)
-                return
-            await self.app(scope, receive, send)
-        finally:
-            CURRENT.reset(token)
+        # For the endpoint's Exchange (and the routes that read the key): in the
+        # scope, as ASGI carries a request's extensions down the app stack.
+        scope[CONTEXT_KEY] = ctx
+        path: str = scope.get("path", "")
+        protected = path.startswith(_PROTECTED) and path not in _OPEN
+        if protected and b"key=" in scope.get("query_string", b""):
+            scope = _query_key_as_header(scope)
+        refusal: auth.Refusal | None = None
+        production = self.production
+        if protected and production.drain.draining:
+            refusal = auth.Refusal(
+                503, "the gateway is shutting down; retry", retry_after="1", code="draining"
+            )
+            # Read the body first: the HTTP server closes a connection whose
+            # request body was left unread, and a kept-alive one must stay open
+            # for the next request's 503, until the drain ends.
+            await _discard_body(receive, production.config.server.max_body_bytes)
+        elif protected and self.guarded:
+            refusal = production.check_key(scope, ctx)
+        elif path == "/metrics" and production.metrics_keys is not None:
+            refusal = production._metrics_refusal(scope)
+        if refusal is not None:
+            await production.refuse(path, send, refusal, ctx)
+            return
+        await self.app(scope, receive, send)
 
 
 async def _discard_body(receive: Receive, limit: int) -> None:

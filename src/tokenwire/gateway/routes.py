@@ -1,4 +1,4 @@
-"""Every vendor route and version the SDKs call by default (issue 23), and token counting.
+"""Every vendor route and version the SDKs call by default, and token counting.
 
 =============================================================  ===========================
 ``POST /{v1,v1beta,v1alpha}/models/{model}:streamGenerateContent``  Gemini stream (``alt=sse``,
@@ -18,7 +18,8 @@ the upstream would be sent; otherwise (the demo, an OpenAI Chat upstream) it
 is an estimate (one token per 4 characters of the prompt, its tools
 included), and the answer says so: the header ``tokenwire-token-count:
 estimate`` (``upstream`` otherwise) and ``"tokenwire:estimate": true`` in
-the body. Errors are in the route's vendor shape.
+the body. Errors are in the route's vendor shape. What each vendor's counting
+route takes and answers is the vendor's (``VendorFormat.count``), not this module's.
 """
 
 from __future__ import annotations
@@ -32,19 +33,13 @@ from starlette.routing import Route
 
 from ..errors import InvalidRequest, RequestTooLarge
 from ..request import Request, echo
-from ..server import DEFAULT_MAX_BODY_BYTES, Provider
+from ..server import DEFAULT_MAX_BODY_BYTES, Exchange, Provider, StreamEndpoint
 from ..server.asgi import Receive, Scope, Send, read_body, send_json
+from ..server.hooks import CountRefused, hooked
 from ..writer import estimate_tokens
-from .ingress import FormatIngress, WithPathParams, decode_json_body
+from .ingress import FormatIngress, decode_json_body
 
-__all__ = [
-    "GEMINI_ROUTES",
-    "GEMINI_VERSIONS",
-    "CompactEndpoint",
-    "CountEndpoint",
-    "vendor_error",
-    "vendor_routes",
-]
+__all__ = ["GEMINI_ROUTES", "GEMINI_VERSIONS", "CompactEndpoint", "CountEndpoint", "vendor_routes"]
 
 _log = logging.getLogger("tokenwire.gateway")
 _T = TypeVar("_T")
@@ -58,39 +53,7 @@ GEMINI_ROUTES: Final = (
     "/{version}/models/{model}:generateContent",
     "/{version}/models/{model}:countTokens",
 )
-_GEMINI_METHODS: Final = (":streamGenerateContent", ":generateContent", ":countTokens")
-
-#: Vendor -> the counting route's answer, from the count.
-_COUNT_SHAPES: Final[dict[str, Callable[[int], dict[str, Any]]]] = {
-    "anthropic": lambda n: {"input_tokens": n},
-    "openai-responses": lambda n: {"object": "response.input_tokens", "input_tokens": n},
-    "gemini": lambda n: {"totalTokens": n},
-}
 COUNT_HEADER: Final = b"tokenwire-token-count"
-
-
-def vendor_of(path: str) -> str | None:
-    """Whose error shape ``path`` answers in, for a vendor route (``None``: the standard's)."""
-    if path.endswith(_GEMINI_METHODS) or path.split("/", 2)[1:2] in (["v1beta"], ["v1alpha"]):
-        return "gemini"
-    if path.startswith("/v1/messages"):
-        return "anthropic"
-    if path.startswith(("/v1/chat/completions", "/v1/responses")):
-        return "openai"
-    return None
-
-
-def vendor_error(path: str, status: int, code: str, message: str) -> bytes | None:
-    """The router's own error (404, 405) on a vendor path, in that vendor's shape."""
-    vendor = vendor_of(path)
-    if vendor is None:
-        return None
-    from .. import translate
-
-    ingress = translate.get(vendor).ingress
-    if ingress is None or ingress.error_body is None:  # pragma: no cover - all three have one
-        return None
-    return ingress.error_body(status, code, message, None)
 
 
 def _prompt_chars(request: Request) -> int:
@@ -111,6 +74,10 @@ class _WholeEndpoint:
         *,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     ) -> None:
+        count = ingress.format.count
+        if count is None:
+            raise ValueError(f"vendor format {ingress.name!r} has no token counting")
+        self.count = count
         self.ingress = ingress
         self.providers = providers
         self.max_body_bytes = max_body_bytes
@@ -121,14 +88,13 @@ class _WholeEndpoint:
         await send_json(send, status, self.ingress.error_body(status, code, message, path))
 
     async def _read(
-        self, scope: Scope, receive: Receive, send: Send, parse: Callable[[bytes], _T]
+        self, exchange: Exchange, receive: Receive, send: Send, parse: Callable[[bytes], _T]
     ) -> _T | None:
         """The body, read and ``parse``d; ``None`` when it could not be (answered)."""
         try:
-            length = dict(scope.get("headers") or ()).get(b"content-length")
-            body = await read_body(
-                receive, self.max_body_bytes, int(length) if length and length.isdigit() else None
-            )
+            if exchange.length_error is not None:
+                raise exchange.length_error
+            body = await read_body(receive, self.max_body_bytes, exchange.length)
             return parse(body)
         except RequestTooLarge as exc:
             await self._error(send, 413, "request_too_large", exc.reason, exc.path)
@@ -143,72 +109,48 @@ class CountEndpoint(_WholeEndpoint):
     """``POST`` a vendor request body, get its input token count in the vendor's shape."""
 
     def _request(self, body: bytes, path_params: Mapping[str, str]) -> Request:
-        obj = decode_json_body(body)
-        name = self.ingress.name
-        if name == "gemini":
-            inner = obj.get("generateContentRequest")
-            if isinstance(inner, dict):
-                obj = inner  # the whole request form (its model is the path's)
-            obj["model"] = path_params.get("model", obj.get("model"))
-        elif name == "anthropic":
-            obj.setdefault("max_tokens", 1)  # count_tokens bodies have none
+        obj = self.count.generation_body(decode_json_body(body), path_params)
         obj.pop("stream", None)
         request, _ = self.ingress.format.ingress.parse(obj)  # type: ignore[union-attr]
         return request
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope.get("method") != "POST":
+        exchange = Exchange.from_scope(scope)
+        if exchange.method != "POST":
             await self._error(send, 405, "method_not_allowed", "use POST")
             return
-        path_params = scope.get("path_params") or {}
         request = await self._read(
-            scope, receive, send, lambda body: self._request(body, path_params)
+            exchange, receive, send, lambda body: self._request(body, exchange.path_params)
         )
         if request is None:
             return
-        provider = self.providers.get(request.model)
-        if provider is None:
+        found = self.providers.get(request.model)
+        if found is None:
             message = f"unknown model {echo(request.model)}"
             await self._error(send, 404, "model_not_found", message, "model")
             return
-        counted = await self._upstream_count(send, provider, request)
-        if counted is False:
-            return  # answered (an error)
+        try:
+            counted = await hooked(found).count_tokens(request)
+        except InvalidRequest as exc:
+            await self._error(send, 400, "invalid_request", exc.reason, exc.path)
+            return
+        except CountRefused as exc:  # the upstream's own error, mapped by its vendor
+            await self._error(send, exc.status, exc.code, exc.message)
+            return
+        except ValueError as exc:  # an answer without a count
+            await self._error(send, 502, "internal_error", f"upstream count: {exc}")
+            return
+        except Exception as exc:
+            _log.warning("token count upstream failed: %s", type(exc).__name__)
+            await self._error(send, 502, "internal_error", "the upstream could not be reached")
+            return
         estimated = counted is None
         tokens = estimate_tokens(_prompt_chars(request)) if counted is None else counted
-        answer: dict[str, Any] = _COUNT_SHAPES[self.ingress.name](tokens)
+        answer = self.count.answer(tokens)
         if estimated:
             answer["tokenwire:estimate"] = True
         how = b"estimate" if estimated else b"upstream"
         await send_json(send, 200, _encode(answer), [(COUNT_HEADER, how)])
-
-    async def _upstream_count(self, send: Send, provider: Provider, request: Request) -> Any:
-        """The upstream's count; ``None``: it has none (estimate); ``False``: answered."""
-        count_tokens = getattr(provider, "count_tokens", None)
-        if count_tokens is None:
-            return None
-        try:
-            answered = await count_tokens(request)
-        except InvalidRequest as exc:
-            await self._error(send, 400, "invalid_request", exc.reason, exc.path)
-            return False
-        except Exception as exc:
-            _log.warning("token count upstream failed: %s", type(exc).__name__)
-            await self._error(send, 502, "internal_error", "the upstream could not be reached")
-            return False
-        if answered is None:
-            return None
-        status, body = answered
-        fmt = provider.format  # type: ignore[attr-defined]
-        if status >= 300:
-            code, message = fmt.http_error(status, body)
-            await self._error(send, status, code, message)
-            return False
-        try:
-            return int(fmt.count.result(body))
-        except ValueError as exc:
-            await self._error(send, 502, "internal_error", f"upstream count: {exc}")
-            return False
 
 
 class CompactEndpoint(_WholeEndpoint):
@@ -226,7 +168,10 @@ class CompactEndpoint(_WholeEndpoint):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         from .providers.passthrough_request import rename_model
 
-        read = await self._read(scope, receive, send, lambda body: (body, decode_json_body(body)))
+        exchange = Exchange.from_scope(scope)
+        read = await self._read(
+            exchange, receive, send, lambda body: (body, decode_json_body(body))
+        )
         if read is None:
             return
         raw, obj = read
@@ -262,19 +207,18 @@ class CompactEndpoint(_WholeEndpoint):
         await send_json(send, status, body)
 
 
-def vendor_routes(gateway: Any) -> list[Route]:
-    """The Gemini routes of every version, and the counting routes, of ``gateway``
-    (``app.Gateway``: not imported, it is on the layer above)."""
-    limit = gateway.config.server.max_body_bytes
-    raw = gateway.count_providers
+def vendor_routes(
+    gemini: StreamEndpoint,
+    gemini_whole: StreamEndpoint,
+    providers: Mapping[str, Provider],
+    *,
+    max_body_bytes: int,
+) -> list[Route]:
+    """The Gemini routes of every version (its stream and whole endpoints), and the
+    counting routes, which ask ``providers`` (the upstreams themselves, no routing)."""
+    limit, raw = max_body_bytes, providers
     gemini_count = CountEndpoint(FormatIngress("gemini"), raw, max_body_bytes=limit)
-    from .providers.passthrough import ForwardHeaders  # what a same-vendor upstream gets
-
-    apps: tuple[Any, ...] = (
-        WithPathParams(ForwardHeaders(gateway.gemini)),
-        WithPathParams(ForwardHeaders(gateway.gemini_whole)),
-        gemini_count,
-    )
+    apps: tuple[Any, ...] = (gemini, gemini_whole, gemini_count)
     routes = [
         Route(template.replace("{version}", version), app, methods=["POST"])
         for version in GEMINI_VERSIONS

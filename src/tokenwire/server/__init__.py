@@ -36,7 +36,10 @@ Every error status carries a JSON body ``{"error": {"code", "message", "path"}}`
 Hooks: ``observers`` see every request (``opened`` when a stream starts,
 ``closed`` when the request is done, with a ``StreamRecord``); an observer may
 return a ``Tee`` from ``opened`` to see every event the stream emits. That is
-the seam for metrics, logs, and a resume store.
+the seam for metrics, logs, and a resume store. Each request is an ``Exchange``
+(its head read once, the route's parameters, a gateway's state), handed as a
+parameter to the ingress, the admission, the provider (``Provider.serve``) and,
+on the ``StreamRecord``, to the observers.
 
 The module needs no web framework: ``StreamEndpoint`` is a plain ASGI app.
 """
@@ -46,8 +49,10 @@ from __future__ import annotations
 from .encoders import FRAMES, Encode, FramesEncode
 from .encoders import SSE_HEADERS as SSE_HEADERS
 from .endpoint import DEFAULT_KEEPALIVE_S, DEFAULT_MAX_BODY_BYTES, StreamEndpoint
+from .exchange import Exchange
 from .hooks import (
     Admission,
+    HeadedEncode,
     HeldAnswer,
     Ingress,
     Observer,
@@ -67,7 +72,9 @@ __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
     "Encode",
     "FRAMES",
+    "Exchange",
     "FramesEncode",
+    "HeadedEncode",
     "HeldAnswer",
     "Ingress",
     "Observer",

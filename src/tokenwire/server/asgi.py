@@ -100,15 +100,6 @@ class ClientDisconnected(TokenwireError):
     """The client went away before its request body was read."""
 
 
-def content_length_of(headers: Iterable[tuple[bytes, bytes]]) -> int | None:
-    """The one Content-Length a request gives, as a number; else ``None`` (none, several,
-    or not a number: the app judges it)."""
-    values = [value for name, value in headers if name == b"content-length"]
-    if len(values) != 1 or not values[0].isdigit():
-        return None
-    return int(values[0])
-
-
 async def read_body(receive: Receive, limit: int, content_length: int | None = None) -> bytes:
     """Read a request body of at most ``limit`` bytes.
 

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Final, TypeAlias, cast
+from typing import TYPE_CHECKING, Final, TypeAlias, cast
 
 from .. import events as ev
 from .. import request as rq
@@ -27,8 +27,10 @@ from .asgi import (
     send_json_error,
 )
 from .encoders import FRAMES, SSE_HEADERS, Encode, FramesEncode
+from .exchange import Exchange
 from .hooks import (
     Admission,
+    HeadedEncode,
     HeldAnswer,
     Ingress,
     Observer,
@@ -39,10 +41,23 @@ from .hooks import (
     Resumption,
     StreamRecord,
     Tee,
+    hooked,
 )
 from .negotiate import Refusal, negotiate
 from .outbox import KeepAlive, Outbox
 from .stream import _one_step, _Owner, _RequestOwns, _SessionOwns
+
+if TYPE_CHECKING:  # the protocols the endpoint calls out to, named in its signatures
+    from .hooks import (
+        Admission,
+        Ingress,
+        Observer,
+        Provider,
+        ProviderLookup,
+        ResumeSession,
+        Resumption,
+        Tee,
+    )
 
 #: Default request body limit: 4 MiB, the same as ``request.parse``.
 DEFAULT_MAX_BODY_BYTES: Final = 4 << 20
@@ -57,11 +72,11 @@ _Accepted: TypeAlias = "tuple[Request, Provider, Encode, ResumeSession | None]"
 
 
 def _lookup_for(providers: Provider | Mapping[str, Provider] | ProviderLookup) -> ProviderLookup:
-    if isinstance(providers, Provider):
-        single = providers
-        return lambda _model: single
     if isinstance(providers, Mapping):
         return providers.get
+    if hasattr(providers, "generate"):  # one provider (maybe generate-only): not a lookup
+        single = hooked(providers)
+        return lambda _model: single
     return providers
 
 
@@ -117,13 +132,14 @@ class StreamEndpoint:
             return
         if scope["type"] != "http":
             raise RuntimeError(f"StreamEndpoint serves HTTP only, not {scope['type']!r}")
-        record = StreamRecord(self.route or scope.get("path", ""))
+        exchange = Exchange.from_scope(scope)
+        record = StreamRecord(self.route or exchange.path, exchange)
         try:
-            accepted = await self._handle(scope, receive, send, record)
+            accepted = await self._handle(exchange, receive, send, record)
             if accepted is not None:
                 # _handle's frame (the request body with it) is gone by now:
                 # an open stream keeps only what it streams from.
-                await self._stream(receive, send, record, *accepted)
+                await self._stream(receive, send, record, exchange, *accepted)
         finally:
             record.ended = time.perf_counter()
             for observer in self.observers:
@@ -152,35 +168,32 @@ class StreamEndpoint:
         record.error_message = message
         # A vendor route answers its vendor's error shape (its SDK's exceptions),
         # unless the body was the standard's.
-        error_body = getattr(self.ingress, "error_body", None)
-        if error_body is not None and record.format != "standard":
-            body: bytes = error_body(status, code, message, path)
+        if self.ingress is not None and record.format != "standard":
+            body = self.ingress.error_body(status, code, message, path)
             await send_json(send, status, body, headers)
             return
         await send_json_error(send, status, code, message, path, headers)
 
     async def _handle(
-        self, scope: Scope, receive: Receive, send: Send, record: StreamRecord
+        self, exchange: Exchange, receive: Receive, send: Send, record: StreamRecord
     ) -> _Accepted | None:
-        """Read and check the request; what to stream, or ``None`` once answered."""
+        """Read and check the request; what to stream, or ``None`` once answered.
+
+        The steps: negotiate (the body's format and the answer's binding),
+        read, parse, admit, route (the provider), resume (a resumable stream's
+        session); ``_stream`` then streams.
+        """
         if self.ingress is not None:
             record.format = self.ingress.name  # until the body says it is the standard's
-        if scope.get("method", "POST") != "POST":
+        if exchange.method != "POST":
             await self._reject(send, record, 405, "use POST", headers=[(b"allow", b"POST")])
             return None
-        content_type = accept = length = None
-        for name, value in scope.get("headers", ()):
-            if name == b"content-type":
-                content_type = value
-            elif name == b"accept":
-                accept = value
-            elif name == b"content-length":
-                length = value
+        accept = exchange.accept
 
         # §7.2, §7.3 and docs/binary.md section 7: one decision for body and answer.
         ingress = self.ingress
         binding = negotiate(
-            content_type,
+            exchange.content_type,
             accept,
             request_type=rq.MEDIA_TYPE,
             vendor_types=ingress.media_types if ingress is not None else (),
@@ -195,18 +208,15 @@ class StreamEndpoint:
         record.format = ingress.name if ingress is not None else "standard"
 
         try:
-            content_length = int(length) if length is not None else None
-        except ValueError:
-            await self._reject(send, record, 400, "Content-Length is not a number")
-            return None
-        try:
-            body = await read_body(receive, self.max_body_bytes, content_length)
+            if exchange.length_error is not None:
+                raise exchange.length_error  # answered below, as any unreadable body
+            body = await read_body(receive, self.max_body_bytes, exchange.length)
             standard: Encode = ev.dump if binding.answer != "frames" else FRAMES[binding.payload]
             if ingress is None:
                 request = rq.parse(body, max_bytes=self.max_body_bytes, max_depth=self.max_depth)
                 encode: Encode = standard
             else:
-                request, vendor_encode = ingress.parse(body)
+                request, vendor_encode = ingress.parse(body, exchange)
                 encode = vendor_encode if binding.answer == "vendor" else standard
         except ClientDisconnected:
             # The body stream broke: the client left, or sent framing the HTTP
@@ -223,11 +233,11 @@ class StreamEndpoint:
             return None
         record.request, record.model = request, request.model
         admission = self.admission
-        if admission is not None and not await admission.admit(scope, request, send, record):
+        if admission is not None and not await admission.admit(exchange, request, send, record):
             return None
 
-        provider = self.lookup(request.model)
-        if provider is None:
+        found = self.lookup(request.model)
+        if found is None:
             await self._reject(
                 send,
                 record,
@@ -237,23 +247,20 @@ class StreamEndpoint:
                 path="model",
             )
             return None
+        provider = hooked(found)
         # A provider may refuse a request it can never serve before the stream
         # starts (the demo's token cap): a 400 naming the field, not a 200 stream.
-        check = getattr(provider, "check_request", None)
-        if check is not None:
-            try:
-                check(request)
-            except InvalidRequest as exc:
-                await self._reject(send, record, 400, exc.reason, path=exc.path)
-                return None
+        try:
+            provider.check_request(request)
+        except InvalidRequest as exc:
+            await self._reject(send, record, 400, exc.reason, path=exc.path)
+            return None
         session: ResumeSession | None = None
         if self.resumption is not None and (encode is ev.dump or isinstance(encode, FramesEncode)):
             # Only a stream answered in the standard can be resumed: the resume
             # route replays standard events.
             try:
-                request, session = await self.resumption.open(
-                    request, record, scope.get("headers", ())
-                )
+                request, session = await self.resumption.open(request, record, exchange.headers)
             except ResumeConflict as exc:
                 await self._reject(
                     send,
@@ -286,6 +293,7 @@ class StreamEndpoint:
         receive: Receive,
         send: Send,
         record: StreamRecord,
+        exchange: Exchange,
         request: Request,
         provider: Provider,
         encode: Encode,
@@ -301,7 +309,7 @@ class StreamEndpoint:
         prompt_chars = sum(len(message.text) for message in request.messages)
         writer.note_usage(input_tokens=estimate_tokens(prompt_chars), estimated=True)
         loop = asyncio.get_running_loop()
-        outbox = Outbox(loop.time())
+        outbox = Outbox(loop.time(), exchange.account)
         tees = self._open_tees(record)
         owner: _Owner = (
             _RequestOwns(outbox, tees, encode)
@@ -313,7 +321,9 @@ class StreamEndpoint:
             outbox.keepalive = frames.keepalive
         # §5.3.1: stream.start goes out at once, "the endpoint has accepted the request".
         owner.emit(writer.start())
-        producer = loop.create_task(self._produce(provider, request, writer, owner, record))
+        producer = loop.create_task(
+            self._produce(provider, request, exchange, writer, owner, record)
+        )
         if session is not None:
             # Done callbacks run even for a task cancelled before its first step,
             # which runs none of its own cleanup.
@@ -358,11 +368,10 @@ class StreamEndpoint:
                 # hang-up and cancels the sending (as starlette's StreamingResponse
                 # races ``listen_for_disconnect``, with one task less per stream).
                 hangup = HangUp(receive, loop)
-                head = getattr(encode, "head", None)
-                if head is not None:
+                if isinstance(encode, HeadedEncode):
                     # An encoder may answer with the upstream's own status line
                     # (gateway/providers/passthrough.py: an upstream error as it was sent).
-                    status, headers = await head(outbox, loop, headers)
+                    status, headers = await encode.head(outbox, loop, headers)
             await send({"type": "http.response.start", "status": status, "headers": headers})
             now = loop.time
             while True:  # inline, not a coroutine of its own: one frame less per stream
@@ -395,6 +404,7 @@ class StreamEndpoint:
         self,
         provider: Provider,
         request: Request,
+        exchange: Exchange,
         writer: Writer,
         owner: _Owner,
         record: StreamRecord,
@@ -407,7 +417,7 @@ class StreamEndpoint:
         """
         emit, outbox, add = owner.emit, owner.outbox, writer.add
         try:
-            iterator = provider.generate(request)
+            iterator = provider.serve(request, exchange)
             try:
                 async for event in iterator:
                     cls = event.__class__

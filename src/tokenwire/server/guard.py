@@ -28,9 +28,14 @@ and enforces, for every HTTP request:
   high-water mark is ``outbox.LOW_WATER`` (for an endpoint that asks
   ``Outbox.full()``).
 
+Each request's ``StreamAccount`` reaches the outboxes made for it in the
+request's scope (``exchange.ACCOUNT_KEY``), which every ASGI layer between the
+guard and the endpoint hands on, and from there as a parameter.
+
 The server's own limits (request heads that never complete, idle keep-alive
-connections) are granian's, set by ``tokenwire serve`` (docs/gateway.md,
-"Request limits and timeouts").
+connections) are the HTTP server's: granian's, or tokenwire's own
+(``server.http1``, ``[server] engine = "h1"``), both set by ``tokenwire serve``
+(docs/gateway.md, "Request limits and timeouts").
 """
 
 from __future__ import annotations
@@ -45,9 +50,10 @@ from typing import Final
 import msgspec
 
 from .. import mediatype
-from ..errors import TokenwireError
-from .asgi import Message, Receive, Scope, Send, content_length_of, json_error, send_json
-from .outbox import ACCOUNT, BUDGET, DEFAULT_STREAM_BUDGET, StreamAccount
+from ..errors import InvalidRequest, TokenwireError
+from .asgi import Message, Receive, Scope, Send, json_error, send_json
+from .exchange import ACCOUNT_KEY, content_length
+from .outbox import BUDGET, DEFAULT_STREAM_BUDGET, StreamAccount
 
 __all__ = ["Guard", "Limits", "content_type_problem"]
 
@@ -344,10 +350,11 @@ class Guard:
             first, self.first_request = self.first_request, None
             first()
         method = scope.get("method", "GET")
-        content_length = None
+        length = None
         if method in _BODY_METHODS:
             headers = list(scope.get("headers", ()))
-            content_length = content_length_of(headers)
+            with contextlib.suppress(InvalidRequest):  # an invalid one: the app answers it
+                length = content_length(headers)
             problem = content_type_problem(headers)
             if problem is not None:
                 await _send_error(send, *problem, [])
@@ -364,10 +371,12 @@ class Guard:
                 )
                 return
         loop = asyncio.get_running_loop()
-        guarded = _Request(self.limits, receive, send, loop.time(), content_length)
+        guarded = _Request(self.limits, receive, send, loop.time(), length)
         if method in _BODY_METHODS:
             guarded.ask_early()
-        token = ACCOUNT.set(guarded.account)
+        # For the endpoint's outboxes: in the scope, which every ASGI layer between
+        # the guard and the endpoint hands on.
+        scope[ACCOUNT_KEY] = guarded.account
         try:
             await app(scope, guarded.receive, guarded.send)
         except Exception:
@@ -376,7 +385,6 @@ class Guard:
             # The guard answered (408); what the app made of the "disconnect"
             # it saw has no client to go to.
         finally:
-            ACCOUNT.reset(token)
             guarded.account.end()
             if guarded.cut:
                 _release_memory_soon()

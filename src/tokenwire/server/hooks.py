@@ -7,16 +7,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from typing import Protocol, TypeAlias, runtime_checkable
+from typing import Any, Protocol, TypeAlias, cast, runtime_checkable
 
 from .. import events as ev
 from ..errors import TokenwireError
 from ..request import Request
-from .asgi import (
-    Scope,
-    Send,
-)
+from .asgi import Send, json_error
 from .encoders import Encode
+from .exchange import Exchange
 
 # --- Protocols -------------------------------------------------------------------
 
@@ -28,12 +26,75 @@ class Provider(Protocol):
     ``generate`` is an async generator. It may yield any standard event with
     any ``seq`` (the server restamps them); it needs no ``stream.start`` or
     ``stream.end`` (the server adds them), and it may simply raise on failure.
-    A provider may also have ``check_request(request)``, raising
-    ``InvalidRequest`` for a request it will never serve: the endpoint then
-    answers 400 naming the field instead of starting a stream.
+
+    The other methods are optional: a class that subclasses ``Provider``
+    inherits their defaults, and a class that only has ``generate`` is served
+    as if it had (``hooked``).
     """
 
     def generate(self, request: Request) -> AsyncIterator[ev.Event]: ...
+
+    def serve(self, request: Request, exchange: Exchange | None) -> AsyncIterator[ev.Event]:
+        """What the endpoint calls: ``generate``, unless the provider reads the
+        request's exchange (the gateway's: its passthrough offer, its context)."""
+        return self.generate(request)
+
+    def check_request(self, request: Request) -> None:
+        """Raise ``InvalidRequest`` for a request this provider will never serve:
+        the endpoint then answers 400 naming the field instead of starting a stream."""
+        return None
+
+    async def count_tokens(self, request: Request) -> int | None:
+        """The upstream's own count of ``request``'s input tokens, or ``None`` when it
+        has none (the gateway's counting routes then estimate). Raises
+        ``InvalidRequest`` for a request the upstream cannot be sent, ``CountRefused``
+        for its error answer, ``ValueError`` for an answer without a count, and
+        whatever its transport raises when it cannot be reached."""
+        return None
+
+
+class CountRefused(TokenwireError):
+    """An upstream's counting endpoint answered an error: ``status``, and the
+    standard's ``code`` and ``message`` for it (the vendor's own mapping)."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+class _Undeclared(Provider):
+    """A provider whose class does not subclass ``Provider``: its own methods where
+    it has them, the defaults for the rest."""
+
+    __slots__ = ("inner", "_check", "_count")
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        # The one place a hook is looked up by name: a class that never declared it.
+        self._check: Callable[[Request], None] | None = getattr(inner, "check_request", None)
+        self._count: Callable[[Request], Any] | None = getattr(inner, "count_tokens", None)
+
+    def generate(self, request: Request) -> AsyncIterator[ev.Event]:
+        return cast(AsyncIterator[ev.Event], self.inner.generate(request))
+
+    def check_request(self, request: Request) -> None:
+        if self._check is not None:
+            self._check(request)
+
+    async def count_tokens(self, request: Request) -> int | None:
+        if self._count is None:
+            return None
+        return cast(int | None, await self._count(request))
+
+
+def hooked(provider: Any) -> Provider:
+    """``provider`` with every ``Provider`` method: itself when it subclasses
+    ``Provider`` (or has them all), else wrapped with the defaults."""
+    if Provider in type(provider).__mro__:
+        return cast(Provider, provider)  # the usual case, without the protocol's slower check
+    return provider if isinstance(provider, Provider) else _Undeclared(provider)
 
 
 #: How an endpoint finds the provider for a model name (``None``: unknown model).
@@ -118,7 +179,7 @@ class Admission(Protocol):
     """
 
     async def admit(
-        self, scope: Scope, request: Request, send: Send, record: StreamRecord
+        self, exchange: Exchange, request: Request, send: Send, record: StreamRecord
     ) -> bool: ...
 
 
@@ -126,18 +187,43 @@ class Ingress(Protocol):
     """A vendor request format accepted on a dual-format route (§7.3).
 
     ``parse`` turns the vendor body into a standard ``Request`` and an encoder
-    that writes standard events back in the vendor's own stream format. It
-    raises ``InvalidRequest`` (``.path`` naming the field) for a bad body.
+    that writes standard events back in the vendor's own stream format; the
+    request's ``exchange`` gives it the route's path parameters and query,
+    and takes the passthrough offer it may make. It raises ``InvalidRequest``
+    (``.path`` naming the field) for a bad body. ``error_body`` writes an error
+    answered before any stream in the vendor's own shape.
     """
 
     name: str
     media_types: frozenset[str]
 
-    def parse(self, body: bytes) -> tuple[Request, Encode]: ...
+    def parse(self, body: bytes, exchange: Exchange) -> tuple[Request, Encode]: ...
+
+    def error_body(self, status: int, code: str, message: str, path: str | None) -> bytes:
+        """The standard's ``{"error": {"code", "message", "path"}}`` unless the vendor
+        writes its errors otherwise."""
+        return json_error(code, message, path)
+
+
+class HeadedEncode:
+    """An ``Encode`` that may answer with a status line of its own: ``head`` gives the
+    response's status and headers once the first bytes are out (a same-vendor
+    passthrough answers an upstream error with the upstream's own status)."""
+
+    __slots__ = ()
+
+    def __call__(self, event: ev.Event) -> bytes:
+        raise NotImplementedError
+
+    async def head(
+        self, outbox: Any, loop: asyncio.AbstractEventLoop, headers: list[tuple[bytes, bytes]]
+    ) -> tuple[int, list[tuple[bytes, bytes]]]:
+        """The response's status and headers (``headers``: the stream's own)."""
+        return 200, headers
 
 
 class HeldAnswer:
-    """An ``Encode`` whose response head waits until the answer decides it (issue 23).
+    """An ``Encode`` whose response head waits until the answer decides it.
 
     A vendor route's whole (non-streaming) answer is known at ``stream.end``;
     a vendor stream whose upstream fails before the first token is answered
@@ -174,6 +260,7 @@ class StreamRecord:
 
     __slots__ = (
         "route",
+        "exchange",
         "format",
         "model",
         "request",
@@ -189,8 +276,10 @@ class StreamRecord:
         "disconnected",
     )
 
-    def __init__(self, route: str) -> None:
+    def __init__(self, route: str, exchange: Exchange | None = None) -> None:
         self.route = route
+        #: The request as the endpoint read it (``None`` for a record made by hand).
+        self.exchange = exchange
         self.format = "standard"
         self.model: str | None = None
         self.request: Request | None = None

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextvars
 from typing import Final
 
 #: An SSE comment: ignored by every conforming decoder, but it keeps proxies
@@ -54,12 +53,12 @@ BUDGET: Final = MemoryBudget()
 
 
 class StreamAccount:
-    """One request's outboxes and limits, made by the request guard for its context.
+    """One request's outboxes and limits, made by the request guard for the request.
 
-    An ``Outbox`` made while a request runs joins its account (through the
-    ``ACCOUNT`` context variable), so the guard can end that stream's queue
-    when its client stops reading (``end``), and the outbox takes its
-    per-stream budget from here.
+    The guard leaves it in the request's scope (``exchange.ACCOUNT_KEY``); an
+    ``Outbox`` made for the request joins it (``Outbox(now, account)``), so the
+    guard can end that stream's queue when its client stops reading (``end``),
+    and the outbox takes its per-stream budget from here.
     """
 
     __slots__ = ("outboxes", "stream_budget", "memory_budget", "overflowed")
@@ -79,11 +78,6 @@ class StreamAccount:
         for outbox in self.outboxes:
             outbox.close(drop=True)
 
-
-#: The account of the request being served, set by the request guard.
-ACCOUNT: Final[contextvars.ContextVar[StreamAccount | None]] = contextvars.ContextVar(
-    "tokenwire_stream_account", default=None
-)
 
 # --- The outbox: events produced, waiting for one send ---------------------------------
 
@@ -110,14 +104,13 @@ class Outbox:
         "_drained",
     )
 
-    def __init__(self, now: float) -> None:
+    def __init__(self, now: float, account: StreamAccount | None = None) -> None:
         self.chunks: list[bytes | bytearray] = []
         self.size = 0  # bytes in chunks
         self.closed = False
         self.last_sent = now
         #: What a quiet stream gets: an SSE comment, or the binary binding's PING frame.
         self.keepalive = KEEPALIVE
-        account = ACCOUNT.get()
         self._account = account
         # Without a guard there is no way to cut the stream visibly: no budget.
         self.budget = account.stream_budget if account is not None else _UNBOUNDED

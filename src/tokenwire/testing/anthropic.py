@@ -307,7 +307,7 @@ def refusal_body(problem: str) -> bytes:
     )
 
 
-# --- server tools, MCP, containers and their follow-up turns (issue 23) ----------
+# --- server tools, MCP, containers and their follow-up turns ----------
 #
 # As strict as Anthropic's request validation, per the anthropic SDK's types:
 # a server tool is declared by its versioned ``type`` with its fixed ``name``;
@@ -667,6 +667,8 @@ _PING: Final = _frame({"type": "ping"})
 
 def render(script: Script, *, model: str, request: RecordedRequest) -> list[bytes]:
     """The Anthropic Messages stream for ``script``, one item per SSE event."""
+    # The API's message object, written here apart from the translator's aggregator
+    # (translate/anthropic/aggregate.py) on purpose: the fake is the API's stand-in.
     message: dict[str, Any] = {
         # Unique per turn as Anthropic's are: Claude Code merges the blocks of
         # streamed messages that share an id into one assistant message.

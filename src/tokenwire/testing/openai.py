@@ -122,7 +122,7 @@ def wants_whole(request: RecordedRequest) -> bool:
 
 
 def whole(script: Script, *, model: str, request: RecordedRequest) -> bytes:
-    """The non-streaming ``chat.completion`` for ``script`` (issue 23), as OpenAI answers
+    """The non-streaming ``chat.completion`` for ``script``, as OpenAI answers
     it: choice ``c`` of ``n`` answers ``choice_text(script, c)``."""
     calls = [
         {

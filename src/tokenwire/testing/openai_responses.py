@@ -287,7 +287,7 @@ def check_items(items: list[Any]) -> str | None:
     return None
 
 
-# --- hosted and custom tools, MCP approvals, apply_patch: their loops (issue 23) ----
+# --- hosted and custom tools, MCP approvals, apply_patch: their loops ----
 #
 # As strict as OpenAI's validation, per the openai SDK's types: each tool's
 # ``type`` must be one the API knows, with its required fields; an input item's
@@ -753,6 +753,8 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
 
 
 #: What ``POST /v1/responses/input_tokens`` takes (no ``stream``, ``store``, sampling).
+#: The same list as the translator's own (translate/openai_responses/count.py), kept
+#: apart on purpose: the fake is the API's stand-in, so it refuses by its own list.
 COUNT_FIELDS: Final = frozenset(
     {
         "model",

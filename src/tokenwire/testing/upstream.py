@@ -113,7 +113,7 @@ def choice_text(script: Script, choice: int) -> str:
 
 
 def counted_tokens(value: Any) -> int:
-    """The fakes' own token count of a counting request's body (issue 23): one per
+    """The fakes' own token count of a counting request's body: one per
     word of every string in it, the ``model`` names left out. Deterministic, and
     never the gateway's estimate (one per 4 characters), so a test can tell them apart."""
     stack, words = [value], 0
@@ -681,7 +681,7 @@ class FakeUpstream:
         if counted is None:  # another endpoint answered whole (Responses' compaction)
             other = getattr(renderer, "answer_other", None)
             counted = other(request) if other is not None else None
-        if counted is not None:  # the vendor's token-counting endpoint (issue 23)
+        if counted is not None:  # the vendor's token-counting endpoint
             await self._simple(writer, counted[0], counted[1], {})
             self._completed()
             return keep_alive

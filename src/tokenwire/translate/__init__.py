@@ -32,6 +32,7 @@ from ._contract import (
     status_error,
     vendor_table,
 )
+from ._routes import error_body_for, vendor_of
 
 __all__ = [
     "TRANSPORTS",
@@ -46,11 +47,13 @@ __all__ = [
     "VendorFormat",
     "VendorIngress",
     "VendorRequest",
+    "error_body_for",
     "formats",
     "get",
     "registry",
     "status_error",
     "translator",
+    "vendor_of",
     "vendor_request",
     "vendor_table",
 ]

@@ -1,4 +1,4 @@
-"""Non-streaming answers built from the standard events (issue 23), the part every vendor shares.
+"""Non-streaming answers built from the standard events, the part every vendor shares.
 
 A vendor's aggregator is the inverse of its ingress's stream encoder, and it
 is written as ``accumulate(encode(events))``: each standard event goes through

@@ -67,6 +67,9 @@ RequestBuilder: TypeAlias = Callable[..., VendorRequest]
 AggregatorFactory: TypeAlias = Callable[[dict[str, Any], Request], Aggregator]
 #: ``(HTTP status, standard error code, message, JSON path or None)`` -> the body.
 ErrorBody: TypeAlias = Callable[[int, str, str, "str | None"], bytes]
+#: ``(standard error code, message, events sent so far)`` -> one in-stream error
+#: event in the vendor's stream format.
+ErrorFrame: TypeAlias = Callable[[str, str, int], bytes]
 
 
 class IngressParser(Protocol):
@@ -93,11 +96,15 @@ class VendorIngress:
     #: parameters streams by its path: its body needs no ``"stream": true``.
     path_params: tuple[str, ...] = ()
     #: ``(body, request) -> Aggregator``: the vendor's non-streaming answer, built
-    #: from the standard events (``_aggregate``, issue 23); ``None``: streaming only.
+    #: from the standard events (``_aggregate``); ``None``: streaming only.
     aggregate: AggregatorFactory | None = None
     #: ``(status, code, message, path) -> body``: an error answered before any
     #: stream (bad body, unknown model...) in the vendor's own error shape.
     error_body: ErrorBody | None = None
+    #: ``(code, message, seq) -> bytes``: the in-stream error the vendor itself
+    #: sends, for an error the gateway adds to a stream that passes through
+    #: untranslated (the upstream cut, a timeout): the SDK raises it as the vendor's.
+    error_frame: ErrorFrame | None = None
 
 
 _STATUS_CODES: Final = {
@@ -119,13 +126,20 @@ def status_error(status: int, body: bytes = b"") -> tuple[str, str]:
 
 @dataclass(frozen=True, slots=True)
 class TokenCount:
-    """A vendor's own token-counting endpoint (issue 23)."""
+    """A vendor's own token-counting endpoint."""
 
     #: The generation request ``build_request`` made -> the counting request for it.
     request: Callable[[VendorRequest], VendorRequest]
     #: The counting endpoint's JSON answer -> the number of input tokens.
     #: Raises ``ValueError`` for an answer without one.
     result: Callable[[bytes], int]
+    #: The count as that endpoint answers it (the gateway's counting route).
+    answer: Callable[[int], dict[str, Any]] = lambda n: {"input_tokens": n}
+    #: ``(counting body, route's path parameters) -> a generation body`` the
+    #: ingress parser takes (what the counting body lacks, or wraps).
+    generation_body: Callable[[dict[str, Any], Mapping[str, str]], dict[str, Any]] = (
+        lambda body, _params: body
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,9 +168,9 @@ class VendorFormat:
     fake: str | None = None
     #: Whether ``request`` enabled reasoning at the vendor itself (through
     #: ``vendor:*`` fields): the stream then carries it without
-    #: ``"tokenwire:reasoning": true`` (issue 18: no extra flag).
+    #: ``"tokenwire:reasoning": true`` (no extra flag).
     vendor_reasoning: Callable[[Request], bool] = lambda request: False
-    #: The vendor's token-counting endpoint, when it has one (issue 23).
+    #: The vendor's token-counting endpoint, when it has one.
     count: TokenCount | None = None
 
     def wants_reasoning(self, request: Request) -> bool:

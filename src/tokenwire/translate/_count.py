@@ -1,4 +1,4 @@
-"""What the vendors' token-counting endpoints share (issue 23): body surgery and the answer."""
+"""What the vendors' token-counting endpoints share: body surgery and the answer."""
 
 from __future__ import annotations
 

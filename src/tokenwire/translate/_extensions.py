@@ -113,7 +113,7 @@ TOOL_CALL_ID: Final = "tokenwire:tool_call_id"
 RAW: Final = "tokenwire:raw"
 #: ``tokenwire.block``: block ``index`` belongs to choice (candidate) N > 0 of a
 #: vendor answering several (OpenAI ``n``, Gemini ``candidateCount``); unmarked
-#: blocks are choice 0 (issue 23).
+#: blocks are choice 0.
 CHOICE: Final = "tokenwire:choice"
 
 

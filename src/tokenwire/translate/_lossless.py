@@ -34,6 +34,7 @@ from .. import events as ev
 from ..errors import InvalidRequest
 from ..request import Request
 from . import _extensions as x
+from ._request import assistant_entry
 
 __all__ = [
     "APPLY_PATCH_PARAMETERS",
@@ -165,12 +166,7 @@ def block_history(req: Request) -> dict[int, list[dict[str, Any]]]:
     out: dict[int, list[dict[str, Any]]] = {}
     for i, entry in enumerate(history):
         path = f"{where}[{i}]"
-        message = entry.get("message") if isinstance(entry, dict) else None
-        parts = entry.get("parts") if isinstance(entry, dict) else None
-        if isinstance(message, bool) or not isinstance(message, int) or not isinstance(parts, list):
-            raise InvalidRequest('must be {"message": <index>, "parts": [...]}', path=path)
-        if not 0 <= message < len(req.messages) or req.messages[message].role != "assistant":
-            raise InvalidRequest("must name an assistant message", path=f"{path}.message")
+        message, parts = assistant_entry(entry, req, path)
         if len(parts) > MAX_PARTS:
             raise InvalidRequest(f"at most {MAX_PARTS} parts", path=f"{path}.parts")
         for k, part in enumerate(parts):

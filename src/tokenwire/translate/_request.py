@@ -10,6 +10,7 @@ from ..request import Parameters, Request, Tool, ToolCallRef
 from . import _extensions as x
 
 __all__ = [
+    "assistant_entry",
     "deep_merge",
     "function_call",
     "function_tool",
@@ -130,14 +131,21 @@ def reasoning_history(req: Request) -> list[tuple[int, list[dict[str, Any]]]]:
     out: list[tuple[int, list[dict[str, Any]]]] = []
     for i, entry in enumerate(history):
         path = f"{where}[{i}]"
-        message = entry.get("message") if isinstance(entry, dict) else None
-        parts = entry.get("parts") if isinstance(entry, dict) else None
-        if isinstance(message, bool) or not isinstance(message, int) or not isinstance(parts, list):
-            raise InvalidRequest('must be {"message": <index>, "parts": [...]}', path=path)
-        if not 0 <= message < len(req.messages) or req.messages[message].role != "assistant":
-            raise InvalidRequest("must name an assistant message", path=f"{path}.message")
+        message, parts = assistant_entry(entry, req, path)
         for k, part in enumerate(parts):
             if not isinstance(part, dict) or part.get("type") != x.REASONING:
                 raise InvalidRequest(f'must be a "{x.REASONING}" part', path=f"{path}.parts[{k}]")
         out.append((message, parts))
     return out
+
+
+def assistant_entry(entry: Any, req: Request, path: str) -> tuple[int, list[Any]]:
+    """An extension's ``{"message": <index>, "parts": [...]}`` entry, checked: the index
+    of an assistant message of ``req`` and its parts. Raises ``InvalidRequest`` at ``path``."""
+    message = entry.get("message") if isinstance(entry, dict) else None
+    parts = entry.get("parts") if isinstance(entry, dict) else None
+    if isinstance(message, bool) or not isinstance(message, int) or not isinstance(parts, list):
+        raise InvalidRequest('must be {"message": <index>, "parts": [...]}', path=path)
+    if not 0 <= message < len(req.messages) or req.messages[message].role != "assistant":
+        raise InvalidRequest("must name an assistant message", path=f"{path}.message")
+    return message, parts

@@ -93,7 +93,7 @@ DRAIN_MARGIN_S: Final = 2.0
 #: A connection's kernel send buffer (SO_SNDBUF; the kernel doubles it).
 DEFAULT_SEND_BUFFER_BYTES: Final = 128 * 1024
 #: The largest request head: HTTP/2's decoded header list (HPACK can inflate a few
-#: bytes on the wire into this much), HTTP/1.1's request line and headers. Issue 30:
+#: bytes on the wire into this much), HTTP/1.1's request line and headers. Bounded:
 #: granian's HTTP/2 default of 16 MiB per stream let 45 KB pin 79 MB.
 DEFAULT_MAX_HEADER_BYTES: Final = 16 * 1024
 #: hyper's least HTTP/1.1 buffer: it refuses a smaller one.
@@ -705,7 +705,7 @@ _UNKNOWN_FIELD: Final = re.compile(
 
 
 def _key_hint(text: str) -> str:
-    """msgspec's "unknown field" error plus the key that was meant (issue 25)."""
+    """msgspec's "unknown field" error plus the key that was meant."""
     m = _UNKNOWN_FIELD.match(text)
     if m is None:
         return text
@@ -725,7 +725,7 @@ MAX_CONFIG_BYTES: Final = 1 << 20
 
 def _decode_toml(path: str, raw: bytes) -> dict[str, Any]:
     """The TOML document in ``raw``; a ``ConfigError`` in words for what is not one
-    (issue 25: binary and deeply nested files gave tracebacks)."""
+    (binary and deeply nested files gave tracebacks)."""
     if len(raw) > MAX_CONFIG_BYTES:
         raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES} bytes: not a config file")
     try:

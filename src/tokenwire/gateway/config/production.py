@@ -105,7 +105,7 @@ class LimitsConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     #: Redis unreachable: serve (``true``) or refuse with 503 (``false``).
     fail_open: bool = True
     #: What a request without ``max_tokens`` reserves for its output at admission
-    #: (issue 30; a stream that passes it asks for more as it goes).
+    #: (a stream that passes it asks for more as it goes).
     reserve_tokens: int = 1024
 
 

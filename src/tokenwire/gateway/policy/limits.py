@@ -6,7 +6,7 @@ full minute's worth is allowed, then one request per ``60/rpm`` s);
 ``tokens_per_minute`` likewise for usage tokens (input + output). A request is
 admitted while the bucket is above zero. ``token_budget`` is a lifetime total.
 
-Tokens are never charged only at the end (issue 30: a client that hung up
+Tokens are never charged only at the end (a client that hung up
 before ``usage`` was never charged, and concurrent requests all passed one
 check). Three steps, each atomic:
 
@@ -80,11 +80,12 @@ class Limits(Protocol):
 
     async def check(self, key: KeyRecord) -> Decision | None:
         """``reserve(key, 0)``: ``None`` admits the request."""
-        ...
+        result = await self.reserve(key, 0)
+        return result if isinstance(result, Decision) else ALLOW
 
     async def charge(self, key: KeyRecord, tokens: int) -> None:
         """``settle(key, 0, tokens)``: charge tokens nothing reserved."""
-        ...
+        await self.settle(key, 0, tokens)
 
     async def start(self) -> None:
         """At the gateway's startup, before the first request."""
@@ -97,7 +98,7 @@ def _level(tokens: float, stamp: float, capacity: float, now: float) -> float:
     return min(capacity, tokens + max(0.0, now - stamp) * capacity / 60.0)
 
 
-class MemoryLimits:
+class MemoryLimits(Limits):
     """The counters of one process. ``clock`` is injectable for tests."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
@@ -155,13 +156,6 @@ class MemoryLimits:
             state[3] = now
         if key.budget is not None:
             state[4] = max(0.0, state[4] + delta)
-
-    async def check(self, key: KeyRecord) -> Decision | None:
-        result = await self.reserve(key, 0)
-        return result if isinstance(result, Decision) else ALLOW
-
-    async def charge(self, key: KeyRecord, tokens: int) -> None:
-        await self.settle(key, 0, tokens)
 
     async def start(self) -> None:
         pass
@@ -257,7 +251,7 @@ def _arg(value: float | int | None) -> str:
     return repr(float(value)) if value is not None else "0"
 
 
-class RedisLimits:
+class RedisLimits(Limits):
     """The counters in Redis (single server or Cluster), shared by every replica."""
 
     def __init__(
@@ -345,13 +339,6 @@ class RedisLimits:
             await self._settle(keys=[tok, budget], args=args)
         except Exception as exc:  # noqa: BLE001
             self._unavailable(type(exc).__name__)
-
-    async def check(self, key: KeyRecord) -> Decision | None:
-        result = await self.reserve(key, 0)
-        return result if isinstance(result, Decision) else ALLOW
-
-    async def charge(self, key: KeyRecord, tokens: int) -> None:
-        await self.settle(key, 0, tokens)
 
     async def aclose(self) -> None:
         close = getattr(self.client, "aclose", None) or self.client.close

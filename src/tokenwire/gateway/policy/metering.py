@@ -1,10 +1,10 @@
 """Tokens metered as they stream: a key's grant, taken at admission, used event by event.
 
-Issue 30: tokens were charged only when the upstream's ``usage`` arrived, so a
+Metered only at the end, tokens were charged only when the upstream's ``usage`` arrived, so a
 client that hung up first was never charged, and concurrent requests all
 passed one check before any of them was charged. Now:
 
-1. at admission (``production.Production.admit_request``) the request
+1. at admission (``production.Production.admit``) the request
    reserves its prompt (estimated, one token per 4 characters) plus its
    ``max_tokens`` or ``[limits] reserve_tokens``: ``Limits.reserve`` grants
    up to that, never past what the budget has left, and counts it as spent;
@@ -30,9 +30,10 @@ from typing import Any, Final
 
 from ... import events as ev
 from ...request import Request
-from ...server import Provider
+from ...server import Exchange, Provider
+from ...server.hooks import hooked
 from ...writer import estimate_tokens
-from ..context import current
+from ..context import RequestContext
 from .keys import KeyRecord
 from .limits import Decision, Limits
 
@@ -82,7 +83,7 @@ class Ledger:
         self.estimated = False
 
 
-class MeteredProvider:
+class MeteredProvider(Provider):
     """A model's provider, its output counted against the request's key (see module doc).
 
     ``admit(request)`` is the admission for a request that reached a provider
@@ -96,46 +97,54 @@ class MeteredProvider:
         inner: Provider,
         limits: Limits,
         spawn: Callable[[Awaitable[Any]], None],
-        admit: Callable[[Request], Awaitable[str | None]],
+        admit: Callable[[Request, RequestContext | None], Awaitable[str | None]],
     ) -> None:
-        self.inner = inner
+        self.inner = hooked(inner)
         self.limits = limits
         self.spawn = spawn
         self.admit = admit
 
-    def __getattr__(self, name: str) -> Any:
-        # check_request, name, deployments...: the wrapped provider's.
-        return getattr(self.inner, name)
+    def check_request(self, request: Request) -> None:
+        self.inner.check_request(request)
+
+    async def count_tokens(self, request: Request) -> int | None:
+        return await self.inner.count_tokens(request)
 
     def generate(self, request: Request) -> AsyncIterator[ev.Event]:
-        ctx = current()
+        return self.serve(request, None)
+
+    def serve(self, request: Request, exchange: Exchange | None) -> AsyncIterator[ev.Event]:
+        """The inner provider's stream, metered against the key of the request's context."""
+        ctx: RequestContext | None = exchange.context if exchange is not None else None
         if ctx is None or ctx.key is None:
-            return self.inner.generate(request)  # no key: nothing to meter
+            return self.inner.serve(request, exchange)  # no key: nothing to meter
         ledger: Ledger | None = ctx.ledger
         if ctx.admitted == request.model and ledger is None:
-            return self.inner.generate(request)  # admitted, and its key counts no tokens
-        return self._metered(request, ctx)
+            return self.inner.serve(request, exchange)  # admitted; its key counts no tokens
+        return self._metered(request, exchange, ctx)
 
-    async def _metered(self, request: Request, ctx: Any) -> AsyncIterator[ev.Event]:
+    async def _metered(
+        self, request: Request, exchange: Exchange | None, ctx: RequestContext
+    ) -> AsyncIterator[ev.Event]:
         ledger: Ledger | None = ctx.ledger
         if ctx.admitted != request.model or (ledger is not None and ledger.started):
             # Not admitted for this model, or a second stream on one admission: a
             # route that skipped the admission hook. Admit here (fail closed).
             ctx.admitted, ctx.ledger = None, None
-            refused = await self.admit(request)
+            refused = await self.admit(request, ctx)
             if refused is not None:
                 yield ev.ErrorEvent(v=ev.VERSION, seq=0, code="rate_limited", message=refused)
                 return
             ledger = ctx.ledger
             if ledger is None:
-                async for event in self.inner.generate(request):
+                async for event in self.inner.serve(request, exchange):
                     yield event
                 return
         assert ledger is not None
         ledger.started = True
         usage: ev.Usage | None = None
         limits, key = self.limits, ledger.key
-        iterator = self.inner.generate(request)
+        iterator = self.inner.serve(request, exchange)
         try:
             async for event in iterator:
                 cost = event_tokens(event)

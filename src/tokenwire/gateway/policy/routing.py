@@ -43,9 +43,10 @@ import msgspec
 from ... import events as ev
 from ...errors import TokenwireError
 from ...request import Request
-from ...server import Provider
+from ...server import Exchange, Provider
 from ...server.asgi import classify_exception
-from ..context import Attempt, current
+from ...server.hooks import hooked
+from ..context import Attempt, RequestContext
 
 __all__ = ["CircuitBreaker", "Deployment", "RetryPolicy", "RoutedProvider"]
 
@@ -148,7 +149,7 @@ class Deployment:
         breaker: CircuitBreaker | None = None,
     ) -> None:
         self.label = label
-        self.provider = provider
+        self.provider = hooked(provider)
         self.weight = weight
         self.breaker = breaker if breaker is not None else CircuitBreaker()
 
@@ -190,7 +191,7 @@ class _Unsettled:
         self.code = code
 
 
-class RoutedProvider:
+class RoutedProvider(Provider):
     """The provider of one model name: its deployments, then its fallbacks' (see module doc).
 
     ``fallbacks`` are the ``RoutedProvider`` of each fallback model, in order
@@ -233,8 +234,14 @@ class RoutedProvider:
             return fresh[0]
         return self.rng.choices(fresh, weights=[d.weight for d in fresh])[0]
 
-    def _record(self, model: str, deployment: Deployment, outcome: str, code: str | None) -> None:
-        ctx = current()
+    def _record(
+        self,
+        model: str,
+        deployment: Deployment,
+        outcome: str,
+        code: str | None,
+        ctx: RequestContext | None,
+    ) -> None:
         if ctx is not None:
             ctx.attempts.append(Attempt(model, deployment.label, outcome, code))
             if outcome == "ok":
@@ -246,12 +253,16 @@ class RoutedProvider:
         """What the deployments refuse before any stream starts (``Provider`` in server/hooks.py):
         raises ``InvalidRequest`` when one of them says it will never serve ``request``."""
         for deployment in self.deployments:
-            check = getattr(deployment.provider, "check_request", None)
-            if check is not None:
-                check(request)
+            deployment.provider.check_request(request)
 
-    async def generate(self, request: Request) -> AsyncIterator[ev.Event]:
+    def generate(self, request: Request) -> AsyncIterator[ev.Event]:
         """Stream from the first deployment that produces a token (see module doc)."""
+        return self.serve(request, None)
+
+    async def serve(self, request: Request, exchange: Exchange | None) -> AsyncIterator[ev.Event]:
+        """``generate`` for one request of the endpoint: each attempt is recorded in
+        the request's context, and each deployment serves the same ``exchange``."""
+        ctx: RequestContext | None = exchange.context if exchange is not None else None
         drain = self.drain
         task = asyncio.current_task() if drain is not None else None
         if drain is not None and task is not None:
@@ -273,17 +284,17 @@ class RoutedProvider:
                         break  # every breaker is open: on to the next fallback
                     if unsettled is not None:
                         # Another attempt follows the last failure: that one was retried.
-                        self._settle(unsettled, "retry")
+                        self._settle(unsettled, "retry", ctx)
                         unsettled = None
                     if attempt:
                         delay = route.policy.delay(attempt, self.rng)
                         if delay > 0:
                             await self.sleep(delay)  # type: ignore[misc]
                     tried = tried | {id(deployment)}
-                    iterator = deployment.provider.generate(routed)
+                    iterator = deployment.provider.serve(routed, exchange)
                     try:
                         try:
-                            first = await self._first(label, deployment, iterator)
+                            first = await self._first(label, deployment, iterator, ctx)
                         except _Failed as failed:
                             last = failed.error
                             if not failed.retry:
@@ -304,11 +315,12 @@ class RoutedProvider:
                                 elif cls is ev.ErrorEvent:
                                     deployment.breaker.failure()
                                     code = cast(ev.ErrorEvent, event).code
-                                    self._record(label, deployment, "failed", code)
+                                    self._record(label, deployment, "failed", code, ctx)
                                 yield event
                         except Exception as exc:
                             deployment.breaker.failure()
-                            self._record(label, deployment, "failed", classify_exception(exc)[0])
+                            code = classify_exception(exc)[0]
+                            self._record(label, deployment, "failed", code, ctx)
                             raise
                         finally:
                             if usage is not None and self.on_usage is not None:
@@ -319,7 +331,7 @@ class RoutedProvider:
                         if aclose is not None:
                             await aclose()
             if unsettled is not None:
-                self._settle(unsettled, "error")  # nothing followed it: not a retry
+                self._settle(unsettled, "error", ctx)  # nothing followed it: not a retry
                 unsettled = None
             yield (
                 last
@@ -336,15 +348,19 @@ class RoutedProvider:
             yield _error("overloaded", "the gateway is shutting down; retry on another replica")
         finally:
             if unsettled is not None:
-                self._settle(unsettled, "error")  # the client left (or a drain cut) first
+                self._settle(unsettled, "error", ctx)  # the client left (or a drain cut) first
             if drain is not None and task is not None:
                 drain.untrack(task)
 
-    def _settle(self, failure: _Unsettled, outcome: str) -> None:
-        self._record(failure.model, failure.deployment, outcome, failure.code)
+    def _settle(self, failure: _Unsettled, outcome: str, ctx: RequestContext | None) -> None:
+        self._record(failure.model, failure.deployment, outcome, failure.code, ctx)
 
     async def _first(
-        self, model: str, deployment: Deployment, iterator: AsyncIterator[ev.Event]
+        self,
+        model: str,
+        deployment: Deployment,
+        iterator: AsyncIterator[ev.Event],
+        ctx: RequestContext | None,
     ) -> ev.Event | None:
         """The stream's first event (``None``: it ended empty); ``_Failed`` before it."""
         try:
@@ -359,10 +375,10 @@ class RoutedProvider:
                         deployment.breaker.failure()  # logged by the caller (_Unsettled)
                     else:
                         deployment.breaker.success()
-                        self._record(model, deployment, "refused", event.code)
+                        self._record(model, deployment, "refused", event.code, ctx)
                     raise _Failed(event, retry)
                 deployment.breaker.success()
-                self._record(model, deployment, "ok", None)
+                self._record(model, deployment, "ok", None, ctx)
                 return event
         except _Failed:
             raise
@@ -374,5 +390,5 @@ class RoutedProvider:
             code, message = classify_exception(exc)
             raise _Failed(_error(code, message), True) from exc  # logged by the caller
         deployment.breaker.success()
-        self._record(model, deployment, "ok", None)
+        self._record(model, deployment, "ok", None, ctx)
         return None

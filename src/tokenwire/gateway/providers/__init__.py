@@ -16,7 +16,7 @@ Modules: ``http`` (``HTTPProvider``, ``UpstreamClients``; the error-mapping tabl
 ``signalr``, ``connect``, ``demo``, ``plugin`` (``load_factory``), ``_options``
 (option checks the binding providers share), ``passthrough`` and
 ``passthrough_request`` (same-vendor passthrough: the client's body and the
-upstream's bytes, issue 23).
+upstream's bytes).
 
 May import: the core, ``tokenwire.translate``, ``tokenwire.server``, and of the
 gateway ``config``, ``context``, ``telemetry`` and ``upstream``; never ``policy``,
@@ -34,6 +34,7 @@ from typing import Any, Final
 
 from ... import translate
 from ...server import Provider
+from ...server.hooks import hooked
 from ...translate import Transport, VendorFormat, status_error
 from ..config import Config, ModelConfig
 from .demo import DemoModel
@@ -125,9 +126,9 @@ def build_provider(model: ModelConfig, clients: UpstreamClients) -> Provider:
             provider = factory(**model.options)
         except Exception as exc:
             raise ValueError(f"{model.factory!r} failed: {exc!r}") from exc
-        if not isinstance(provider, Provider):
+        if not callable(getattr(provider, "generate", None)):
             raise ValueError(f"{model.factory!r} did not return a provider (no generate method)")
-        return provider
+        return hooked(provider)  # a plugin may have generate only: the other hooks' defaults
     if model.provider in translate.registry:
         fmt = translate.get(model.provider)
         return PROVIDERS_BY_TRANSPORT[fmt.transport](model, clients, fmt)

@@ -40,6 +40,7 @@ import msgspec
 
 from ... import events as ev
 from ...request import Request
+from ...server.hooks import Provider
 from ...translate import VendorFormat, connect
 from ._options import (
     check_known,
@@ -78,7 +79,7 @@ OPTIONS: Final = frozenset(
 _MAX_ERROR_BODY: Final = 64 * 1024
 
 
-class ConnectProvider:
+class ConnectProvider(Provider):
     """Serve a model from a Connect upstream; ``generate`` yields standard events.
 
     Raises ``ValueError`` for a missing ``base_url``, an unknown option, codec

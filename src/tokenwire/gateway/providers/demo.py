@@ -45,6 +45,7 @@ import msgspec
 from ... import events as ev
 from ...errors import InvalidRequest
 from ...request import Message, Request, Tool
+from ...server.hooks import Provider
 
 __all__ = [
     "DEFAULT_TOKENS",
@@ -724,7 +725,7 @@ def _delay_ms(request: Request, default: float) -> float:
     return min(max(float(value), 0.0), MAX_DELAY_MS)
 
 
-class DemoModel:
+class DemoModel(Provider):
     """The ``demo`` provider: streams ``plan_reply(request)``, lazily.
 
     ``delay_ms`` paces every event (a request's ``"tokenwire:demo":

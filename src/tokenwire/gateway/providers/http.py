@@ -15,41 +15,37 @@ a malformed response
 
 The providers share their connections (``UpstreamClients``): the HTTP/1.1
 pool, and httpx only when a ``http = "2"`` model needs it (imported then).
+Either is reached through one ``transport.Transport``, and one loop streams
+the answer: the translated request's and the same-vendor passthrough's
+(``passthrough.Offer`` taps the loop for the upstream's bytes).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING, Any
 
 from ... import events as ev
 from ... import request as rq
 from ... import translate
 from ...request import Request, echo
+from ...server import Exchange, Provider
+from ...server.hooks import CountRefused
 from ...translate import VendorFormat
 from ...translate._aggregate import GATEWAY_REFUSES
 from ..upstream import Pool, UpstreamError
-from . import _wire, passthrough
+from ._wire import IDENTITY, report_unknown, trace_headers
+from .passthrough import Offer
+from .transport import MAX_ERROR_BODY, HTTPXTransport, PoolTransport, Transport
 
 if TYPE_CHECKING:
     import httpx
 
 __all__ = ["HTTPProvider", "UpstreamClients", "new_client"]
 
-# The shared wire pieces under the names this module always used (tests patch some).
-MAX_ERROR_BODY = _wire.MAX_ERROR_BODY
 #: The largest compaction answer read (its encrypted summary of a long conversation).
 MAX_COMPACTION_BODY = 32 << 20
-_DRAIN_BYTES = _wire.DRAIN_BYTES
-_DRAIN_S = _wire.DRAIN_S
-_IDENTITY = _wire.IDENTITY
-_read_bounded = _wire.read_bounded
-_trace_headers = _wire.trace_headers
-_report_unknown = _wire.report_unknown
-_finish_body = _wire.finish_body
 
 _log = logging.getLogger("tokenwire.gateway")
 
@@ -121,7 +117,7 @@ class UpstreamClients:
                 await self._httpx.aclose()
 
 
-class HTTPProvider:
+class HTTPProvider(Provider):
     """A vendor upstream over HTTP + SSE: standard request -> vendor HTTP request -> events.
 
     ``vendor`` is the ``VendorFormat`` (or its name in ``translate.registry``)
@@ -172,6 +168,20 @@ class HTTPProvider:
         self.reasoning = reasoning
         self.send_reasoning = send_reasoning
         self.missing_key = missing_key
+        self.transport: Transport
+        if self.pool is not None:
+            self.transport = PoolTransport(
+                self.pool, read_timeout=timeout_s, connect_timeout=connect_timeout_s
+            )
+        else:
+            assert client is not None
+            import httpx
+
+            self.transport = HTTPXTransport(
+                client,
+                timeout
+                or httpx.Timeout(timeout_s, connect=connect_timeout_s, pool=connect_timeout_s),
+            )
 
     def _options(self) -> dict[str, Any]:
         options: dict[str, Any] = {"base_url": self.base_url, "api_key": self.api_key}
@@ -181,18 +191,38 @@ class HTTPProvider:
             options["send_reasoning"] = True  # only the openai builder takes it (config check)
         return options
 
-    async def generate(self, request: Request) -> AsyncIterator[ev.Event]:
+    def generate(self, request: Request) -> AsyncGenerator[ev.Event, None]:
         """Stream the upstream's answer to ``request`` as standard events."""
+        return self.serve(request, None)
+
+    async def serve(
+        self, request: Request, exchange: Exchange | None
+    ) -> AsyncGenerator[ev.Event, None]:
+        """``generate`` for one request of the endpoint: the trace context of its
+        ``exchange`` goes upstream, and its passthrough offer, when it has one for
+        this format, sends the client's own body and taps the upstream's bytes."""
         if self.missing_key is not None:
             yield _error("internal_error", missing_key_message(request.model, self.missing_key))
             return
         fmt = self.format
-        offer = passthrough.current(fmt.name)
-        if offer is not None:  # the client's own body and stream (providers/passthrough.py)
-            async for event in passthrough.generate(self, request, offer):
-                yield event
-            return
-        vendor_request = fmt.build_request(request, **self._options())
+        built = fmt.build_request(request, **self._options())
+        headers, body = built.headers, built.body
+        offer: Offer | None = None
+        trace: dict[str, str] = {}
+        if exchange is not None:
+            trace = trace_headers(exchange.context)
+            offer = exchange.offer
+            if offer is not None and offer.format == fmt.name:
+                # passthrough.py: the URL and credentials are the format's; the
+                # body and the vendor's protocol headers are the client's.
+                offer.attempt()
+                # A forwarded x- header never replaces one the format set itself.
+                forwarded = offer.headers.items()
+                headers |= {k: v for k, v in forwarded if k not in headers or k[:2] != "x-"}
+                body = offer.body_for(self.upstream_model or request.model)
+            else:
+                offer = None
+        headers = {**headers, **IDENTITY, **trace}
         # docs/extensions.md: reasoning is carried when asked for, or when the
         # request enabled it at the vendor (the format knows how it says so).
         reasoning = self.reasoning or fmt.wants_reasoning(request)
@@ -202,96 +232,79 @@ class HTTPProvider:
         # docs/extensions.md: tool-call argument deltas, for live UIs, when asked for.
         translator.tool_deltas = request.extension("tokenwire:tool_deltas") is True
         try:
-            pool = self.pool
-            if pool is None:
-                async for event in self._over_httpx(vendor_request, translator):
-                    yield event
-                return
-            # The HTTP/1.1 path, inline: each event passes one generator, not two.
-            fmt = self.format
-            headers = {**vendor_request.headers, **_IDENTITY, **_trace_headers()}
-            try:
-                async with pool.stream(
-                    vendor_request.method,
-                    vendor_request.url,
-                    headers,
-                    vendor_request.body,
-                    read_timeout=self.timeout_s,
-                    connect_timeout=self.connect_timeout_s,
-                    pool_timeout=self.connect_timeout_s,
-                ) as response:
-                    if response.status >= 300:
-                        body = await response.read_bounded(MAX_ERROR_BODY)
-                        yield _error(*fmt.http_error(response.status, body), response.status)
-                        return
-                    encoding = response.header("content-encoding")
-                    if encoding not in (None, "identity"):
-                        # We asked for identity; a compressed body cannot be fed as is.
-                        message = (
-                            "upstream connection failed (RemoteProtocolError: a "
-                            f"{encoding[:20]!r} body, though identity was asked for)"
-                        )
-                        for event in translator.fail("internal_error", message):
+            async with self.transport.stream(built.method, built.url, headers, body) as response:
+                status = response.status
+                if status >= 300:
+                    data = await response.read_bounded(MAX_ERROR_BODY)
+                    if offer is not None:
+                        offer.answer(status, data, response.header)
+                    yield _error(*fmt.http_error(status, data), status)
+                    return
+                read, feed = response.read, translator.feed
+                push = offer.push if offer is not None else None
+                if offer is not None:
+                    offer.reading()
+                try:
+                    # The body pieces received since the last read: one (the usual
+                    # case) as is; several joined into one, which the translator
+                    # feeds for less than one feed each (bench/RESULTS.md, "##
+                    # upstream": ~1.7x less per event at 4 events a read, ~2.2x at 16).
+                    while pieces := await read():
+                        data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+                        if push is not None:
+                            push(data)  # kept before it is parsed: the events carry it out
+                        for event in feed(data):
                             yield event
-                        return
-                    read = response.read
-                    feed = translator.feed
-                    try:
-                        # The body pieces httptools cut from the socket's reads since
-                        # the last call: one piece (the usual case) is fed as is; several
-                        # are joined into one feed, which costs less than a feed each
-                        # (bench/RESULTS.md, "## upstream": ~1.7x less per event at 4
-                        # events a read, ~2.2x at 16).
-                        while pieces := await read():
-                            data = pieces[0] if len(pieces) == 1 else b"".join(pieces)
-                            for event in feed(data):
-                                yield event
-                    finally:
-                        if translator.done:
-                            # The server stops at stream.end, before the body's own
-                            # end; read that (it is normally already here) so the
-                            # connection goes back to the pool.
-                            await response.drain(_DRAIN_BYTES, _DRAIN_S)
-                for event in translator.close():
+                finally:
+                    if offer is not None:
+                        offer.stopped(ended=translator.done)
+                    if translator.done:
+                        # The server stops at stream.end, before the body's own
+                        # end; read that (it is normally already here) so the
+                        # connection goes back to the pool.
+                        await response.finish()
+            for event in translator.close():
+                yield event
+        except UpstreamError as exc:
+            if exc.timeout:
+                message = f"the upstream did not answer in time ({exc.phase} timeout)"
+                for event in translator.fail("overloaded", message):
                     yield event
-            except UpstreamError as exc:
-                if exc.timeout:
-                    message = f"the upstream did not answer in time ({exc.phase} timeout)"
-                    for event in translator.fail("overloaded", message):
-                        yield event
-                else:
-                    # A reset or a cut mid-body: the message names the failure, never the URL.
-                    # The translator ends the stream, so the vendor's usage so far is kept.
-                    message = f"upstream connection failed ({exc.reason})"
-                    for event in translator.fail("internal_error", message):
-                        yield event
-            except ValueError as exc:  # a URL or header the client cannot send
-                message = f"upstream request not sent ({exc})"
+            else:
+                # A reset or a cut mid-body: the message names the failure, never the URL.
+                # The translator ends the stream, so the vendor's usage so far is kept.
+                message = f"upstream connection failed ({exc.reason})"
                 for event in translator.fail("internal_error", message):
                     yield event
+        except ValueError as exc:  # a URL or header the client cannot send
+            message = f"upstream request not sent ({exc})"
+            for event in translator.fail("internal_error", message):
+                yield event
         finally:
-            _report_unknown(self.vendor, request, translator)
+            report_unknown(self.vendor, request, translator)
 
-    async def count_tokens(self, request: Request) -> tuple[int, bytes] | None:
-        """The upstream's own token count for ``request`` (issue 23): the counting
-        endpoint's ``(status, body)``, or ``None`` when the vendor has none.
-
-        Raises ``InvalidRequest`` as ``build_request`` does, and ``UpstreamError``
-        (or httpx's errors on the HTTP/2 path) when the upstream cannot be reached.
-        """
+    async def count_tokens(self, request: Request) -> int | None:
+        """The upstream's own count of ``request``'s input tokens (its counting
+        endpoint), or ``None`` when the vendor has none. Raises as
+        ``Provider.count_tokens`` says (``UpstreamError`` when unreachable)."""
         count = self.format.count
         if count is None or self.missing_key is not None:
             return None
         vendor_request = count.request(self.format.build_request(request, **self._options()))
-        return await self._post_whole(
-            vendor_request.url, vendor_request.headers, vendor_request.body, MAX_ERROR_BODY
-        )
+        headers = {**vendor_request.headers, **IDENTITY}
+        async with self.transport.stream(
+            "POST", vendor_request.url, headers, vendor_request.body
+        ) as response:
+            status, body = response.status, await response.read_bounded(MAX_ERROR_BODY)
+        if status >= 300:
+            raise CountRefused(status, *self.format.http_error(status, body))
+        return count.result(body)
 
     async def compact(self, body: bytes) -> tuple[int, bytes] | None:
         """Forward a Responses compaction (``POST /v1/responses/compact``): ``body`` as the
         client sent it (its model already renamed) to this upstream's compaction
         endpoint; its ``(status, body)``, or ``None`` when the upstream has none (only an
-        OpenAI Responses upstream compacts). Raises as ``count_tokens`` does.
+        OpenAI Responses upstream compacts). Raises ``UpstreamError`` when unreachable.
         """
         if self.format.name != "openai-responses" or self.missing_key is not None:
             return None
@@ -299,104 +312,6 @@ class HTTPProvider:
         probe = rq.build(model=self.upstream_model or "model", messages="compact")
         built = self.format.build_request(probe, **self._options())
         url = built.url.split("?", 1)[0] + "/compact"
-        return await self._post_whole(url, built.headers, body, MAX_COMPACTION_BODY)
-
-    async def _post_whole(
-        self, url: str, headers: Mapping[str, str], body: bytes, limit: int
-    ) -> tuple[int, bytes]:
-        """POST ``body`` and read the whole answer (at most ``limit`` bytes)."""
-        headers = {**headers, **_IDENTITY, **_trace_headers()}
-        if self.pool is None:
-            assert self.client is not None
-            answer = await self.client.post(
-                url, headers=headers, content=body, timeout=self.timeout_s
-            )
-            return answer.status_code, answer.content[:limit]
-        async with self.pool.stream(
-            "POST",
-            url,
-            headers,
-            body,
-            read_timeout=self.timeout_s,
-            connect_timeout=self.connect_timeout_s,
-            pool_timeout=self.connect_timeout_s,
-        ) as response:
-            return response.status, await response.read_bounded(limit)
-
-    async def _over_httpx(self, vendor_request: Any, translator: Any) -> AsyncIterator[ev.Event]:
-        import httpx
-
-        assert self.client is not None
-        fmt = self.format
-        timeout = self.timeout
-        if timeout is None:
-            timeout = httpx.Timeout(
-                self.timeout_s, connect=self.connect_timeout_s, pool=self.connect_timeout_s
-            )
-        try:
-            async with self.client.stream(
-                vendor_request.method,
-                vendor_request.url,
-                headers={**vendor_request.headers, **_IDENTITY},
-                content=vendor_request.body,
-                timeout=timeout,
-            ) as response:
-                if response.status_code >= 300:
-                    body = await _read_bounded(response, MAX_ERROR_BODY)
-                    yield _error(*fmt.http_error(response.status_code, body), response.status_code)
-                    return
-                # An uncompressed body (we ask for one) skips httpx's decoder layer.
-                compressed = "content-encoding" in response.headers
-                chunks = response.aiter_bytes() if compressed else response.aiter_raw()
-                feed = translator.feed
-                try:
-                    async for chunk in chunks:
-                        for event in feed(chunk):
-                            yield event
-                finally:
-                    if translator.done:
-                        await _finish_body(chunks)
-            for event in translator.close():
-                yield event
-        except httpx.TimeoutException as exc:
-            phase = type(exc).__name__.removesuffix("Timeout").lower() or "request"
-            message = f"the upstream did not answer in time ({phase} timeout)"
-            for event in translator.fail("overloaded", message):
-                yield event
-        except httpx.HTTPError as exc:
-            # A reset or a cut mid-body: the message names the failure, never the URL.
-            # The translator ends the stream, so the vendor's usage so far is kept.
-            message = f"upstream connection failed ({type(exc).__name__})"
-            for event in translator.fail("internal_error", message):
-                yield event
-        except asyncio.CancelledError:
-            # The client hung up. Cancelled between connecting and sending, the
-            # request leaves its new connection in the pool, never reused nor
-            # closed (httpcore 1.0.9, encode/httpcore#1093): reclaim it.
-            await _reclaim_orphaned_connections(self.client)
-            raise
-
-
-async def _reclaim_orphaned_connections(client: httpx.AsyncClient) -> None:
-    """Close pool connections that are in use by no request and can never be reused.
-
-    A connection that no pending request owns and that is neither idle nor
-    closed is an orphan of a cancelled request; httpcore's pool would keep it
-    (and its socket) forever, and enough of them exhaust ``max_connections``.
-    Reads the pool's private state, so any surprise there makes this a no-op.
-    """
-    pool: Any = getattr(getattr(client, "_transport", None), "_pool", None)
-    try:
-        owned = {id(r.connection) for r in pool._requests if r.connection is not None}
-        orphans = [
-            c
-            for c in pool._connections
-            if id(c) not in owned and not c.is_idle() and not c.is_closed()
-        ]
-        for connection in orphans:
-            pool._connections.remove(connection)
-    except Exception:
-        return
-    for connection in orphans:
-        with contextlib.suppress(Exception):
-            await asyncio.shield(connection.aclose())
+        headers = {**built.headers, **IDENTITY}
+        async with self.transport.stream("POST", url, headers, body) as response:
+            return response.status, await response.read_bounded(MAX_COMPACTION_BODY)

@@ -40,6 +40,7 @@ from websockets.protocol import State
 from ... import events as ev
 from ...errors import TokenwireError
 from ...request import Request
+from ...server.hooks import Provider
 from ...translate import VendorFormat, signalr
 from ._options import (
     check_known,
@@ -101,7 +102,7 @@ def _ws_url(url: str) -> str:
     return url
 
 
-class SignalRProvider:
+class SignalRProvider(Provider):
     """Serve a model from a SignalR hub; ``generate`` yields standard events.
 
     Raises ``ValueError`` for a missing ``hub_url``, an unknown option or mapping.

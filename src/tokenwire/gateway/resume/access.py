@@ -10,7 +10,7 @@ other ``Authorization`` value as it is. The store keeps digests
 only, never the token or the credential (docs/scaling.md "Security"). Pure
 functions.
 
-Each credential has its own ``request_id`` namespace (``scoped``, issue 30):
+Each credential has its own ``request_id`` namespace (``scoped``):
 the store keeps a stream under its creator's credential digest and the
 client's id, so a POST, a resume or a cancel finds only the caller's own
 streams, and another tenant's use of the same id changes nothing in the

@@ -14,7 +14,7 @@ carries the prompt (the request's messages), the completion (the streamed
 text and tool calls) and full error messages. Collecting the completion costs
 a little per event, so it only happens then.
 
-Bounded (issue 30): every string a request can choose (the ``route``/path,
+Bounded: every string a request can choose (the ``route``/path,
 ``model``, ``request_id``, ``error_path``, ``format``...) is cut to
 ``MAX_FIELD_CHARS`` characters, ending in ``…`` and the count cut
 (``bounded``), so a 100 KB ``request_id`` or a 60 KB path writes at most a

@@ -29,6 +29,7 @@ from .errors import (
     VENDOR_STOP_REASONS,
     error_body,
     error_code,
+    error_frame,
     http_error,
     stop_reason,
 )
@@ -76,6 +77,7 @@ __all__ = [
     "aggregate_ingress",
     "build_request",
     "error_body",
+    "error_frame",
     "error_code",
     "http_error",
     "parse_ingress",
@@ -100,6 +102,7 @@ FORMAT = VendorFormat(
         parse=parse_ingress,
         aggregate=aggregate_ingress,
         error_body=error_body,
+        error_frame=error_frame,
     ),
     fake="tokenwire.testing.anthropic",
     count=COUNT,

@@ -1,4 +1,4 @@
-"""A whole Anthropic ``message`` from standard events (issue 23): ``EventEncoder``, inverted.
+"""A whole Anthropic ``message`` from standard events: ``EventEncoder``, inverted.
 
 The events go through the ingress's ``EventEncoder`` and its Messages events
 are accumulated as the anthropic SDK's ``accumulate_event`` does:
@@ -32,6 +32,8 @@ class MessageAggregator(_aggregate.FrameAggregator):
     def __init__(self, *, model: str, id: str | None = None) -> None:
         encoder = EventEncoder(model=model, id=id)
         super().__init__(encoder.encode)
+        # Anthropic's message object; the fake upstream writes its own
+        # (testing/anthropic.py) on purpose, as an oracle apart from this code.
         self._message: dict[str, Any] = {
             "id": encoder.id,
             "type": "message",

@@ -1,8 +1,9 @@
-"""Anthropic's ``POST /v1/messages/count_tokens`` (issue 23)."""
+"""Anthropic's ``POST /v1/messages/count_tokens``."""
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
 
 from .._base import VendorRequest
 from .._contract import TokenCount
@@ -22,4 +23,14 @@ def _request(request: VendorRequest) -> VendorRequest:
     return count_request(request, url, keep=_FIELDS)
 
 
-COUNT: Final = TokenCount(request=_request, result=lambda body: count_field(body, "input_tokens"))
+def _generation_body(body: dict[str, Any], _params: Mapping[str, str]) -> dict[str, Any]:
+    body.setdefault("max_tokens", 1)  # count_tokens bodies have none; Messages needs one
+    return body
+
+
+COUNT: Final = TokenCount(
+    request=_request,
+    result=lambda body: count_field(body, "input_tokens"),
+    answer=lambda n: {"input_tokens": n},
+    generation_body=_generation_body,
+)

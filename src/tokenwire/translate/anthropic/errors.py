@@ -107,7 +107,7 @@ def http_error(status: int, body: bytes) -> tuple[str, str]:
     return code, f"anthropic answered HTTP {status}"
 
 
-# --- Whole answers and refusals in Anthropic's error shape (issue 23) -------------
+# --- Whole answers and refusals in Anthropic's error shape -------------
 
 #: HTTP status -> Anthropic error ``type`` (the anthropic SDK picks its exception
 #: by status: 404 ``NotFoundError``, 413 ``RequestTooLargeError``, 529 ``OverloadedError``...).
@@ -130,6 +130,12 @@ STATUS_TYPES: Final[dict[int, str]] = {
 
 #: §5.3.6 code -> status, where Anthropic's differs from the common one.
 _CODE_STATUS: Final = {"overloaded": 529}
+
+
+def error_frame(code: str, message: str, seq: int = 0) -> bytes:
+    """An in-stream ``error`` event as Anthropic sends it, for the §5.3.6 ``code``."""
+    error = {"type": ERROR_TYPES.get(code, "api_error"), "message": message}
+    return b"event: error\ndata: %s\n\n" % msgspec.json.encode({"type": "error", "error": error})
 
 
 def error_body(status: int, code: str, message: str, path: str | None = None) -> bytes:

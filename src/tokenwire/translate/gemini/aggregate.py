@@ -1,4 +1,4 @@
-"""A whole ``GenerateContentResponse`` from standard events (issue 23): ``EventEncoder``, inverted.
+"""A whole ``GenerateContentResponse`` from standard events: ``EventEncoder``, inverted.
 
 The events go through the ingress's ``EventEncoder`` and its ``alt=sse``
 chunks are merged as Gemini's own non-streaming answer reads: per candidate

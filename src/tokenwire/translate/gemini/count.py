@@ -1,4 +1,4 @@
-"""Gemini's ``POST /v1beta/models/{model}:countTokens`` (issue 23).
+"""Gemini's ``POST /v1beta/models/{model}:countTokens``.
 
 The whole ``GenerateContentRequest`` is counted (system instruction and
 tools included): it travels as ``generateContentRequest``, with its
@@ -7,7 +7,8 @@ tools included): it travels as ``generateContentRequest``, with its
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
 
 from .._base import VendorRequest
 from .._contract import TokenCount
@@ -28,4 +29,17 @@ def _request(request: VendorRequest) -> VendorRequest:
     )
 
 
-COUNT: Final = TokenCount(request=_request, result=lambda body: count_field(body, "totalTokens"))
+def _generation_body(body: dict[str, Any], params: Mapping[str, str]) -> dict[str, Any]:
+    inner = body.get("generateContentRequest")
+    if isinstance(inner, dict):
+        body = inner  # the whole request form (its model is the path's)
+    body["model"] = params.get("model", body.get("model"))
+    return body
+
+
+COUNT: Final = TokenCount(
+    request=_request,
+    result=lambda body: count_field(body, "totalTokens"),
+    answer=lambda n: {"totalTokens": n},
+    generation_body=_generation_body,
+)

@@ -167,7 +167,7 @@ def http_error(status: int, body: bytes) -> tuple[str, str]:
     return code, f"{message}: {err.message}" if err.message else message
 
 
-# --- Whole answers and refusals in Google's error shape (issue 23) ----------------
+# --- Whole answers and refusals in Google's error shape ----------------
 
 
 def error_body(status: int, code: str, message: str, path: str | None = None) -> bytes:

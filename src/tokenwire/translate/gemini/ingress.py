@@ -401,7 +401,7 @@ _FINISH: Final = {"max_tokens": "MAX_TOKENS", "content_filter": "SAFETY"}
 
 class EventEncoder:
     """Standard events -> Gemini ``alt=sse`` chunks, event by event (candidate 0, or the
-    candidate a ``tokenwire:choice`` mark puts a block on: issue 23, ``candidateCount``).
+    candidate a ``tokenwire:choice`` mark puts a block on: ``candidateCount``).
 
     Text and reasoning deltas are parts of their own chunk (``thought: true``
     for reasoning); a ``tool.call`` is a ``functionCall`` part, held until the
@@ -430,7 +430,7 @@ class EventEncoder:
         self._supports: list[dict[str, Any]] = []
         self._sources: list[dict[str, Any]] = []
         self._finish_error: str | None = None
-        #: Block -> its candidate, for candidates > 0 (``tokenwire:choice``, issue 23).
+        #: Block -> its candidate, for candidates > 0 (``tokenwire:choice``).
         self._choice_of: dict[int, int] = {}
         self._candidates: dict[int, str | None] = {}  # candidate > 0 -> its stop reason
 

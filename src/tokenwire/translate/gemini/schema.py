@@ -1,4 +1,4 @@
-"""Gemini's own schema form (``types.Schema``, an OpenAPI 3.0 subset) -> JSON Schema (issue 23).
+"""Gemini's own schema form (``types.Schema``, an OpenAPI 3.0 subset) -> JSON Schema.
 
 google-genai sends a function's ``parameters`` in that form: upper-case
 ``type`` names (``OBJECT``, ``STRING``...), ``nullable``, ``propertyOrdering``.

@@ -25,6 +25,7 @@ from .errors import (
     STOP_TO_FINISH,
     error_body,
     error_code,
+    error_frame,
     http_error,
 )
 from .ingress import ChunkEncoder, parse_ingress, request_from_vendor
@@ -52,6 +53,7 @@ __all__ = [
     "aggregate_ingress",
     "build_request",
     "error_body",
+    "error_frame",
     "error_code",
     "http_error",
     "http_headers",
@@ -78,6 +80,7 @@ FORMAT = VendorFormat(
         parse=parse_ingress,
         aggregate=aggregate_ingress,
         error_body=error_body,
+        error_frame=error_frame,
     ),
     fake="tokenwire.testing.openai",
 )

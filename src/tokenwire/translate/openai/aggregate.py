@@ -1,4 +1,4 @@
-"""A whole ``chat.completion`` from standard events (issue 23): ``ChunkEncoder``, inverted.
+"""A whole ``chat.completion`` from standard events: ``ChunkEncoder``, inverted.
 
 The events go through the ingress's ``ChunkEncoder`` (with the usage chunk),
 and its ``chat.completion.chunk`` frames are accumulated as the openai SDK's

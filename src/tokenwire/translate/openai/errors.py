@@ -146,7 +146,7 @@ def http_error(status: int, body: bytes) -> tuple[str, str]:
     return code, f"{message}: {emsg}" if emsg else message
 
 
-# --- Whole answers and refusals in OpenAI's error shape (issue 23) ----------------
+# --- Whole answers and refusals in OpenAI's error shape ----------------
 
 #: HTTP status -> OpenAI error ``type`` (the openai SDK picks its exception by status).
 _STATUS_TYPES: Final[dict[int, str]] = {
@@ -161,17 +161,35 @@ _STATUS_TYPES: Final[dict[int, str]] = {
 }
 
 
+#: The standard's code -> OpenAI's own, where OpenAI names it differently
+#: (the openai SDK's users read ``exc.code``: a bad key is ``invalid_api_key``).
+_OWN_CODES: Final[dict[str, str]] = {
+    "unauthorized": "invalid_api_key",
+    "rate_limited": "rate_limit_exceeded",
+    "overloaded": "service_unavailable",
+}
+
+
 def error_body(status: int, code: str, message: str, path: str | None = None) -> bytes:
-    """An error answered before any stream (bad body, unknown model...), as OpenAI writes it:
-    ``{"error": {"message", "type", "param", "code"}}``."""
+    """An error answered before any stream (bad body, unknown model, a refused key...),
+    as OpenAI writes it: ``{"error": {"message", "type", "param", "code"}}``."""
     etype = _STATUS_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
     err = {
         "message": message,
         "type": etype,
         "param": path if path not in (None, "$") else None,
-        "code": code,  # the standard's code (model_not_found is OpenAI's own too)
+        # The standard's code where OpenAI has none of its own (model_not_found is both).
+        "code": _OWN_CODES.get(code, code),
     }
     return msgspec.json.encode({"error": err})
+
+
+def error_frame(code: str, message: str, seq: int = 0) -> bytes:
+    """An in-stream error chunk as OpenAI's Chat Completions sends it (``seq`` unused:
+    its chunks are not numbered)."""
+    etype, ecode = ERROR_TYPES.get(code, ("server_error", code))
+    err = {"message": message, "type": etype, "param": None, "code": ecode}
+    return b"data: %s\n\n" % msgspec.json.encode({"error": err})
 
 
 def error_answer(

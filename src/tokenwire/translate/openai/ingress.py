@@ -259,7 +259,7 @@ class ChunkEncoder:
     """Standard events -> OpenAI ``chat.completion.chunk`` SSE frames (§7.3 ingress).
 
     Every block lands on choice 0 unless a ``tokenwire.block`` put it on
-    another (``tokenwire:choice``, issue 23: ``n`` > 1), each choice with its
+    another (``tokenwire:choice``, ``n`` > 1), each choice with its
     own tool-call indexes and finish reason. Text deltas go as ``delta.content`` (reasoning
     blocks as ``delta.reasoning_content``, blocks marked ``tokenwire:refusal``
     as ``delta.refusal``), ``tokenwire:citation`` as ``delta.annotations``,
@@ -296,7 +296,7 @@ class ChunkEncoder:
         self._raw_stop: str | None = None
         #: Per delta key, the frame's bytes before and after the encoded text.
         self._templates: dict[str, tuple[bytes, bytes]] = {}
-        #: Block -> its choice, for blocks of choices > 0 (``tokenwire:choice``, issue 23).
+        #: Block -> its choice, for blocks of choices > 0 (``tokenwire:choice``).
         self._choice_of: dict[int, int] = {}
         self._choices: dict[int, list[Any]] = {}  # choice > 0 -> [tool calls, stop reason]
 

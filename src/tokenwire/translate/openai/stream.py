@@ -20,7 +20,7 @@ from .errors import ERROR_FINISH_REASONS, FINISH_REASONS, _HTTPError, error_code
 # --- Stream side: OpenAI chunks -> standard events -----------------------------------
 # One typed decoder for the whole chunk: only the fields the translator reads
 # are declared, so msgspec skips logprobs, obfuscation, content_filter_results,
-# system_fingerprint and the rest without building them (issue 5: the per-chunk
+# system_fingerprint and the rest without building them (the per-chunk
 # cost must stay within 2x the bare SSE decode). ``gc=False``: these values hold
 # no cycles, and leaving them out of the garbage collector's books saves the
 # collections a stream of short-lived chunks would otherwise trigger.
@@ -194,7 +194,7 @@ class Translator(SSETranslator):
         self.unknown_types: Counter[str] = Counter()
 
     # -- messages ------------------------------------------------------------
-    # Issue 5 budgets translation at 2x the bare SSE decode: each payload is
+    # Translation is budgeted at 2x the bare SSE decode: each payload is
     # decoded by one typed msgspec decoder, and a plain text delta for an open
     # block (nearly every chunk of a stream) becomes its event without further calls.
 

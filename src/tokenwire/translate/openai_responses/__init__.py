@@ -17,7 +17,7 @@ from .._contract import VendorFormat, VendorIngress
 from ..openai.errors import error_body
 from .aggregate import ResponseAggregator, aggregate_ingress
 from .count import COUNT
-from .errors import ERROR_CODES, INCOMPLETE_REASONS, error_code, http_error
+from .errors import ERROR_CODES, INCOMPLETE_REASONS, error_code, error_frame, http_error
 from .ingress import ResponsesEncoder, parse_ingress, request_from_vendor
 from .request import EXTENSION_KEYS, build_request, reasoning_items
 from .stream import Translator
@@ -33,6 +33,7 @@ __all__ = [
     "aggregate_ingress",
     "build_request",
     "error_body",
+    "error_frame",
     "error_code",
     "http_error",
     "parse_ingress",
@@ -55,6 +56,7 @@ FORMAT = VendorFormat(
         parse=parse_ingress,
         aggregate=aggregate_ingress,
         error_body=error_body,
+        error_frame=error_frame,
     ),
     fake="tokenwire.testing.openai_responses",
     count=COUNT,

@@ -1,4 +1,4 @@
-"""A whole Responses ``response`` from standard events (issue 23): ``ResponsesEncoder``, inverted.
+"""A whole Responses ``response`` from standard events: ``ResponsesEncoder``, inverted.
 
 The Responses stream already ends with the whole object: the events go
 through the ingress's ``ResponsesEncoder``, and the ``response`` of its

@@ -6,7 +6,7 @@ from typing import Final
 
 import msgspec
 
-__all__ = ["ERROR_CODES", "INCOMPLETE_REASONS", "error_code", "http_error"]
+__all__ = ["ERROR_CODES", "INCOMPLETE_REASONS", "error_code", "error_frame", "http_error"]
 
 #: ``incomplete_details.reason`` -> standard stop reason (§5.3.3). Others: ``max_tokens``.
 INCOMPLETE_REASONS: Final[dict[str, str]] = {
@@ -75,3 +75,19 @@ def http_error(status: int, body: bytes) -> tuple[str, str]:
     if mapped != "internal_error":
         code = mapped
     return code, f"{text}: {err.message}" if err.message else text
+
+
+def error_frame(code: str, message: str, seq: int = 0) -> bytes:
+    """An in-stream ``error`` event as the Responses API sends it; ``seq`` is its
+    ``sequence_number`` (the events sent before it)."""
+    from ..openai.errors import ERROR_TYPES
+
+    _etype, ecode = ERROR_TYPES.get(code, ("server_error", code))
+    payload = {
+        "type": "error",
+        "sequence_number": seq,
+        "code": ecode,
+        "message": message,
+        "param": None,
+    }
+    return b"event: error\ndata: %s\n\n" % msgspec.json.encode(payload)

@@ -1,4 +1,4 @@
-"""The Responses API's response object as Open Responses requires it (issue 23).
+"""The Responses API's response object as Open Responses requires it.
 
 Every ``ResponseResource`` field a request sets echoes it; the others carry the API's
 defaults (tests/vectors/gateway/open-responses-resource.json holds the required fields,

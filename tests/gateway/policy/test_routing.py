@@ -7,9 +7,10 @@ import random
 from collections.abc import AsyncIterator
 
 from tokenwire import events as ev
-from tokenwire.gateway.context import CURRENT, RequestContext
+from tokenwire.gateway.context import RequestContext
 from tokenwire.gateway.policy.routing import CircuitBreaker, Deployment, RetryPolicy, RoutedProvider
 from tokenwire.request import Request
+from tokenwire.server import Exchange
 from tokenwire.testing import async_wait_until
 
 REQUEST = Request(version="1.0", stream=True, model="m", messages=[])
@@ -58,8 +59,7 @@ def _run(provider: RoutedProvider) -> tuple[list[ev.Event], RequestContext]:
     ctx = RequestContext()
 
     async def go() -> list[ev.Event]:
-        CURRENT.set(ctx)
-        return [event async for event in provider.generate(REQUEST)]
+        return [event async for event in provider.serve(REQUEST, Exchange(context=ctx))]
 
     return asyncio.run(go()), ctx
 

@@ -13,14 +13,16 @@ from tokenwire import events as ev
 from tokenwire import translate
 from tokenwire.errors import InvalidRequest
 from tokenwire.gateway.providers.passthrough import (
+    TRANSITIONS,
     Encoder,
     Offer,
-    error_frame,
+    OfferState,
     lenient,
     rename_model,
 )
+from tokenwire.translate.anthropic import error_frame as anthropic_error_frame
 
-VECTORS = Path(__file__).resolve().parents[1] / "vectors" / "passthrough"
+VECTORS = Path(__file__).resolve().parents[2] / "vectors" / "passthrough"
 
 
 def _cases(name: str) -> list[dict[str, Any]]:
@@ -38,8 +40,8 @@ def test_rename_model(case: dict[str, Any]) -> None:
 @pytest.mark.parametrize("case", _cases("take.json"), ids=lambda c: c["name"])
 def test_only_complete_events_leave(case: dict[str, Any]) -> None:
     offer = Offer("anthropic", b"{}", {}, {})
-    offer.engaged = True
-    offer.reset()
+    offer.step("engage")  # the client reads the vendor stream
+    offer.attempt()
     for step in case["steps"]:
         offer.push(step["push"].encode())
         assert offer.take() == step["out"].encode()
@@ -105,7 +107,7 @@ def test_an_error_the_gateway_adds_is_in_the_vendors_shape_after_whole_events() 
     offer = Offer("anthropic", b"{}", {}, {})
     encode = Encoder(offer, lambda event: b"VENDOR")
     assert encode(_START) == b""  # held: passthrough or not is not known yet
-    offer.reset()  # the provider takes the offer
+    offer.attempt()  # the provider takes the offer
     offer.push(b'event: ping\ndata: {}\n\nevent: content_block_delta\ndata: {"ty')
     out = encode(_error())
     assert out.startswith(b"event: ping\ndata: {}\n\nevent: error\ndata: ")
@@ -117,10 +119,10 @@ def test_an_upstream_error_in_its_bytes_is_not_doubled() -> None:
     offer = Offer("anthropic", b"{}", {}, {})
     encode = Encoder(offer, lambda event: b"VENDOR")
     encode(_START)
-    offer.reset()
-    frame = error_frame("anthropic", _error("overloaded"))
+    offer.attempt()
+    frame = anthropic_error_frame("overloaded", "upstream connection failed")
     offer.push(frame)
-    offer.covered = True  # parsed from the upstream's bytes
+    offer.reading()  # parsed from the upstream's bytes
     assert encode(_error("overloaded")) == frame
 
 
@@ -142,7 +144,7 @@ def test_responses_errors_carry_the_next_sequence_number() -> None:
     offer = Offer("openai-responses", b"{}", {}, {})
     encode = Encoder(offer, lambda event: b"")
     encode(_START)
-    offer.reset()
+    offer.attempt()
     offer.push(b"event: a\ndata: {}\n\nevent: b\ndata: {}\n\n")
     out = encode(
         ev.ContentDelta(v=ev.VERSION, seq=1, index=0, role="assistant", delta=ev.Delta(text="x"))
@@ -150,3 +152,43 @@ def test_responses_errors_carry_the_next_sequence_number() -> None:
     assert out.count(b"\n\n") == 2
     frame = encode(_error())
     assert msgspec.json.decode(frame.split(b"data: ")[1])["sequence_number"] == 2
+
+
+# --- the offer's state table -------------------------------------------------------------
+
+INPUTS = sorted({event for _state, event in TRANSITIONS})
+
+
+@pytest.mark.parametrize("state", list(OfferState), ids=lambda s: s.name)
+@pytest.mark.parametrize("event", INPUTS)
+def test_an_input_the_table_lacks_is_refused_and_changes_nothing(
+    state: OfferState, event: str
+) -> None:
+    offer = Offer("anthropic", b"{}", {}, {})
+    offer.state = state
+    if (state, event) in TRANSITIONS:
+        offer.step(event)
+        assert offer.state is TRANSITIONS[state, event]
+        return
+    with pytest.raises(RuntimeError, match=f"{event!r} in state {state.name}"):
+        offer.step(event)
+    assert offer.state is state
+
+
+def test_a_client_that_asked_for_the_standard_keeps_no_upstream_bytes() -> None:
+    offer = Offer("anthropic", b"{}", {}, {})
+    offer.attempt()  # the encoder never ran: the client reads the standard
+    offer.reading()
+    offer.push(b"event: ping\ndata: {}\n\n")
+    assert not offer.taken and offer.take() == b""
+
+
+def test_a_retry_forgets_the_failed_attempts_status_and_bytes() -> None:
+    offer = Offer("anthropic", b"{}", {}, {})
+    Encoder(offer, lambda event: b"")(_START)  # the client reads the vendor stream
+    offer.attempt()
+    offer.answer(529, b'{"type":"error"}', {"retry-after": "1"}.get)
+    assert offer.head is not None and offer.closed and offer.whole
+    offer.attempt()  # routing tries the next deployment
+    assert offer.state is OfferState.TAKEN and offer.head is None
+    assert not offer.closed and not offer.whole and offer.take() == b""
