@@ -164,6 +164,8 @@ class SignalRHub:
         self.negotiations = 0
         self._tokens: set[str] = set()
         self._server: Server | None = None
+        self._front: asyncio.Server | None = None
+        self._front_tasks: set[asyncio.Task[Any]] = set()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -180,23 +182,41 @@ class SignalRHub:
         return f"ws://127.0.0.1:{self.port}{self.path}"
 
     async def start(self) -> None:
-        """Listen on 127.0.0.1; ``port`` is set once this returns."""
+        """Listen on 127.0.0.1; ``port`` is set once this returns.
+
+        The port is an HTTP front door, as a hub's is: negotiate's ``POST`` is
+        answered there, since websockets' server (before 17) refuses any method
+        but ``GET`` before a hook sees it; every other connection is piped to the
+        WebSocket server, which listens on a port of its own.
+        """
         self._server = await serve(
             self._handler,
             "127.0.0.1",
-            self.port,
+            0,
             process_request=self._process_request,
             max_size=16 << 20,
             ping_interval=None,
         )
-        self.port = self._server.sockets[0].getsockname()[1]
+        inner = next(iter(self._server.sockets)).getsockname()[1]
+
+        async def front_door(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await self._front_door(inner, reader, writer)
+
+        self._front = await asyncio.start_server(front_door, "127.0.0.1", self.port)
+        self.port = next(iter(self._front.sockets)).getsockname()[1]
 
     async def stop(self) -> None:
         """Close every connection and stop listening."""
+        if self._front is not None:
+            self._front.close()
+            self._front = None
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
             self._server = None
+        # The piped connections end with the WebSocket server's; wait for them.
+        if self._front_tasks:
+            await asyncio.wait(self._front_tasks, timeout=5)
 
     async def __aenter__(self) -> SignalRHub:
         await self.start()
@@ -226,6 +246,50 @@ class SignalRHub:
             self._loop = None
 
     # -- HTTP: negotiate and the upgrade --------------------------------------
+
+    async def _front_door(
+        self, inner: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        """One connection: any method but ``GET`` answered here (negotiate, or a 404),
+        a ``GET`` (the upgrade) piped to the WebSocket server."""
+        task = asyncio.current_task()
+        if task is not None:
+            self._front_tasks.add(task)
+        upstream: asyncio.StreamWriter | None = None
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            method, target = head.split(b" ", 2)[:2]
+            url = urlsplit(target.decode("latin-1"))
+            if method != b"GET":
+                lines = head.decode("latin-1").split("\r\n")
+                fields = dict(line.split(":", 1) for line in lines[1:] if ":" in line)
+                length = {k.strip().lower(): v.strip() for k, v in fields.items()}.get(
+                    "content-length", "0"
+                )
+                await reader.readexactly(int(length) if length.isdigit() else 0)
+                if method == b"POST" and url.path == self.path + "/negotiate" and self.negotiate:
+                    answer = self._negotiate(url.query)
+                else:  # no negotiate here, or another method: ASP.NET's 404
+                    empty = Headers([("Content-Length", "0"), ("Connection", "close")])
+                    answer = Response(404, "Not Found", empty, b"")
+                status = f"HTTP/1.1 {answer.status_code} {answer.reason_phrase}\r\n"
+                fields_out = "".join(f"{k}: {v}\r\n" for k, v in answer.headers.raw_items())
+                writer.write(f"{status}{fields_out}\r\n".encode("latin-1") + answer.body)
+                await writer.drain()
+                return
+            upstream_reader, upstream = await asyncio.open_connection("127.0.0.1", inner)
+            upstream.write(head)
+            await asyncio.gather(_pipe(reader, upstream), _pipe(upstream_reader, writer))
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, OSError):
+            pass
+        finally:
+            for side in (upstream, writer):
+                if side is not None:
+                    side.close()
+                    with contextlib.suppress(OSError):
+                        await side.wait_closed()
+            if task is not None:
+                self._front_tasks.discard(task)
 
     def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         url = urlsplit(request.path)
@@ -417,3 +481,13 @@ def _update(text: str) -> dict[str, Any]:
     """A Copilot ``update`` Invocation: no invocationId, the cumulative text."""
     message = {"text": text, "author": "bot", "messageId": "m1", "messageType": "Chat"}
     return {"type": 1, "target": "update", "arguments": [{"messages": [message]}]}
+
+
+async def _pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+    """Copy ``src`` to ``dst`` until EOF, then end ``dst`` (the other way then ends too)."""
+    with contextlib.suppress(OSError):
+        while data := await src.read(65536):
+            dst.write(data)
+            await dst.drain()
+    with contextlib.suppress(OSError):
+        dst.close()
