@@ -211,7 +211,7 @@ def next_turn_body(first: Any, *, tool_result: str = "18°C, sunny") -> dict[str
 
 def first_turn_content() -> dict[str, Any]:
     blocks = fake_anthropic.reasoning_blocks(THINKING)
-    digest = fake_anthropic._turn_digest(blocks)
+    digest = fake_anthropic.turn_digest(blocks)
     call = {
         "type": "tool_use",
         "id": f"toolu_fake0000_{digest}",

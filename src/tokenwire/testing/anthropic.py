@@ -36,8 +36,6 @@ paused block was altered or the request's ``container`` is not that container.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import re
 from collections.abc import Iterator
@@ -47,6 +45,18 @@ import msgspec
 
 from ..translate.anthropic import ERROR_TYPES, VENDOR_STOP_REASONS
 from . import loops
+from .anthropic_seals import (
+    check_lossless,
+    check_reasoning,
+    compaction_block,
+    container_id,
+    content_digest,
+    reasoning_blocks,
+    redacted_data,
+    sign_item,
+    signature,
+    turn_digest,
+)
 from .upstream import (
     RecordedRequest,
     Script,
@@ -129,171 +139,6 @@ def error_body(status: int) -> bytes:
             "request_id": "req_fake0001",
         }
     )
-
-
-# --- extended thinking: signed blocks, checked on the next turn -----------------
-
-_SIGNING_KEY: Final = b"tokenwire-fake-anthropic"
-#: ``toolu_fake0001_<digest>``: a call made in a turn whose reasoning was signed.
-_SIGNED_CALL: Final = re.compile(r"toolu_fake\d{4}_([0-9a-f]{16})")
-
-
-def signature(thinking: str) -> str:
-    """The fake's signature of a thinking block's text (opaque, like Anthropic's)."""
-    digest = hashlib.sha256(_SIGNING_KEY + thinking.encode("utf-8")).digest()
-    return base64.b64encode(b"\x12\x01" + digest).decode("ascii")
-
-
-def redacted_data(seed: str) -> str:
-    """Opaque ``redacted_thinking`` data (what Anthropic encrypts)."""
-    digest = hashlib.sha256(_SIGNING_KEY + b"redacted:" + seed.encode("utf-8")).digest()
-    return base64.b64encode(b"\x0a\x02" + digest).decode("ascii")
-
-
-def _turn_digest(blocks: list[dict[str, Any]]) -> str:
-    """A digest of a turn's reasoning blocks, in order (what the tool ids carry)."""
-    h = hashlib.sha256(_SIGNING_KEY)
-    for block in blocks:
-        h.update(_encode([block.get("type"), block.get("signature"), block.get("data")]))
-    return h.hexdigest()[:16]
-
-
-def reasoning_blocks(script: Script) -> list[dict[str, Any]]:
-    """The complete thinking / redacted_thinking blocks ``script`` answers with."""
-    blocks: list[dict[str, Any]] = []
-    if script.thinking:
-        blocks.append(
-            {
-                "type": "thinking",
-                "thinking": script.thinking,
-                "signature": signature(script.thinking),
-            }
-        )
-    if script.redacted_thinking:
-        blocks.append({"type": "redacted_thinking", "data": redacted_data(script.thinking)})
-    return blocks
-
-
-def _check_reasoning(messages: list[Any], *, thinking: bool = True) -> str | None:
-    """Anthropic's next-turn rules for thinking blocks (see the module docstring): a
-    signed call's turn must start with its thinking only while thinking is on."""
-    for i, message in enumerate(messages):
-        content = message.get("content")
-        if message.get("role") != "assistant" or not isinstance(content, list):
-            continue
-        lead: list[dict[str, Any]] = []
-        for k, block in enumerate(content):
-            if not isinstance(block, dict):
-                return f"messages.{i}.content.{k}: Input should be an object"
-            kind = block.get("type")
-            if kind == "thinking":
-                text, sig = block.get("thinking"), block.get("signature")
-                if not isinstance(text, str) or not isinstance(sig, str) or sig != signature(text):
-                    return f"messages.{i}.content.{k}: Invalid `signature` in `thinking` block"
-            if kind in ("thinking", "redacted_thinking") and len(lead) == k:
-                lead.append(block)
-        for block in content:
-            if block.get("type") != "tool_use":
-                continue
-            match = _SIGNED_CALL.fullmatch(str(block.get("id", "")))
-            if match is None:
-                continue
-            if not lead and not thinking:
-                continue  # thinking off: earlier turns may go without it
-            if not lead:
-                found = content[0].get("type") if isinstance(content[0], dict) else None
-                return (
-                    f"messages.{i}.content.0.type: Expected `thinking` or `redacted_thinking`, "
-                    f"but found `{found}`. When `thinking` is enabled, a final `assistant` "
-                    "message must start with a thinking block (preceeding the lastmost set of "
-                    "`tool_use` and `tool_result` blocks). We recommend you include thinking "
-                    "blocks from previous turns."
-                )
-            if _turn_digest(lead) != match.group(1):
-                return (
-                    f"messages.{i}.content: thinking or redacted_thinking blocks in the latest "
-                    "assistant message cannot be modified. These blocks must remain as they "
-                    "were in the original response."
-                )
-    return None
-
-
-# --- tokenwire extensions 1.1: compaction and pause_turn, checked on the next turn ----
-
-#: ``toolu_fake0000_cmp<digest>``: a call made in a turn that compacted the context.
-_COMPACTED_CALL: Final = re.compile(r"toolu_fake\d{4}_cmp([0-9a-f]{16})")
-#: ``srvtoolu_fake_<digest>``: a server tool block the fake paused its turn on.
-_PAUSED_TOOL: Final = re.compile(r"srvtoolu_fake_([0-9a-f]{16})")
-
-
-def _digest(*parts: Any) -> str:
-    return hashlib.sha256(_SIGNING_KEY + _encode(list(parts))).hexdigest()[:16]
-
-
-def compaction_block(summary: str) -> dict[str, Any]:
-    """The fake's compaction block for ``summary``: its encrypted content signs the text."""
-    sealed = base64.b64encode(b"\x1a\x03" + bytes.fromhex(_digest("compaction", summary)))
-    return {"type": "compaction", "content": summary, "encrypted_content": sealed.decode()}
-
-
-def container_id(server_tool_id: str) -> str:
-    """The container the fake ran a paused server tool in (its id names the tool)."""
-    return f"container_fake_{_digest('container', server_tool_id)}"
-
-
-def _sign_item(item: dict[str, Any]) -> dict[str, Any]:
-    if item.get("type") == "compaction":
-        return compaction_block(str(item.get("content", "")))
-    if item.get("type") == "server_tool_use":
-        tool_id = f"srvtoolu_fake_{_digest(item.get('name'), item.get('input'))}"
-        return {"id": tool_id, **item}
-    return item
-
-
-def _check_lossless(body: dict[str, Any], messages: list[Any]) -> str | None:
-    """Anthropic's next-turn rules for compaction and pause_turn (module docstring)."""
-    paused: str | None = None
-    for i, message in enumerate(messages):
-        content = message.get("content")
-        if message.get("role") != "assistant" or not isinstance(content, list):
-            continue
-        compactions: set[str] = set()
-        for k, block in enumerate(content):
-            if not isinstance(block, dict):
-                continue
-            kind = block.get("type")
-            if kind == "compaction":
-                summary = block.get("content")
-                if block != compaction_block(str(summary)):
-                    return (
-                        f"messages.{i}.content.{k}: the `compaction` block's `content` differs "
-                        "from the text its `encrypted_content` recorded"
-                    )
-                compactions.add(_digest("compaction", summary))
-            elif kind == "tool_use":
-                match = _COMPACTED_CALL.fullmatch(str(block.get("id", "")))
-                if match and match[1] not in compactions:
-                    return (
-                        f"messages.{i}.content.{k}: `tool_use` block {block.get('id')} was made "
-                        "after a `compaction` block that is missing from this assistant message"
-                    )
-            elif kind == "server_tool_use":
-                match = _PAUSED_TOOL.fullmatch(str(block.get("id", "")))
-                if match is None:
-                    continue
-                if _digest(block.get("name"), block.get("input")) != match[1]:
-                    return f"messages.{i}.content.{k}: `server_tool_use` block was modified"
-                if i == len(messages) - 1:
-                    paused = str(block["id"])
-    container = body.get("container")
-    if paused is not None and container != container_id(paused):
-        return (
-            "container: continuing a `pause_turn` requires the container of the paused turn"
-            f" (got {container!r})"
-        )
-    if isinstance(container, str) and container.startswith("container_fake_") and paused is None:
-        return "container: no paused turn to continue in this container"
-    return None
 
 
 def refusal_body(problem: str) -> bytes:
@@ -633,8 +478,8 @@ def check_request(request: RecordedRequest) -> str | None:
         return "the fake only streams: stream must be true"
     return (
         _check_agent_fields(body, request.headers)
-        or _check_reasoning(messages, thinking=loops.anthropic_thinking(body))
-        or _check_lossless(body, messages)
+        or check_reasoning(messages, thinking=loops.anthropic_thinking(body))
+        or check_lossless(body, messages)
     )
 
 
@@ -672,7 +517,7 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
     message: dict[str, Any] = {
         # Unique per turn as Anthropic's are: Claude Code merges the blocks of
         # streamed messages that share an id into one assistant message.
-        "id": f"msg_fake_{_digest('message', request.body.decode('utf-8', 'replace'))}",
+        "id": f"msg_fake_{content_digest('message', request.body.decode('utf-8', 'replace'))}",
         "type": "message",
         "role": "assistant",
         "model": model,
@@ -712,7 +557,7 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
             block({"type": "thinking", "thinking": "", "signature": ""}, deltas)
         else:
             block(signed_block, [])
-    digest = f"_{_turn_digest(signed)}" if signed else ""
+    digest = f"_{turn_digest(signed)}" if signed else ""
     sent = json_object(request)
     # A script with items of its own (the lossless loops) says the whole turn.
     agent = (
@@ -726,7 +571,7 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
     for start, agent_deltas in agent:
         block(start, agent_deltas)
     # tokenwire extensions 1.1: compaction / server tool blocks (signed), before the text.
-    for item in map(_sign_item, script.items):
+    for item in map(sign_item, script.items):
         if item["type"] == "compaction":
             deltas = [
                 {
@@ -736,7 +581,7 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
                 }
             ]
             block({"type": "compaction", "content": None}, deltas)
-            digest = digest or f"_cmp{_digest('compaction', item['content'])}"
+            digest = digest or f"_cmp{content_digest('compaction', item['content'])}"
         elif item["type"] == "server_tool_use":
             fragments = argument_fragments(item.get("input", {}))
             block(
@@ -773,7 +618,7 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
         final_usage["server_tool_use"] = _server_usage(agent)
         if any(start.get("name") == "code_execution" for start, _ in agent):
             delta["container"] = {"id": "container_fake0001", "expires_at": "2026-12-31T00:00:00Z"}
-    paused = [i for i in map(_sign_item, script.items) if i.get("type") == "server_tool_use"]
+    paused = [i for i in map(sign_item, script.items) if i.get("type") == "server_tool_use"]
     if script.container is not None and paused:
         # The turn pauses on its (long-running) server tool, in a container.
         delta["stop_reason"] = "pause_turn"

@@ -234,6 +234,9 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
     """The Gemini SSE body for ``script``, one item per chunk (CRLF framing)."""
     pieces = script.pieces
     output_tokens = script.usage_output_tokens
+    # Gemini names each response anew; the fake takes its name from the request, so a
+    # conversation's turns get different ones and a replay gets the same.
+    response_id = "fake" + hashlib.sha256(request.body).hexdigest()[:20]
     try:
         body = request.json()
     except ValueError:
@@ -265,7 +268,7 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
                 "candidates": [candidate],
                 "usageMetadata": usage(final),
                 "modelVersion": model,
-                "responseId": "fakeGeminiResponse0001",
+                "responseId": response_id,
             }
         )
 
@@ -336,7 +339,7 @@ def render(script: Script, *, model: str, request: RecordedRequest) -> list[byte
                     "candidates": finals,
                     "usageMetadata": usage(True),
                     "modelVersion": model,
-                    "responseId": "fakeGeminiResponse0001",
+                    "responseId": response_id,
                 }
             )
         )
