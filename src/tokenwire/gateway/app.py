@@ -223,7 +223,7 @@ class Gateway:
             self.config.responses_websocket,
             write_timeout_s=self.config.server.write_timeout_s,
             max_message_bytes=self.config.server.max_body_bytes,
-            draining=lambda: self.production.drain.draining,
+            drain=lambda: self.production.drain,
         )
         metrics_here = self.production.metrics_here
         routes = [

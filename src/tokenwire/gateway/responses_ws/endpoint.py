@@ -11,15 +11,26 @@ provider keys.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from ...server.asgi import Receive, Scope, Send
 from ...server.frames.websocket import _same_origin
 from ..config.responses_websocket import ResponsesWebSocketConfig
 from .session import Socket
 
-__all__ = ["ResponsesOverWebSocket"]
+__all__ = ["DrainHook", "ResponsesOverWebSocket"]
+
+
+class DrainHook(Protocol):
+    """What a socket needs of the gateway's drain (``policy.drain.Drain`` is one)."""
+
+    draining: bool
+
+    def track(self, task: asyncio.Task[Any]) -> None: ...
+
+    def untrack(self, task: asyncio.Task[Any]) -> None: ...
 
 
 class ResponsesOverWebSocket:
@@ -37,15 +48,16 @@ class ResponsesOverWebSocket:
         max_message_bytes: int,
         target: Any = None,
         path: str = "/v1/responses",
-        draining: Callable[[], bool] = lambda: False,
+        drain: Callable[[], DrainHook | None] = lambda: None,
     ) -> None:
         self.bounds = bounds
         self.write_timeout_s = write_timeout_s
         self.max_message_bytes = max_message_bytes
         self.target = target
         self.path = path
-        #: Whether the gateway is draining (its sockets then close once idle).
-        self.draining = draining
+        #: The gateway's drain: a socket holds it open while it lives, and closes
+        #: once idle when it drains.
+        self.drain = drain
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "websocket":  # pragma: no cover - mounted as a WebSocket route
@@ -65,6 +77,21 @@ class ResponsesOverWebSocket:
             bounds=self.bounds,
             write_timeout_s=self.write_timeout_s,
             max_message_bytes=self.max_message_bytes,
-            draining=self.draining,
+            draining=self._draining,
         )
-        await socket.run(receive)
+        # A socket is in flight for the drain as a stream is: the drain waits for
+        # its response to end and for it to tell its client (1001), or cuts it at
+        # drain_s; without this a drain that saw no streams stopped the worker
+        # under a socket's feet.
+        drain, task = self.drain(), asyncio.current_task()
+        if drain is not None and task is not None:
+            drain.track(task)
+        try:
+            await socket.run(receive)
+        finally:
+            if drain is not None and task is not None:
+                drain.untrack(task)
+
+    def _draining(self) -> bool:
+        drain = self.drain()
+        return drain is not None and drain.draining
