@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from ...server.asgi import Receive, Scope, Send
-from ...server.frames.websocket import _same_origin
+from ...server.frames.websocket import accept
 from ..config.responses_websocket import ResponsesWebSocketConfig
 from .session import Socket
 
@@ -62,13 +62,8 @@ class ResponsesOverWebSocket:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "websocket":  # pragma: no cover - mounted as a WebSocket route
             return
-        message = await receive()
-        if message["type"] != "websocket.connect":
+        if not await accept(scope, receive, send, subprotocol=None):
             return
-        if not _same_origin(scope):
-            await send({"type": "websocket.close", "code": 1008})
-            return
-        await send({"type": "websocket.accept"})
         socket = Socket(
             scope,
             send,

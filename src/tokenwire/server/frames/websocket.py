@@ -42,17 +42,31 @@ class FramesOverWebSocket(Routes):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "websocket":  # pragma: no cover - mounted as a WebSocket route
             return
-        message = await receive()
-        if message["type"] != "websocket.connect":
-            return
-        if SUBPROTOCOL not in scope.get("subprotocols", ()) or not _same_origin(scope):
-            # No subprotocol, no binding; and a page of another origin may not drive a
-            # gateway the browser can reach (WebSockets have no CORS preflight, and an
-            # open gateway spends the operator's provider keys). 403 from the server.
-            await send({"type": "websocket.close", "code": 1008})
-            return
-        await send({"type": "websocket.accept", "subprotocol": SUBPROTOCOL})
-        await _Connection(self, scope, send).run(receive)
+        # No subprotocol, no binding.
+        if await accept(scope, receive, send, subprotocol=SUBPROTOCOL):
+            await _Connection(self, scope, send).run(receive)
+
+
+async def accept(scope: Scope, receive: Receive, send: Send, *, subprotocol: str | None) -> bool:
+    """Take a WebSocket's connect and accept it (with ``subprotocol``, which the client
+    must offer); ``False`` once refused, or when the client left before connecting.
+
+    A page of another origin may not drive a gateway the browser can reach
+    (WebSockets have no CORS preflight, and an open gateway spends the operator's
+    provider keys): refused with 1008, a 403 from the server.
+    """
+    message = await receive()
+    if message["type"] != "websocket.connect":
+        return False
+    offered = subprotocol is None or subprotocol in scope.get("subprotocols", ())
+    if not offered or not _same_origin(scope):
+        await send({"type": "websocket.close", "code": 1008})
+        return False
+    answer: dict[str, Any] = {"type": "websocket.accept"}
+    if subprotocol is not None:
+        answer["subprotocol"] = subprotocol
+    await send(answer)
+    return True
 
 
 class _Connection:
