@@ -262,7 +262,7 @@ def test_gemini_cli_loop_on_another_vendor(served: Served, model: str) -> None:
     from google.genai import types
 
     before = len(served.fakes[model].requests)
-    options = types.HttpOptions(base_url=served.url, api_version="v1beta")
+    options = types.HttpOptions(base_url=served.url)
     client = genai.Client(api_key="unused", http_options=options)
     chat = client.chats.create(model=model, config=_gemini_config())
     message: Any = "Read a.txt, then list the files."

@@ -31,7 +31,7 @@ def test_genai_sdk_streams_the_demo_model(gateway: Gateway) -> None:
 
     client = genai.Client(
         api_key="unused",
-        http_options=types.HttpOptions(base_url=gateway.url, api_version="v1beta"),
+        http_options=types.HttpOptions(base_url=gateway.url),
     )
     question = "Hello from google-genai"
     chunks = list(client.models.generate_content_stream(model="demo", contents=question))

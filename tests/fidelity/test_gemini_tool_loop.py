@@ -58,7 +58,7 @@ def _client(gateway: Gateway) -> Any:
 
     return genai.Client(
         api_key="unused",
-        http_options=types.HttpOptions(base_url=gateway.url, api_version="v1beta"),
+        http_options=types.HttpOptions(base_url=gateway.url),
     )
 
 

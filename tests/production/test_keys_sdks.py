@@ -60,9 +60,7 @@ def _genai(gw: Gateway, key: str):  # type: ignore[no-untyped-def]
     from google import genai
     from google.genai import types
 
-    return genai.Client(
-        api_key=key, http_options=types.HttpOptions(base_url=gw.url, api_version="v1beta")
-    )
+    return genai.Client(api_key=key, http_options=types.HttpOptions(base_url=gw.url))
 
 
 def _openai_stream(gw: Gateway, key: str, model: str = "demo") -> str:

@@ -337,9 +337,7 @@ def _sdk_chunks(body: bytes) -> Iterator[Any]:
     http = httpx.Client(transport=httpx.MockTransport(answer))
     client = genai.Client(
         api_key="x",
-        http_options=types.HttpOptions(
-            base_url="http://gemini.test", api_version="v1beta", httpx_client=http
-        ),
+        http_options=types.HttpOptions(base_url="http://gemini.test", httpx_client=http),
     )
     yield from client.models.generate_content_stream(model="m", contents="hi")
     http.close()
