@@ -395,7 +395,11 @@ class StreamEndpoint:
             keepalive.discard(outbox)
             if hangup is not None:
                 hangup.stop()
-            await owner.release(producer, record, hung_up=hung_up)
+            # A client that leaves once it has the whole stream (an agent closing right
+            # after the final event, while the provider still closes its upstream) is
+            # done, not gone: only one that leaves with events unmade or unsent hung up.
+            whole = writer.ended and outbox.size == 0
+            await owner.release(producer, record, hung_up=hung_up and not whole)
             if hangup is not None:
                 await hangup.stopped()
             record.events = writer.next_seq
