@@ -28,15 +28,20 @@ RL = {
     for vendor in ("openai", "anthropic", "gemini", "standard")
 }
 BUDGET = KEYS.add("budget", token_budget=1)
-#: ``[metrics] listen``: the metrics' own port.
-METRICS_PORT = free_port()
 
 
 @pytest.fixture(scope="module")
-def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+def metrics_port() -> int:
+    """``[metrics] listen``: the metrics' own port, taken as the gateway starts (one
+    taken at import is minutes old by then, and another process may hold it)."""
+    return free_port()
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory, metrics_port: int) -> Iterator[Gateway]:
     workdir: Path = tmp_path_factory.mktemp("keys")
     config = KEYS.toml() + "\n" + table("models", {"name": "other", "provider": "demo"}, array=True)
-    config += "\n" + table("metrics", {"listen": f"127.0.0.1:{METRICS_PORT}"})
+    config += "\n" + table("metrics", {"listen": f"127.0.0.1:{metrics_port}"})
     gw = start(workdir, config)
     try:
         yield gw
@@ -161,7 +166,9 @@ def test_genai_sdk_is_refused_like_gemini(gateway: Gateway) -> None:
     assert limited.value.status == "RESOURCE_EXHAUSTED"
 
 
-def test_standard_route_answers_the_standard_json_error(gateway: Gateway) -> None:
+def test_standard_route_answers_the_standard_json_error(
+    gateway: Gateway, metrics_port: int
+) -> None:
     with gateway.client(timeout=10.0) as client:
         missing = post(client, body("demo", "hi"))
         assert missing.status_code == 401
@@ -188,7 +195,7 @@ def test_standard_route_answers_the_standard_json_error(gateway: Gateway) -> Non
         assert client.get("/v1/models", headers=auth).status_code == 200
         # With keys, /metrics is not on the serving port: on its own listener.
         assert client.get("/metrics", headers=auth).status_code == 404
-    with httpx.Client(base_url=f"http://127.0.0.1:{METRICS_PORT}", timeout=10.0) as scraper:
+    with httpx.Client(base_url=f"http://127.0.0.1:{metrics_port}", timeout=10.0) as scraper:
         metrics = scraper.get("/metrics").text
         assert scraper.get("/v1/models").status_code == 404
         assert scraper.post("/metrics").status_code == 405
